@@ -1,0 +1,176 @@
+/**
+ * The contract between the simulated chain (src/chain: clock, leaders, bank, blocks, commitment) and the
+ * servers that sit on it (src/rpc, src/geyser, src/engine). The chain implements `Cluster`; the servers only
+ * use this interface. Extend it when a server needs more; do not break what is here.
+ */
+
+/** Solana's commitment levels, lowest first. */
+export type Commitment = 'processed' | 'confirmed' | 'finalized';
+
+/**
+ * A transaction error as Solana's JSON-RPC renders it: a bare variant name ("BlockhashNotFound",
+ * "AlreadyProcessed", "AccountNotFound", "InsufficientFundsForFee", "SignatureFailure", ...) or an object for
+ * variants with data, e.g. `{ InstructionError: [0, { Custom: 1 }] }` or `{ InstructionError: [1, "InvalidArgument"] }`.
+ */
+export type TransactionErrorJson = string | Record<string, unknown>;
+
+export interface LeaderInfo {
+  /** Validator identity, base58. */
+  identity: string;
+  /** Whether this validator runs the bundle engine (Jito-Solana): bundles land only in its slots. */
+  bundleEngine: boolean;
+}
+
+export interface EpochInfo {
+  epoch: number;
+  /** First slot of the epoch. */
+  firstSlot: number;
+  slotsInEpoch: number;
+  /** The current slot's index within the epoch. */
+  slotIndex: number;
+  absoluteSlot: number;
+  blockHeight: number;
+  transactionCount: number;
+}
+
+export interface BlockhashInfo {
+  blockhash: string;
+  /** Last block height at which a transaction using this blockhash may be processed (height + 150 at issue). */
+  lastValidBlockHeight: number;
+  /** Slot of the block that produced it. */
+  slot: number;
+}
+
+export interface SignatureStatus {
+  slot: number;
+  /** null once the slot is finalized (rooted), else the number of confirmed blocks built on top. */
+  confirmations: number | null;
+  err: TransactionErrorJson | null;
+  confirmationStatus: Commitment;
+}
+
+/** A slot moving through its life. `dead` means the slot's block was abandoned: its transactions rolled back. */
+export type SlotStatus = 'processed' | 'confirmed' | 'finalized' | 'dead';
+
+export interface SlotEvent {
+  slot: number;
+  parent: number | null;
+  status: SlotStatus;
+  /** Set when status is 'dead'. */
+  deadError?: string;
+}
+
+/** A transaction executed in a block (success or failure, both are recorded on chain and charge the fee). */
+export interface TransactionEvent {
+  slot: number;
+  /** First signature, base58. */
+  signature: string;
+  /** First signature, raw 64 bytes (the geyser stream sends bytes). */
+  signatureBytes: Uint8Array;
+  /** Position of the transaction in its block. */
+  index: number;
+  isVote: boolean;
+  err: TransactionErrorJson | null;
+  /** Every static account key of the message, base58, in message order (for account_include filters). */
+  accountKeys: string[];
+  /** The fee payer (first account key). */
+  feePayer: string;
+}
+
+/** A bundle the block engine asks the leader to include: wire bytes of each transaction, in order. */
+export interface BundleCandidate {
+  /** The Jito bundle id (lowercase hex SHA-256 of first signatures joined by ","). */
+  bundleId: string;
+  transactions: Uint8Array[];
+}
+
+export type BundleExecution =
+  | { bundleId: string; landed: true; slot: number; signatures: string[] }
+  | {
+      bundleId: string;
+      landed: false;
+      slot: number;
+      /** Index of the transaction that failed, and why; nothing of the bundle was committed. */
+      failedIndex: number;
+      err: TransactionErrorJson;
+      signatures: string[];
+    };
+
+export interface BlockContext {
+  slot: number;
+  leader: LeaderInfo;
+  blockHeight: number;
+}
+
+/**
+ * The block engine's hook into block production. The chain calls `bundlesForSlot` while producing each slot's
+ * block (only when the leader runs the bundle engine), executes each returned bundle atomically in order, then
+ * reports every outcome through `onBundleResults` in the same call frame.
+ */
+export interface BundleSource {
+  bundlesForSlot(ctx: BlockContext): BundleCandidate[];
+  onBundleResults(ctx: BlockContext, results: BundleExecution[]): void;
+}
+
+/** Result of handing one transaction to the chain outside a bundle (RPC sendTransaction). */
+export type SubmitResult = { ok: true; signature: string } | { ok: false; err: TransactionErrorJson; signature: string };
+
+export interface ClusterEvents {
+  /** Every slot status change, in the order they happen. */
+  slot: [SlotEvent];
+  /** Every transaction included in a processed block. */
+  transaction: [TransactionEvent];
+  /** A dead slot's transactions were rolled back: their statuses are gone. */
+  rollback: [{ slot: number; signatures: string[] }];
+}
+
+export interface Cluster {
+  /** Highest processed slot. */
+  readonly slot: number;
+  readonly blockHeight: number;
+  /** Highest confirmed / finalized slot. */
+  slotAt(commitment: Commitment): number;
+  blockHeightAt(commitment: Commitment): number;
+  epochInfo(commitment?: Commitment): EpochInfo;
+  readonly slotsPerEpoch: number;
+
+  /** Leader of a slot (any epoch whose schedule is known: previous, current, next). null when unknown. */
+  leaderAt(slot: number): LeaderInfo | null;
+  /** Leader schedule of the epoch containing `slot`: identity -> slot indexes relative to the epoch's first slot. */
+  leaderSchedule(slot: number): Record<string, number[]> | null;
+  /** Every validator: identity, stake in lamports, bundle-engine flag. */
+  validators(): Array<LeaderInfo & { stake: number }>;
+
+  latestBlockhash(commitment?: Commitment): BlockhashInfo;
+  /** Known and not expired at the current block height. */
+  isBlockhashValid(blockhash: string): boolean;
+  blockhashInfo(blockhash: string): BlockhashInfo | null;
+
+  /** Status cache lookup; null when unknown (never landed, rolled back, or older than the cache). */
+  signatureStatus(signature: string): SignatureStatus | null;
+
+  /** Queue a transaction (wire bytes) for the next block produced, any leader. Validation errors come back at once
+   * (bad signature, unknown / expired blockhash, already processed); execution errors are recorded in the block. */
+  submitTransaction(wire: Uint8Array): SubmitResult;
+  /** Execute without committing (simulateTransaction). */
+  simulateTransaction(
+    wire: Uint8Array,
+    options?: { sigVerify?: boolean; replaceRecentBlockhash?: boolean },
+  ): { err: TransactionErrorJson | null; logs: string[]; unitsConsumed: number };
+
+  getBalance(address: string): number;
+  /** Credit lamports from the faucet; returns the airdrop transaction's signature. */
+  airdrop(address: string, lamports: number): string;
+
+  /** The block engine registers here; at most one source. */
+  setBundleSource(source: BundleSource | null): void;
+
+  on<K extends keyof ClusterEvents>(event: K, listener: (...args: ClusterEvents[K]) => void): this;
+  off<K extends keyof ClusterEvents>(event: K, listener: (...args: ClusterEvents[K]) => void): this;
+
+  /** Manual clock: produce `n` slots now (tests). Works whether or not the automatic clock runs. */
+  advance(n?: number): void;
+  /** Start / stop the automatic slot clock. */
+  start(): void;
+  stop(): void;
+}

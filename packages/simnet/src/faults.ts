@@ -1,0 +1,95 @@
+import { EventEmitter } from 'node:events';
+
+/**
+ * Fault injection for the whole simnet. Rates are probabilities in [0, 1] rolled per request / bundle /
+ * slot with the simnet's seeded Rng; flags hold until cleared. Every server reads the live values, so a
+ * test (or the admin HTTP route) flips a fault and the next request sees it.
+ */
+export interface FaultSettings {
+  /** Block engine (JSON-RPC and gRPC): answer 429 / -32097 (RESOURCE_EXHAUSTED on gRPC) with this probability. */
+  engineRateLimitRate: number;
+  /** Block engine: answer HTTP 5xx (UNAVAILABLE on gRPC) with this probability. */
+  engine5xxRate: number;
+  /** Block engine: extra latency added to every answer, in ms. */
+  engineLatencyMs: number;
+  /** Block engine: an accepted bundle is silently dropped (never lands; gRPC `dropped`) with this probability. */
+  bundleDropRate: number;
+  /** Chain: a block that carries a bundle is uncled with this probability; the bundle's transactions are then
+   * re-broadcast one by one and may land individually (no atomicity). */
+  uncleRate: number;
+  /** Chain: a produced slot is declared dead shortly after with this probability (its transactions roll back). */
+  deadSlotRate: number;
+  /** Chain: the slot clock stops advancing while true. */
+  slotStall: boolean;
+  /** Tip floor REST route: serve a frozen snapshot with an old `time` while true. */
+  staleTipFloor: boolean;
+  /** Solana JSON-RPC: refuse connections (HTTP 503 + -32005 unhealthy) while true. */
+  rpcDown: boolean;
+  /** Solana JSON-RPC: answer HTTP 5xx with this probability. */
+  rpc5xxRate: number;
+  /** Solana JSON-RPC / gRPC: extra latency in ms. */
+  rpcLatencyMs: number;
+}
+
+export const DEFAULT_FAULTS: Readonly<FaultSettings> = Object.freeze({
+  engineRateLimitRate: 0,
+  engine5xxRate: 0,
+  engineLatencyMs: 0,
+  bundleDropRate: 0,
+  uncleRate: 0,
+  deadSlotRate: 0,
+  slotStall: false,
+  staleTipFloor: false,
+  rpcDown: false,
+  rpc5xxRate: 0,
+  rpcLatencyMs: 0,
+});
+
+/** One-shot fault actions, delivered as events to whoever implements them. */
+export interface FaultActions {
+  /** Cut every open Yellowstone Subscribe stream (UNAVAILABLE), as a load balancer would. */
+  cutStreams: [];
+  /** Make every blockhash issued so far invalid at once. */
+  expireBlockhashes: [];
+}
+
+export class Faults extends EventEmitter<{ [K in keyof FaultActions]: FaultActions[K] } & { changed: [FaultSettings] }> {
+  private settings: FaultSettings = { ...DEFAULT_FAULTS };
+
+  get current(): Readonly<FaultSettings> {
+    return this.settings;
+  }
+
+  /** Set some faults; unknown keys and out-of-range values throw, so a typo in a test fails loudly. */
+  set(patch: Partial<FaultSettings>): void {
+    const next = { ...this.settings };
+    for (const [key, value] of Object.entries(patch)) {
+      if (!(key in DEFAULT_FAULTS)) throw new Error(`unknown fault "${key}"`);
+      const expected = typeof DEFAULT_FAULTS[key as keyof FaultSettings];
+      if (typeof value !== expected) throw new Error(`fault "${key}" must be a ${expected}`);
+      if (typeof value === 'number') {
+        const isRate = key.endsWith('Rate');
+        if (!Number.isFinite(value) || value < 0 || (isRate && value > 1)) {
+          throw new Error(`fault "${key}" must be ${isRate ? 'a probability in [0, 1]' : 'a non-negative number'}`);
+        }
+      }
+      (next as Record<string, unknown>)[key] = value;
+    }
+    this.settings = next;
+    this.emit('changed', this.settings);
+  }
+
+  /** Clear every fault. */
+  reset(): void {
+    this.settings = { ...DEFAULT_FAULTS };
+    this.emit('changed', this.settings);
+  }
+
+  cutStreams(): void {
+    this.emit('cutStreams');
+  }
+
+  expireBlockhashes(): void {
+    this.emit('expireBlockhashes');
+  }
+}
