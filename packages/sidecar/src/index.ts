@@ -1,0 +1,2 @@
+export * from './wire/transaction';
+export * from './journal/journal';

@@ -1,0 +1,148 @@
+import { mkdtemp, readdir, appendFile, writeFile, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Journal, JournalCorruptError, type JournalCodec } from '../src/journal/journal';
+
+type Op = { k: 'set'; key: string; value: number } | { k: 'del'; key: string };
+type State = Map<string, number>;
+
+const codec: JournalCodec<State, Op> = {
+  initial: () => new Map(),
+  apply(state, op) {
+    if (op.k === 'set') state.set(op.key, op.value);
+    else state.delete(op.key);
+  },
+  *snapshot(state) {
+    for (const [key, value] of state) yield { k: 'set', key, value };
+  },
+};
+
+async function freshDir(): Promise<string> {
+  return mkdtemp(join(tmpdir(), 'relay-journal-'));
+}
+
+describe('Journal', () => {
+  test('replays every committed operation after a reopen', async () => {
+    const dir = await freshDir();
+    const { journal } = await Journal.open(dir, codec);
+    await journal.commit({ k: 'set', key: 'a', value: 1 });
+    await journal.commit({ k: 'set', key: 'b', value: 2 });
+    await journal.commit({ k: 'del', key: 'a' });
+    await journal.close();
+    const { journal: again, recovery } = await Journal.open(dir, codec);
+    expect([...again.state]).toEqual([['b', 2]]);
+    expect(recovery.operationsReplayed).toBe(3);
+    expect(recovery.warnings).toEqual([]);
+    await again.close();
+  });
+
+  test('applies an operation only once it is durable', async () => {
+    const { journal } = await Journal.open(await freshDir(), codec);
+    const pending = journal.commit({ k: 'set', key: 'x', value: 9 });
+    expect(journal.state.has('x')).toBe(false);
+    await pending;
+    expect(journal.state.get('x')).toBe(9);
+    await journal.close();
+  });
+
+  test('groups concurrent commits into far fewer fsynced batches', async () => {
+    const { journal } = await Journal.open(await freshDir(), codec);
+    await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => journal.commit({ k: 'set', key: `k${i}`, value: i })),
+    );
+    expect(journal.state.size).toBe(1000);
+    expect(journal.metrics.commits).toBe(1000);
+    expect(journal.metrics.batches).toBeLessThan(100);
+    await journal.close();
+  });
+
+  test('survives a torn last line and keeps appending on a fresh line', async () => {
+    const dir = await freshDir();
+    const { journal } = await Journal.open(dir, codec);
+    await journal.commit({ k: 'set', key: 'a', value: 1 });
+    await journal.close();
+    await appendFile(join(dir, 'journal-0.jsonl'), '{"k":"set","key":"torn","va');
+    const { journal: reopened, recovery } = await Journal.open(dir, codec);
+    expect(recovery.warnings).toHaveLength(1);
+    expect(recovery.warnings[0]).toMatch(/torn last line/);
+    expect([...reopened.state]).toEqual([['a', 1]]);
+    await reopened.commit({ k: 'set', key: 'b', value: 2 });
+    await reopened.close();
+    const { journal: third, recovery: second } = await Journal.open(dir, codec);
+    expect(second.warnings).toEqual([]);
+    expect(Object.fromEntries(third.state)).toEqual({ a: 1, b: 2 });
+    await third.close();
+  });
+
+  test('refuses to start on a corrupt line followed by acknowledged records', async () => {
+    const dir = await freshDir();
+    await writeFile(
+      join(dir, 'journal-0.jsonl'),
+      '{"k":"set","key":"a","value":1}\nGARBAGE\n{"k":"set","key":"b","value":2}\n',
+    );
+    await expect(Journal.open(dir, codec)).rejects.toBeInstanceOf(JournalCorruptError);
+  });
+
+  test('compaction keeps the state, drops old generations, and later commits survive', async () => {
+    const dir = await freshDir();
+    const { journal } = await Journal.open(dir, codec);
+    for (let i = 0; i < 50; i++) await journal.commit({ k: 'set', key: `k${i % 10}`, value: i });
+    const during = journal.compact();
+    const concurrent = journal.commit({ k: 'set', key: 'late', value: 1 });
+    await Promise.all([during, concurrent]);
+    await journal.commit({ k: 'del', key: 'k0' });
+    await journal.close();
+    const files = (await readdir(dir)).sort();
+    expect(files).toEqual(['journal-1.jsonl', 'snapshot-1.jsonl']);
+    const { journal: reopened, recovery } = await Journal.open(dir, codec);
+    expect(recovery.snapshotGeneration).toBe(1);
+    expect(reopened.state.has('k0')).toBe(false);
+    expect(reopened.state.get('k9')).toBe(49);
+    expect(reopened.state.get('late')).toBe(1);
+    expect(reopened.state.size).toBe(10);
+    await reopened.close();
+  });
+
+  test('compacts by itself once the file passes the size threshold', async () => {
+    const dir = await freshDir();
+    const { journal } = await Journal.open(dir, codec, { compactAtBytes: 2000 });
+    for (let i = 0; i < 200; i++) await journal.commit({ k: 'set', key: 'same', value: i });
+    await journal.close();
+    expect(journal.metrics.compactions).toBeGreaterThan(0);
+    const { journal: reopened } = await Journal.open(dir, codec);
+    expect(reopened.state.get('same')).toBe(199);
+    await reopened.close();
+  });
+
+  test('an interrupted snapshot (temp file left by a crash) is ignored', async () => {
+    const dir = await freshDir();
+    const { journal } = await Journal.open(dir, codec);
+    await journal.commit({ k: 'set', key: 'a', value: 1 });
+    await journal.close();
+    await writeFile(join(dir, 'snapshot-1.jsonl.tmp'), '{"k":"set","key":"ghost","value":1}\n');
+    const { journal: reopened } = await Journal.open(dir, codec);
+    expect([...reopened.state]).toEqual([['a', 1]]);
+    expect(await readdir(dir)).not.toContain('snapshot-1.jsonl.tmp');
+    await reopened.close();
+  });
+
+  test('a snapshot without its trailer is not trusted', async () => {
+    const dir = await freshDir();
+    const { journal } = await Journal.open(dir, codec);
+    await journal.commit({ k: 'set', key: 'a', value: 1 });
+    await journal.compact();
+    await journal.commit({ k: 'set', key: 'b', value: 2 });
+    await journal.close();
+    const snapshot = join(dir, 'snapshot-1.jsonl');
+    const text = await readFile(snapshot, 'utf8');
+    await writeFile(snapshot, text.split('\n').slice(0, -2).join('\n') + '\n'); // drop the {"end":N} line
+    const { recovery } = await Journal.open(dir, codec);
+    expect(recovery.warnings.join()).toMatch(/incomplete/);
+  });
+
+  test('commits after close are refused', async () => {
+    const { journal } = await Journal.open(await freshDir(), codec);
+    await journal.close();
+    await expect(journal.commit({ k: 'set', key: 'a', value: 1 })).rejects.toThrow(/closed/);
+  });
+});
