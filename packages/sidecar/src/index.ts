@@ -1,2 +1,4 @@
 export * from './wire/transaction';
 export * from './journal/journal';
+export * from './events/hub';
+export * from './lifecycle/log';

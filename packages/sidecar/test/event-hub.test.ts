@@ -1,0 +1,107 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { EventHub } from '../src/events/hub';
+import { SseReader } from './helpers/sse';
+
+let server: Server;
+let hub: EventHub;
+let base: string;
+
+beforeEach(async () => {
+  hub = new EventHub({
+    bootId: 'boot1',
+    ringSize: 5,
+    clientBufferLimitBytes: 256 * 1024,
+    keepAliveMs: 0,
+    now: () => 1,
+  });
+  server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const only = url.searchParams.get('only');
+    hub.subscribe(res, {
+      lastEventId: req.headers['last-event-id'] as string | undefined,
+      filter: only ? (e) => e.name === only : undefined,
+      closeAfter: url.searchParams.has('close-on-done') ? (e) => e.name === 'done' : undefined,
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterEach(async () => {
+  hub.dispose();
+  server.closeAllConnections();
+  await new Promise<void>((r) => server.close(() => r()));
+});
+
+test('frames carry <bootId>-<seq> ids, the event name and one-line JSON data', async () => {
+  const reader = await SseReader.open(base);
+  expect(reader.status).toBe(200);
+  expect(reader.headers['content-type']).toMatch(/^text\/event-stream/);
+  hub.publish('slot_update', { slot: 7, leader: 'L' });
+  hub.publish('tx_enqueued', { tx_id: 'tx_1', slot: 7 });
+  await reader.waitFor((r) => r.messages.length === 2);
+  expect(reader.messages[0]).toEqual({
+    id: 'boot1-1',
+    event: 'slot_update',
+    data: '{"slot":7,"leader":"L"}',
+  });
+  expect(reader.messages[1]!.id).toBe('boot1-2');
+  reader.close();
+});
+
+test('Last-Event-ID from this boot replays exactly the missed events', async () => {
+  for (let i = 1; i <= 4; i++) hub.publish('n', { i });
+  const reader = await SseReader.open(base, { 'last-event-id': 'boot1-2' });
+  await reader.waitFor((r) => r.messages.length === 2);
+  expect(reader.messages.map((m) => JSON.parse(m.data).i)).toEqual([3, 4]);
+  hub.publish('n', { i: 5 });
+  await reader.waitFor((r) => r.messages.length === 3);
+  expect(reader.messages[2]!.id).toBe('boot1-5');
+  reader.close();
+});
+
+test('an id older than the ring, from another boot, or from the future gets resync', async () => {
+  for (let i = 1; i <= 9; i++) hub.publish('n', { i }); // ring of 5 keeps 5..9
+  for (const id of ['boot1-2', 'otherboot-3', 'boot1-99', 'garbage', 'boot1-x']) {
+    const reader = await SseReader.open(base, { 'last-event-id': id });
+    await reader.waitFor((r) => r.messages.length === 1);
+    expect(reader.messages[0]!.event).toBe('resync');
+    expect(JSON.parse(reader.messages[0]!.data)).toMatchObject({ boot_id: 'boot1', last_id: 'boot1-9' });
+    reader.close();
+  }
+  // The oldest id still replayable: everything after 4 is in the ring.
+  const ok = await SseReader.open(base, { 'last-event-id': 'boot1-4' });
+  await ok.waitFor((r) => r.messages.length === 5);
+  expect(ok.messages.map((m) => m.id)).toEqual(['boot1-5', 'boot1-6', 'boot1-7', 'boot1-8', 'boot1-9']);
+  ok.close();
+});
+
+test('filters apply to replay and live events; closeAfter ends the stream', async () => {
+  hub.publish('a', {});
+  hub.publish('done', { early: true });
+  const reader = await SseReader.open(`${base}/?only=done&close-on-done`, { 'last-event-id': 'boot1-1' });
+  await reader.waitFor((r) => r.ended);
+  expect(reader.messages).toHaveLength(1);
+  expect(JSON.parse(reader.messages[0]!.data)).toEqual({ early: true });
+  expect(hub.clientCount).toBe(0);
+});
+
+test('a client that stops reading is dropped past its buffer limit; others keep receiving', async () => {
+  const stalled = await SseReader.open(base);
+  const healthy = await SseReader.open(base);
+  await new Promise((r) => setTimeout(r, 50));
+  stalled.pause();
+  const payload = { blob: 'x'.repeat(16 * 1024) };
+  // 16 MB in small bursts: far more than loopback socket buffers hold for the stalled reader, while the
+  // healthy reader's backlog never nears the limit.
+  for (let i = 0; i < 1000; i++) {
+    hub.publish('big', payload);
+    if (i % 4 === 3) await new Promise((r) => setTimeout(r, 1));
+  }
+  await healthy.waitFor((r) => r.messages.length === 1000, 15_000);
+  expect(hub.counters.slowClientsDropped).toBe(1);
+  expect(hub.clientCount).toBe(1);
+  healthy.close();
+  stalled.close();
+}, 30_000);
