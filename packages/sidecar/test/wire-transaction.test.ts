@@ -77,13 +77,13 @@ describe('parseTransaction', () => {
 
   test('a corrupted signature is reported as invalid, with its index', () => {
     const wire = Uint8Array.from(legacyTransfer([payer, other]));
-    wire[1 + 64 + 10] ^= 0xff; // inside the second signature
+    wire[1 + 64 + 10] = wire[1 + 64 + 10]! ^ 0xff; // inside the second signature
     expect(firstInvalidSignature(parseTransaction(wire))).toEqual({ index: 1, reason: 'invalid' });
   });
 
   test('a tampered message fails verification', () => {
     const wire = Uint8Array.from(legacyTransfer());
-    wire[wire.length - 1] ^= 0x01; // the lamports amount
+    wire[wire.length - 1] = wire[wire.length - 1]! ^ 0x01; // the lamports amount
     expect(firstInvalidSignature(parseTransaction(wire))).toEqual({ index: 0, reason: 'invalid' });
   });
 

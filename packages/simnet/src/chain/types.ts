@@ -33,6 +33,15 @@ export interface EpochInfo {
   transactionCount: number;
 }
 
+export interface AccountState {
+  lamports: number;
+  /** Owner program, base58. */
+  owner: string;
+  data: Uint8Array;
+  executable: boolean;
+  rentEpoch: number;
+}
+
 export interface BlockhashInfo {
   blockhash: string;
   /** Last block height at which a transaction using this blockhash may be processed (height + 150 at issue). */
@@ -58,6 +67,11 @@ export interface SlotEvent {
   status: SlotStatus;
   /** Set when status is 'dead'. */
   deadError?: string;
+  /** The slot's block: its height and blockhash (absent for a dead slot's event). Added for block-meta streams. */
+  blockHeight?: number;
+  blockhash?: string;
+  /** Number of transactions recorded in the block. */
+  transactionCount?: number;
 }
 
 /** A transaction executed in a block (success or failure, both are recorded on chain and charge the fee). */
@@ -121,7 +135,14 @@ export interface ClusterEvents {
   /** Every transaction included in a processed block. */
   transaction: [TransactionEvent];
   /** A dead slot's transactions were rolled back: their statuses are gone. */
-  rollback: [{ slot: number; signatures: string[] }];
+  rollback: [
+    {
+      slot: number;
+      signatures: string[];
+      /** When the block was uncled: ids of the bundles it carried; their transactions are re-broadcast one by one. */
+      uncledBundleIds?: string[];
+    },
+  ];
 }
 
 export interface Cluster {
@@ -159,6 +180,8 @@ export interface Cluster {
   ): { err: TransactionErrorJson | null; logs: string[]; unitsConsumed: number };
 
   getBalance(address: string): number;
+  /** Full account state (getAccountInfo); null when the account does not exist. Optional so fakes may omit it. */
+  getAccount?(address: string): AccountState | null;
   /** Credit lamports from the faucet; returns the airdrop transaction's signature. */
   airdrop(address: string, lamports: number): string;
 
