@@ -2,3 +2,8 @@ export * from './wire/transaction';
 export * from './journal/journal';
 export * from './events/hub';
 export * from './lifecycle/log';
+export * from './config';
+export * from './upstream/block-engine';
+export * from './upstream/block-engine-jsonrpc';
+export * from './upstream/block-engine-grpc';
+export * from './upstream/solana-rpc';

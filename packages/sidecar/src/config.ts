@@ -1,0 +1,146 @@
+import { homedir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { RelayError } from '@solrelay/core';
+
+/**
+ * The sidecar's configuration: the spec's environment table plus DESIGN §3's additions, validated once at start-up.
+ * Only the composition roots (apps/, the CLI entry) read `process.env`; they hand it to `configFromEnv`.
+ */
+export interface SidecarConfig {
+  streamEndpoint: string;
+  streamXToken: string | undefined;
+  rpcUrl: string;
+  bundleEngineUrl: string;
+  bundleEngineUuid: string | undefined;
+  bundleEngineTransport: 'jsonrpc' | 'grpc';
+  bundleEngineGrpcUrl: string;
+  bundleEngineRps: number;
+  tipFloorUrl: string;
+  keypairPath: string;
+  apiHost: string;
+  apiPort: number;
+  apiToken: string | undefined;
+  decisionMode: 'cortex' | 'reflex';
+  bypass: boolean;
+  bypassTipLamports: number;
+  agentDir: string;
+  webDir: string;
+  policyFile: string;
+  lifecyclePath: string;
+  dataDir: string;
+  agentGraceSeconds: number;
+}
+
+export const DEFAULTS = {
+  bundleEngineUrl: 'https://mainnet.block-engine.jito.wtf',
+  bundleEngineGrpcUrl: 'https://mainnet.block-engine.jito.wtf:443',
+  tipFloorUrl: 'https://bundles.jito.wtf/api/v1/bundles/tip_floor',
+  apiHost: '127.0.0.1',
+  apiPort: 7777,
+  bypassTipLamports: 10_000,
+  agentDir: '../agents',
+  webDir: '../web',
+  policyFile: './relay.policy.json',
+  lifecyclePath: './lifecycle.jsonl',
+  dataDir: './.relay',
+  agentGraceSeconds: 10,
+  bundleEngineRps: 1,
+} as const;
+
+type Env = Record<string, string | undefined>;
+
+function value(env: Env, name: string): string | undefined {
+  const raw = env[name];
+  if (raw === undefined) return undefined;
+  const trimmed = raw.trim();
+  return trimmed === '' ? undefined : trimmed;
+}
+
+function required(env: Env, name: string): string {
+  const v = value(env, name);
+  if (v === undefined) throw new RelayError('RELAY_E_CONFIG_MISSING_ENV', { name });
+  return v;
+}
+
+function url(env: Env, name: string, fallback?: string, protocols = ['http:', 'https:']): string {
+  const v = fallback === undefined ? required(env, name) : (value(env, name) ?? fallback);
+  let parsed: URL;
+  try {
+    parsed = new URL(v);
+  } catch {
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', { name, reason: `"${v}" is not a URL` });
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name,
+      reason: `expected ${protocols.join(' or ')} but got ${parsed.protocol}`,
+    });
+  }
+  return v;
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const v = value(env, name);
+  if (v === undefined) return fallback;
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) {
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name,
+      reason: `expected a whole number from ${min} to ${max}, got "${v}"`,
+    });
+  }
+  return Number(v);
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const v = value(env, name);
+  if (v === undefined) return fallback;
+  if (!(allowed as readonly string[]).includes(v)) {
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name,
+      reason: `expected one of ${allowed.join(', ')}, got "${v}"`,
+    });
+  }
+  return v as T;
+}
+
+function flag(env: Env, name: string): boolean {
+  return oneOf(env, name, ['0', '1', 'true', 'false'] as const, '0') === '1' || value(env, name) === 'true';
+}
+
+/**
+ * Validate the environment. Throws a RelayError naming the first variable that is missing or wrong, so start-up
+ * stops with one clear message. Relative paths resolve against `cwd`.
+ */
+export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarConfig {
+  const home = env.HOME ?? homedir();
+  return {
+    streamEndpoint: url(env, 'STREAM_ENDPOINT'),
+    streamXToken: value(env, 'STREAM_X_TOKEN'),
+    rpcUrl: url(env, 'RPC_URL'),
+    bundleEngineUrl: url(env, 'BUNDLE_ENGINE_URL', DEFAULTS.bundleEngineUrl),
+    bundleEngineUuid: value(env, 'BUNDLE_ENGINE_UUID'),
+    bundleEngineTransport: oneOf(env, 'BUNDLE_ENGINE_TRANSPORT', ['jsonrpc', 'grpc'] as const, 'jsonrpc'),
+    bundleEngineGrpcUrl: url(env, 'BUNDLE_ENGINE_GRPC_URL', DEFAULTS.bundleEngineGrpcUrl),
+    bundleEngineRps: integer(env, 'BUNDLE_ENGINE_RPS', DEFAULTS.bundleEngineRps, 1, 10_000),
+    tipFloorUrl: url(env, 'TIP_FLOOR_URL', DEFAULTS.tipFloorUrl),
+    keypairPath: resolve(cwd, value(env, 'KEYPAIR_PATH') ?? join(home, '.config', 'solana', 'id.json')),
+    apiHost: value(env, 'API_HOST') ?? DEFAULTS.apiHost,
+    apiPort: integer(env, 'API_PORT', DEFAULTS.apiPort, 0, 65_535),
+    apiToken: value(env, 'RELAY_API_TOKEN'),
+    decisionMode: oneOf(env, 'AGENT_DECISION_MODE', ['cortex', 'reflex'] as const, 'cortex'),
+    bypass: flag(env, 'BYPASS_AGENT'),
+    bypassTipLamports: integer(
+      env,
+      'BYPASS_TIP_LAMPORTS',
+      DEFAULTS.bypassTipLamports,
+      1000,
+      Number.MAX_SAFE_INTEGER,
+    ),
+    agentDir: resolve(cwd, value(env, 'AGENT_DIR') ?? DEFAULTS.agentDir),
+    webDir: resolve(cwd, value(env, 'WEB_DIR') ?? DEFAULTS.webDir),
+    policyFile: resolve(cwd, value(env, 'RELAY_POLICY_FILE') ?? DEFAULTS.policyFile),
+    lifecyclePath: resolve(cwd, value(env, 'LIFECYCLE_PATH') ?? DEFAULTS.lifecyclePath),
+    dataDir: resolve(cwd, value(env, 'RELAY_DATA_DIR') ?? DEFAULTS.dataDir),
+    agentGraceSeconds: integer(env, 'RELAY_AGENT_GRACE_S', DEFAULTS.agentGraceSeconds, 0, 86_400),
+  };
+}

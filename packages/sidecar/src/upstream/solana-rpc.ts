@@ -1,0 +1,140 @@
+import { Connection, PublicKey, type Commitment, type SignatureStatus } from '@solana/web3.js';
+
+/** Solana's getSignatureStatuses takes at most this many signatures per call. */
+export const MAX_SIGNATURES_PER_STATUS_CALL = 256;
+
+export interface SolanaRpcOptions {
+  url: string;
+  /** Per-request deadline. Default 5 s. */
+  timeoutMs?: number;
+  /** Cached confirmed blockhash is refreshed when older than this. Default 2 s (DESIGN §2). */
+  blockhashMaxAgeMs?: number;
+  now?: () => number;
+}
+
+export interface UpstreamHealth {
+  ok: boolean;
+  lastOkAt: number | null;
+  lastError: string | null;
+  consecutiveFailures: number;
+}
+
+export interface RecentBlockhash {
+  blockhash: string;
+  lastValidBlockHeight: number;
+  fetchedAt: number;
+}
+
+/**
+ * The Solana JSON-RPC calls relay makes, through @solana/web3.js v1, with a deadline on every request and a health
+ * record the readiness check reads. web3.js's own 429 retry loop is off: a caller that needs to retry decides
+ * when, so an RPC outage never stalls the event loop's work behind hidden sleeps.
+ */
+export class SolanaRpc {
+  readonly connection: Connection;
+  readonly health: UpstreamHealth = { ok: false, lastOkAt: null, lastError: null, consecutiveFailures: 0 };
+  private blockhash: RecentBlockhash | null = null;
+  private blockhashInFlight: Promise<RecentBlockhash> | null = null;
+  private readonly now: () => number;
+
+  constructor(private readonly options: SolanaRpcOptions) {
+    const timeoutMs = options.timeoutMs ?? 5000;
+    this.now = options.now ?? Date.now;
+    this.connection = new Connection(options.url, {
+      commitment: 'confirmed',
+      disableRetryOnRateLimit: true,
+      fetch: (input, init) => fetch(input, { ...init, signal: AbortSignal.timeout(timeoutMs) }),
+    });
+  }
+
+  /** Statuses for any number of signatures, batched 256 per call, in input order. */
+  async getSignatureStatuses(signatures: string[]): Promise<Array<SignatureStatus | null>> {
+    const out: Array<SignatureStatus | null> = [];
+    for (let i = 0; i < signatures.length; i += MAX_SIGNATURES_PER_STATUS_CALL) {
+      const chunk = signatures.slice(i, i + MAX_SIGNATURES_PER_STATUS_CALL);
+      const { value } = await this.track(() => this.connection.getSignatureStatuses(chunk));
+      out.push(...value);
+    }
+    return out;
+  }
+
+  /** A `confirmed` blockhash for tip transactions, at most `blockhashMaxAgeMs` old (fetches are shared). */
+  async recentBlockhash(): Promise<RecentBlockhash> {
+    const maxAge = this.options.blockhashMaxAgeMs ?? 2000;
+    if (this.blockhash && this.now() - this.blockhash.fetchedAt <= maxAge) return this.blockhash;
+    if (!this.blockhashInFlight) {
+      this.blockhashInFlight = this.track(() => this.connection.getLatestBlockhash('confirmed'))
+        .then((value) => {
+          this.blockhash = { ...value, fetchedAt: this.now() };
+          return this.blockhash;
+        })
+        .finally(() => {
+          this.blockhashInFlight = null;
+        });
+    }
+    return this.blockhashInFlight;
+  }
+
+  async isBlockhashValid(blockhash: string, commitment: Commitment = 'processed'): Promise<boolean> {
+    const { value } = await this.track(() => this.connection.isBlockhashValid(blockhash, { commitment }));
+    return value;
+  }
+
+  async getSlot(commitment: Commitment = 'processed'): Promise<number> {
+    return this.track(() => this.connection.getSlot(commitment));
+  }
+
+  async getBlockHeight(commitment: Commitment = 'processed'): Promise<number> {
+    return this.track(() => this.connection.getBlockHeight(commitment));
+  }
+
+  async getBalance(address: string): Promise<number> {
+    return this.track(() => this.connection.getBalance(new PublicKey(address), 'confirmed'));
+  }
+
+  /** Epoch boundaries for the leader schedule. */
+  async getEpochInfo(): Promise<{
+    epoch: number;
+    firstSlot: number;
+    slotsInEpoch: number;
+    absoluteSlot: number;
+  }> {
+    const info = await this.track(() => this.connection.getEpochInfo('processed'));
+    return {
+      epoch: info.epoch,
+      firstSlot: info.absoluteSlot - info.slotIndex,
+      slotsInEpoch: info.slotsInEpoch,
+      absoluteSlot: info.absoluteSlot,
+    };
+  }
+
+  /** Leaders of `limit` (<= 5000) consecutive slots from `startSlot`; works one epoch ahead, so it also prefetches. */
+  async getSlotLeaders(startSlot: number, limit: number): Promise<string[]> {
+    const leaders = await this.track(() => this.connection.getSlotLeaders(startSlot, limit));
+    return leaders.map((key) => key.toBase58());
+  }
+
+  /** The stored nonce of a durable-nonce account (bytes 40..72 of its data, base58), or null if absent. */
+  async getNonceValue(nonceAccount: string): Promise<string | null> {
+    const info = await this.track(() =>
+      this.connection.getAccountInfo(new PublicKey(nonceAccount), 'confirmed'),
+    );
+    if (!info || info.data.length < 72) return null;
+    return new PublicKey(info.data.subarray(40, 72)).toBase58();
+  }
+
+  private async track<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      const value = await call();
+      this.health.ok = true;
+      this.health.lastOkAt = this.now();
+      this.health.consecutiveFailures = 0;
+      return value;
+    } catch (error) {
+      this.health.ok = false;
+      this.health.lastError = (error as Error).message;
+      this.health.consecutiveFailures++;
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,79 @@
+import { isRelayError } from '@solrelay/core';
+import { configFromEnv, DEFAULTS } from '../src/config';
+
+const minimal = {
+  STREAM_ENDPOINT: 'http://127.0.0.1:10000',
+  RPC_URL: 'http://127.0.0.1:8899',
+  HOME: '/home/op',
+};
+
+function errorOf(env: Record<string, string>): { code: string; message: string } {
+  try {
+    configFromEnv(env, '/srv/relay');
+  } catch (error) {
+    if (isRelayError(error)) return { code: error.code, message: error.message };
+    throw error;
+  }
+  throw new Error('expected configFromEnv to throw');
+}
+
+test('the spec defaults apply when only the required variables are set', () => {
+  const config = configFromEnv(minimal, '/srv/relay');
+  expect(config).toMatchObject({
+    apiPort: 7777,
+    apiHost: '127.0.0.1',
+    decisionMode: 'cortex',
+    bypass: false,
+    bypassTipLamports: 10_000,
+    bundleEngineUrl: DEFAULTS.bundleEngineUrl,
+    bundleEngineTransport: 'jsonrpc',
+    keypairPath: '/home/op/.config/solana/id.json',
+    policyFile: '/srv/relay/relay.policy.json',
+    lifecyclePath: '/srv/relay/lifecycle.jsonl',
+    agentDir: '/srv/agents',
+    webDir: '/srv/web',
+    agentGraceSeconds: 10,
+  });
+});
+
+test.each([
+  [{ RPC_URL: 'http://x' }, 'RELAY_E_CONFIG_MISSING_ENV', /STREAM_ENDPOINT/],
+  [{ STREAM_ENDPOINT: 'http://x' }, 'RELAY_E_CONFIG_MISSING_ENV', /RPC_URL/],
+  [{ ...minimal, RPC_URL: 'not a url' }, 'RELAY_E_CONFIG_INVALID_ENV', /RPC_URL/],
+  [{ ...minimal, API_PORT: '70000' }, 'RELAY_E_CONFIG_INVALID_ENV', /API_PORT/],
+  [
+    { ...minimal, AGENT_DECISION_MODE: 'smart' },
+    'RELAY_E_CONFIG_INVALID_ENV',
+    /AGENT_DECISION_MODE.*cortex, reflex/,
+  ],
+  [{ ...minimal, BYPASS_AGENT: 'yes' }, 'RELAY_E_CONFIG_INVALID_ENV', /BYPASS_AGENT/],
+  [{ ...minimal, BYPASS_TIP_LAMPORTS: '10.5' }, 'RELAY_E_CONFIG_INVALID_ENV', /BYPASS_TIP_LAMPORTS/],
+  [
+    { ...minimal, BUNDLE_ENGINE_TRANSPORT: 'carrier-pigeon' },
+    'RELAY_E_CONFIG_INVALID_ENV',
+    /BUNDLE_ENGINE_TRANSPORT/,
+  ],
+])('a bad environment stops start-up naming the variable (%#)', (env, code, message) => {
+  const error = errorOf(env as Record<string, string>);
+  expect(error.code).toBe(code);
+  expect(error.message).toMatch(message);
+});
+
+test('bypass, its tip and the other overrides are read', () => {
+  const config = configFromEnv(
+    {
+      ...minimal,
+      BYPASS_AGENT: '1',
+      BYPASS_TIP_LAMPORTS: '25000',
+      AGENT_DECISION_MODE: 'reflex',
+      API_PORT: '0',
+      KEYPAIR_PATH: 'keys/tipper.json',
+    },
+    '/srv/relay',
+  );
+  expect(config.bypass).toBe(true);
+  expect(config.bypassTipLamports).toBe(25_000);
+  expect(config.decisionMode).toBe('reflex');
+  expect(config.apiPort).toBe(0);
+  expect(config.keypairPath).toBe('/srv/relay/keys/tipper.json');
+});
