@@ -7,3 +7,4 @@ export * from './upstream/block-engine';
 export * from './upstream/block-engine-jsonrpc';
 export * from './upstream/block-engine-grpc';
 export * from './upstream/solana-rpc';
+export * from './upstream/geyser-stream';
