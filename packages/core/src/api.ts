@@ -1,0 +1,283 @@
+import { z } from 'zod';
+import { MAX_USER_TRANSACTIONS } from './bundle-id';
+import { RelayError, type ErrorBody } from './errors';
+import { AiDecisionTraceSchema, type LifecycleEntry } from './lifecycle';
+import type { TipFloorView } from './oracle';
+import type { AttemptOutcome } from './outcomes';
+import type { Policy, PolicyEntry, PolicyKey, PolicyProblem } from './policy';
+import type { BundleStage, TxState } from './states';
+import {
+  DECISION_MODES,
+  PRIORITIES,
+  TIP_MODES,
+  TX_ENCODINGS,
+  type DecisionMode,
+  type Priority,
+  type TipMode,
+} from './vocabulary';
+
+/** Largest request body the API accepts (413 above). */
+export const MAX_REQUEST_BODY_BYTES = 256 * 1024;
+
+/** Default count of `GET /lifecycle`. */
+export const DEFAULT_LIFECYCLE_LAST = 10;
+
+const lamports = z.int().min(0);
+const encodedTransaction = z.string().min(1, 'must not be empty');
+
+/**
+ * `POST /tx/enqueue` body. `transaction` (one) or `transactions` (1 to 4), not both. Defaults:
+ * `encoding` base64, `priority` normal, `tip` auto. `max_tip` below `min-tip` is a 422 the sidecar
+ * checks against the live policy.
+ */
+export const EnqueueRequestSchema = z
+  .strictObject({
+    transactions: z.array(encodedTransaction).min(1).max(MAX_USER_TRANSACTIONS).optional(),
+    transaction: encodedTransaction.optional(),
+    encoding: z.enum(TX_ENCODINGS).default('base64'),
+    priority: z.enum(PRIORITIES).default('normal'),
+    tip: z.enum(TIP_MODES).default('auto'),
+    expiry_slots: z.int().min(1).max(10_000).optional(),
+    max_tip: lamports.optional(),
+  })
+  .refine((body) => (body.transactions === undefined) !== (body.transaction === undefined), {
+    message: 'give either `transaction` or `transactions`',
+    path: ['transactions'],
+  })
+  .transform(({ transaction, transactions, ...rest }) => ({
+    ...rest,
+    transactions: transactions ?? (transaction === undefined ? [] : [transaction]),
+  }));
+
+/** A validated enqueue request, normalised to a `transactions` list. */
+export type EnqueueRequest = z.output<typeof EnqueueRequestSchema>;
+/** An enqueue body as a caller writes it. */
+export type EnqueueRequestBody = z.input<typeof EnqueueRequestSchema>;
+
+/** `POST /tx/enqueue` answer: 202 for a new transaction, 200 for a repeat. */
+export interface EnqueueResponse {
+  tx_id: string;
+  state: TxState;
+  slot: number;
+  signatures: string[];
+}
+
+/** `POST /internal/submit` body. */
+export const SubmitRequestSchema = z.strictObject({
+  tx_id: z.string().min(1),
+  tip_lamports: lamports,
+  reason: z.string().min(1).max(2_000),
+  escalated: z.boolean().optional(),
+  trace: AiDecisionTraceSchema.nullable().optional(),
+});
+
+/** A validated submit request. */
+export type SubmitRequest = z.output<typeof SubmitRequestSchema>;
+
+/** `POST /internal/submit` answer (202). */
+export interface SubmitResponse {
+  tx_id: string;
+  bundle_id: string;
+  tip_lamports: number;
+}
+
+/** `POST /internal/mode` body. */
+export const ModeRequestSchema = z.strictObject({ decision_mode: z.enum(DECISION_MODES) });
+
+/** A validated mode request. */
+export type ModeRequest = z.output<typeof ModeRequestSchema>;
+
+/** `GET|POST /internal/mode` answer. */
+export interface ModeResponse {
+  decision_mode: DecisionMode;
+}
+
+/** `GET /internal/agent/info` answer. */
+export interface AgentInfo {
+  model: string;
+  provider: string;
+  /** Unix epoch milliseconds. */
+  connected_since: number;
+}
+
+/** One state a transaction entered. */
+export interface TxHistoryEntry {
+  state: TxState;
+  slot: number;
+  /** Unix epoch milliseconds. */
+  ts: number;
+}
+
+/** One attempt (bundle) of a transaction. */
+export interface TxAttempt {
+  attempt: number;
+  bundle_id: string;
+  tip_lamports: number;
+  slot_submitted: number;
+  stage: BundleStage;
+  outcome: AttemptOutcome | null;
+}
+
+/** `GET /tx/{tx_id}` answer: the full record. */
+export interface TxRecord {
+  tx_id: string;
+  state: TxState;
+  priority: Priority;
+  tip: TipMode;
+  max_tip: number | null;
+  enqueued_slot: number;
+  expires_at_slot: number;
+  /** The user transactions' first signatures. */
+  tx_signatures: string[];
+  bundle_id: string | null;
+  history: TxHistoryEntry[];
+  attempts: TxAttempt[];
+  retries: number;
+  last_error: ErrorBody['error'] | null;
+  failure: AttemptOutcome | null;
+}
+
+/** Health of one upstream. */
+export interface UpstreamHealth {
+  ok: boolean;
+  detail: string | null;
+  /** Unix epoch milliseconds of the last good exchange, or null. */
+  last_ok_at: number | null;
+}
+
+/** `GET /status` answer. */
+export interface StatusResponse {
+  slot: number;
+  leader: string | null;
+  bundle_engine_leader: boolean | null;
+  next_bundle_engine_leader_slot: number | null;
+  tip: { p50: number; p75: number };
+  stale: boolean;
+  decision_mode: DecisionMode;
+  bypass: boolean;
+  /** Pending (non-terminal) transactions. */
+  queue: number;
+  agent: { connected: boolean; model: string | null; provider: string | null };
+  upstream: {
+    stream: UpstreamHealth;
+    rpc: UpstreamHealth;
+    block_engine: UpstreamHealth;
+    tip_floor: UpstreamHealth;
+  };
+  tipper: { pubkey: string; balance_lamports: number | null };
+  paused_reason: string | null;
+}
+
+/** `GET /tip` answer (lamports). */
+export type TipResponse = TipFloorView;
+
+/** One line of `GET /queue`. */
+export interface QueueEntry {
+  tx_id: string;
+  age_slots: number;
+  priority: Priority;
+  retries: number;
+}
+
+/** `GET /queue` answer. */
+export interface QueueResponse {
+  pending: number;
+  evicted_total: number;
+  entries: QueueEntry[];
+}
+
+/** `GET /lifecycle?last=N` answer, most recent last. */
+export interface LifecycleListResponse {
+  entries: LifecycleEntry[];
+}
+
+/** `GET /bundle/{bundle_id}` answer. */
+export type BundleResponse = LifecycleEntry;
+
+/** `GET /policy` answer. */
+export interface PolicyView {
+  values: Policy;
+  overridden: PolicyKey[];
+  entries: PolicyEntry[];
+  /** The policy file's path, or null when none is configured. */
+  path: string | null;
+  /** Problems of the file on disk (when it was refused, `values` are the last good policy). */
+  problems: PolicyProblem[];
+}
+
+/** `GET /readyz` answer (200 when ready, 503 otherwise). */
+export interface ReadyResponse {
+  ready: boolean;
+  reasons: string[];
+}
+
+/** The `last` query of `GET /lifecycle`: a positive integer, default 10. */
+export const LifecycleQuerySchema = z.strictObject({
+  last: z.coerce.number().int().min(1).max(10_000).default(DEFAULT_LIFECYCLE_LAST),
+});
+
+/**
+ * Validates a request body against a schema. A failure is `RELAY_E_REQUEST_INVALID_FIELD` naming
+ * the first field at fault (`details.field`, dotted path; `details.issues` lists them all).
+ */
+export function parseRequestBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', {
+      field: '(body)',
+      reason: 'expected a JSON object',
+    });
+  }
+  const parsed = schema.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const issues = parsed.error.issues.map((issue) => ({
+    field: fieldName(issue),
+    message: issue.message,
+  }));
+  const first = issues[0] ?? { field: '(body)', message: 'invalid' };
+  throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', {
+    field: first.field,
+    reason: first.message,
+    issues,
+  });
+}
+
+function fieldName(issue: z.core.$ZodIssue): string {
+  if (issue.code === 'unrecognized_keys' && issue.keys.length > 0) {
+    return [...issue.path.map(String), issue.keys[0]].join('.');
+  }
+  return issue.path.length > 0 ? issue.path.map(String).join('.') : '(body)';
+}
+
+/** Validates `POST /tx/enqueue` (see {@link parseRequestBody}); more than 4 transactions is `RELAY_E_TX_TOO_MANY_TRANSACTIONS`. */
+export function parseEnqueueRequest(body: unknown): EnqueueRequest {
+  const transactions = (body as { transactions?: unknown } | null)?.transactions;
+  if (Array.isArray(transactions) && transactions.length > MAX_USER_TRANSACTIONS) {
+    throw new RelayError('RELAY_E_TX_TOO_MANY_TRANSACTIONS', {
+      count: transactions.length,
+      field: 'transactions',
+    });
+  }
+  return parseRequestBody(EnqueueRequestSchema, body);
+}
+
+/** Validates `POST /internal/submit` (see {@link parseRequestBody}). */
+export function parseSubmitRequest(body: unknown): SubmitRequest {
+  return parseRequestBody(SubmitRequestSchema, body);
+}
+
+/**
+ * Validates `POST /internal/mode`. An unknown mode is `RELAY_E_MODE_INVALID`, other faults
+ * `RELAY_E_REQUEST_INVALID_FIELD`.
+ */
+export function parseModeRequest(body: unknown): ModeRequest {
+  const mode = (body as { decision_mode?: unknown } | null)?.decision_mode;
+  if (
+    typeof body === 'object' &&
+    body !== null &&
+    mode !== undefined &&
+    !(DECISION_MODES as readonly unknown[]).includes(mode)
+  ) {
+    throw new RelayError('RELAY_E_MODE_INVALID', { value: mode, field: 'decision_mode' });
+  }
+  return parseRequestBody(ModeRequestSchema, body);
+}

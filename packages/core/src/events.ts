@@ -1,0 +1,160 @@
+import type { TipFloorView } from './oracle';
+import type { AttemptOutcome } from './outcomes';
+import type { Policy, PolicyKey, PolicyProblem } from './policy';
+import type { TxState } from './states';
+import type { DecisionMode, Priority, TipMode } from './vocabulary';
+
+/** Fields on every event: `ts`, Unix epoch milliseconds when the sidecar emitted it. */
+export interface EventBase {
+  ts: number;
+}
+
+/** A transaction moved to a new state (one event per state, skipped states included). */
+export interface TxStatusChangedEvent extends EventBase {
+  tx_id: string;
+  state: TxState;
+  /** The bundle that produced this state, or null. */
+  bundle_id: string | null;
+  /** The user transactions' first signatures. */
+  tx_signatures: string[];
+  /** The failure class when `state` is `failed`, else null. */
+  failure: AttemptOutcome | null;
+}
+
+/** A bundle reached a terminal stage. */
+export interface BundleSettledEvent extends EventBase {
+  bundle_id: string;
+  stage: 'finalized' | 'failed';
+  failure_type: AttemptOutcome | null;
+  tx_id: string;
+  tip_lamports: number;
+  /** The transaction's retries counted so far. */
+  retries: number;
+}
+
+/** A new highest processed slot. */
+export interface SlotUpdateEvent extends EventBase {
+  slot: number;
+  /** The slot's scheduled leader, or null when not in the leader buffer. */
+  leader: string | null;
+  /** Whether that leader runs the bundle engine; null when unknown. */
+  bundle_engine_leader: boolean | null;
+  /** The first slot from this one (within the sidecar's lookahead) led by a bundle-engine validator, or null. */
+  next_bundle_engine_slot: number | null;
+}
+
+/** A transaction was accepted. */
+export interface TxEnqueuedEvent extends EventBase {
+  tx_id: string;
+  slot: number;
+  priority: Priority;
+  /** The last slot an attempt may be made. */
+  expires_at_slot: number;
+  /** The caller's tip cap, or null. */
+  max_tip: number | null;
+  tip: TipMode;
+}
+
+/** A submission was requested through `POST /internal/submit`. */
+export interface SubmitRequestedEvent extends EventBase {
+  tx_id: string;
+  bundle_id: string;
+  tip_lamports: number;
+  reason: string;
+  /** The leader of the slot at submission; null when the leader buffer does not know it. */
+  leader: string | null;
+}
+
+/** The decision mode changed. */
+export interface ModeChangedEvent extends EventBase {
+  decision_mode: DecisionMode;
+  previous: DecisionMode;
+}
+
+/** An agent connected to or left `/internal/agent/presence`. */
+export interface AgentPresenceEvent extends EventBase {
+  connected: boolean;
+  model: string | null;
+  provider: string | null;
+}
+
+/** The policy file was reloaded (`ok`) or refused (`ok: false`, the last good policy stays). */
+export interface PolicyChangedEvent extends EventBase {
+  ok: boolean;
+  values: Policy;
+  overridden: PolicyKey[];
+  problems: PolicyProblem[];
+}
+
+/** The tip oracle's view changed. */
+export type TipUpdateEvent = EventBase & TipFloorView;
+
+/** The client's `Last-Event-ID` cannot be resumed; it should re-read state. */
+export interface ResyncEvent extends EventBase {
+  reason: 'unknown_boot' | 'too_old';
+}
+
+/** Every event on `GET /internal/events`, keyed by SSE event name. */
+export interface RelayEventMap {
+  tx_status_changed: TxStatusChangedEvent;
+  bundle_settled: BundleSettledEvent;
+  slot_update: SlotUpdateEvent;
+  tx_enqueued: TxEnqueuedEvent;
+  submit_requested: SubmitRequestedEvent;
+  mode_changed: ModeChangedEvent;
+  agent_presence: AgentPresenceEvent;
+  policy_changed: PolicyChangedEvent;
+  tip_update: TipUpdateEvent;
+  resync: ResyncEvent;
+}
+
+/** An event name. */
+export type RelayEventName = keyof RelayEventMap;
+
+/** An event with its name, as a discriminated union. */
+export type RelayEvent = { [K in RelayEventName]: { event: K; data: RelayEventMap[K] } }[RelayEventName];
+
+/** The five events of the spec. */
+export const SPEC_EVENT_NAMES = [
+  'tx_status_changed',
+  'bundle_settled',
+  'slot_update',
+  'tx_enqueued',
+  'submit_requested',
+] as const satisfies readonly RelayEventName[];
+
+/** Every event name, spec events first. */
+export const RELAY_EVENT_NAMES = [
+  ...SPEC_EVENT_NAMES,
+  'mode_changed',
+  'agent_presence',
+  'policy_changed',
+  'tip_update',
+  'resync',
+] as const satisfies readonly RelayEventName[];
+
+/** True for a known event name. */
+export function isRelayEventName(value: unknown): value is RelayEventName {
+  return typeof value === 'string' && (RELAY_EVENT_NAMES as readonly string[]).includes(value);
+}
+
+/** Events on the agent's `/internal/agent/presence` stream. */
+export interface AgentPresenceStreamEventMap {
+  registered: EventBase & { decision_mode: DecisionMode; model: string; provider: string };
+}
+
+/**
+ * The SSE id of an event: `<bootId>-<seq>`. Boot ids are caller-chosen and must not contain `-`,
+ * CR or LF, so the id parses back unambiguously.
+ */
+export function formatSseEventId(bootId: string, seq: number): string {
+  return `${bootId}-${seq}`;
+}
+
+/** Reads an SSE id made by {@link formatSseEventId}; null when it is not one. */
+export function parseSseEventId(id: string): { bootId: string; seq: number } | null {
+  const match = /^([^-\r\n]+)-(\d+)$/.exec(id);
+  if (!match?.[1] || !match[2]) return null;
+  const seq = Number(match[2]);
+  return Number.isSafeInteger(seq) ? { bootId: match[1], seq } : null;
+}

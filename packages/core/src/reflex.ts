@@ -1,0 +1,171 @@
+import { bundleEngineLeaderSoon, type LeaderView } from './leaders';
+import type { TipFloor } from './oracle';
+import { OUTCOME_NEXT, type AttemptOutcome } from './outcomes';
+import { effectivePriority, type Policy } from './policy';
+import { clampTip, escalationCeiling, tipBounds } from './policy-bounds';
+import type { Priority, TipMode, TipPercentile } from './vocabulary';
+
+/** The transaction facts reflex decides on. */
+export interface ReflexTransaction {
+  priority: Priority;
+  /** The caller's cap from enqueue (`max_tip`), or null. */
+  max_tip: number | null;
+  tip: TipMode;
+  enqueue_slot: number;
+  /** The last slot an attempt may be made (see `expiresAtSlot`). */
+  expires_at_slot: number;
+  /** Retries counted so far (0 before the first attempt's outcome). */
+  retries: number;
+}
+
+/** The last attempt of the transaction. */
+export interface PreviousAttempt {
+  tip_lamports: number;
+  outcome: AttemptOutcome;
+}
+
+/** Everything reflex reads. All pure data; the current slot is an input like the rest. */
+export interface ReflexInput {
+  tx: ReflexTransaction;
+  floor: TipFloor;
+  /** Bundle-engine flags for the current slot and the next two (null entries = unknown). */
+  leaders: Pick<LeaderView, 'bundle_engine'>;
+  policy: Policy;
+  previous: PreviousAttempt | null;
+  slot: number;
+}
+
+/** Why reflex would hand a decision to the LLM (DESIGN §6 "hard cases"). */
+export type HardReason = 'stale_tip_data' | 'fee_too_low_retry' | 'tip_at_cap';
+
+/** Reflex's decision. `hard` is true when `hard_reasons` is not empty. */
+export type ReflexDecision =
+  | {
+      action: 'submit';
+      tip_lamports: number;
+      /** The floor statistic targeted after the priority shift. */
+      percentile: TipPercentile;
+      reason: string;
+      hard: boolean;
+      hard_reasons: HardReason[];
+    }
+  | { action: 'hold'; reason: string; hard: false; hard_reasons: [] }
+  | { action: 'stop'; reason: string; hard: false; hard_reasons: [] };
+
+/** The percentile ladder priorities move along; `ema` sits at `p50`. */
+export const PERCENTILE_LADDER = [
+  'p25',
+  'p50',
+  'p75',
+  'p95',
+  'p99',
+] as const satisfies readonly TipPercentile[];
+
+/**
+ * The floor statistic a priority targets: `normal` keeps the policy's, `high` the next one up,
+ * `low` the next one down (`ema` counts as `p50`; the ends of the ladder stay put).
+ *
+ * @example
+ * targetPercentile('p75', 'high'); // 'p95'
+ */
+export function targetPercentile(policyPercentile: TipPercentile, priority: Priority): TipPercentile {
+  if (priority === 'normal') return policyPercentile;
+  const ladder = PERCENTILE_LADDER as readonly TipPercentile[];
+  const index = policyPercentile === 'ema' ? 1 : ladder.indexOf(policyPercentile);
+  const shifted = priority === 'high' ? Math.min(index + 1, ladder.length - 1) : Math.max(index - 1, 0);
+  return ladder[shifted] ?? policyPercentile;
+}
+
+/**
+ * The deterministic reflex decision (DESIGN §6).
+ *
+ * - Stop when the previous outcome is not retryable, retries are exhausted, the slot is past the
+ *   transaction's expiry slot, or the caller's cap is below `min-tip`.
+ * - First attempt: `clamp(floor[p], min-tip, min(max-tip, caller max_tip))`, where `p` is the
+ *   policy's `tip-percentile` shifted by priority (the policy's `priority` pin wins).
+ * - Retry after `fee_too_low`: `min(max(floor[p], previous), previous + escalation-step)`, clamped.
+ *   After `dropped`: the previous tip, clamped.
+ * - `"tip":"included"` transactions carry their own tip: reflex submits with 0.
+ * - Submit when the current slot's leader or one of the next two runs the bundle engine, or when
+ *   that is unknown; hold when all three are known not to.
+ *
+ * `hard` marks the cases the agent hands to the LLM: stale tip data, a `fee_too_low` retry, a tip
+ * at the cap.
+ */
+export function decideReflex(input: ReflexInput): ReflexDecision {
+  const { tx, floor, policy, previous, slot } = input;
+  if (previous && OUTCOME_NEXT[previous.outcome] === 'fail') {
+    return stop(`${previous.outcome} is not retryable`);
+  }
+  if (previous && tx.retries > policy['max-retries']) {
+    return stop(`retries exhausted (${tx.retries} > max-retries ${policy['max-retries']})`);
+  }
+  if (slot > tx.expires_at_slot) return stop(`past expiry slot ${tx.expires_at_slot}`);
+
+  const bounds = tipBounds(policy, tx.max_tip);
+  if (tx.tip === 'auto' && bounds.max < bounds.min) {
+    return stop(`caller max_tip ${bounds.max} is below min-tip ${bounds.min}`);
+  }
+
+  const soon = bundleEngineLeaderSoon(input.leaders);
+  if (soon === false) {
+    const span = input.leaders.bundle_engine.length;
+    return {
+      action: 'hold',
+      reason: `no bundle-engine leader in slots ${slot}..${slot + span - 1}`,
+      hard: false,
+      hard_reasons: [],
+    };
+  }
+  const timing = soon === null ? 'bundle-engine leaders unknown' : 'bundle-engine leader within 2 slots';
+
+  const percentile = targetPercentile(policy['tip-percentile'], effectivePriority(policy, tx.priority));
+  const target = floor[percentile];
+  const hardReasons: HardReason[] = [];
+  if (floor.stale) hardReasons.push('stale_tip_data');
+  if (previous?.outcome === 'fee_too_low') hardReasons.push('fee_too_low_retry');
+
+  if (tx.tip === 'included') {
+    return submit(0, percentile, `caller-included tip; ${timing}`, hardReasons);
+  }
+
+  let desired: number;
+  let tip: number;
+  let why: string;
+  if (!previous) {
+    desired = target;
+    tip = clampTip(desired, policy, tx.max_tip);
+    why = `first attempt at ${percentile} (floor ${target})`;
+  } else if (previous.outcome === 'fee_too_low') {
+    desired = Math.max(target, previous.tip_lamports);
+    const stepped = Math.min(desired, previous.tip_lamports + policy['escalation-step']);
+    tip = Math.min(clampTip(stepped, policy, tx.max_tip), escalationCeiling(previous.tip_lamports, policy));
+    why = `fee_too_low retry: ${previous.tip_lamports} -> ${tip} (${percentile} floor ${target}, step ${policy['escalation-step']})`;
+  } else {
+    desired = previous.tip_lamports;
+    tip = clampTip(desired, policy, tx.max_tip);
+    why = `${previous.outcome} retry at the same tip ${tip}`;
+  }
+  if (desired >= bounds.max && tip === bounds.max) hardReasons.push('tip_at_cap');
+  return submit(tip, percentile, `${why}; ${timing}`, hardReasons);
+}
+
+function submit(
+  tip: number,
+  percentile: TipPercentile,
+  reason: string,
+  hardReasons: HardReason[],
+): ReflexDecision {
+  return {
+    action: 'submit',
+    tip_lamports: tip,
+    percentile,
+    reason,
+    hard: hardReasons.length > 0,
+    hard_reasons: hardReasons,
+  };
+}
+
+function stop(reason: string): ReflexDecision {
+  return { action: 'stop', reason, hard: false, hard_reasons: [] };
+}

@@ -1,0 +1,96 @@
+import {
+  RELAY_EVENT_NAMES,
+  SPEC_EVENT_NAMES,
+  formatSseEventId,
+  isRelayEventName,
+  parseSseEventId,
+  type RelayEventMap,
+  type RelayEventName,
+} from '../src';
+
+describe('event map', () => {
+  it('lists the five spec events and the five extra ones', () => {
+    expect([...SPEC_EVENT_NAMES]).toEqual([
+      'tx_status_changed',
+      'bundle_settled',
+      'slot_update',
+      'tx_enqueued',
+      'submit_requested',
+    ]);
+    expect([...RELAY_EVENT_NAMES].slice(5)).toEqual([
+      'mode_changed',
+      'agent_presence',
+      'policy_changed',
+      'tip_update',
+      'resync',
+    ]);
+    expect(new Set(RELAY_EVENT_NAMES).size).toBe(RELAY_EVENT_NAMES.length);
+  });
+
+  it('the runtime list and the type map name the same events', () => {
+    // Compiles only while the object lists exactly the keys of RelayEventMap.
+    const keys: Record<RelayEventName, true> = {
+      tx_status_changed: true,
+      bundle_settled: true,
+      slot_update: true,
+      tx_enqueued: true,
+      submit_requested: true,
+      mode_changed: true,
+      agent_presence: true,
+      policy_changed: true,
+      tip_update: true,
+      resync: true,
+    };
+    expect([...RELAY_EVENT_NAMES].sort()).toEqual(Object.keys(keys).sort());
+    expect(isRelayEventName('slot_update')).toBe(true);
+    expect(isRelayEventName('ping')).toBe(false);
+  });
+
+  it('carries the spec fields plus the decided extras (checked by the compiler)', () => {
+    const events: {
+      [K in 'tx_status_changed' | 'bundle_settled' | 'tx_enqueued' | 'submit_requested']: RelayEventMap[K];
+    } = {
+      tx_status_changed: {
+        tx_id: 't',
+        state: 'failed',
+        bundle_id: null,
+        tx_signatures: [],
+        failure: 'dropped',
+        ts: 1,
+      },
+      bundle_settled: {
+        bundle_id: 'b',
+        stage: 'failed',
+        failure_type: 'fee_too_low',
+        tx_id: 't',
+        tip_lamports: 1,
+        retries: 0,
+        ts: 1,
+      },
+      tx_enqueued: {
+        tx_id: 't',
+        slot: 1,
+        priority: 'high',
+        expires_at_slot: 151,
+        max_tip: null,
+        tip: 'auto',
+        ts: 1,
+      },
+      submit_requested: { tx_id: 't', bundle_id: 'b', tip_lamports: 1, reason: 'r', leader: null, ts: 1 },
+    };
+    expect(Object.keys(events.bundle_settled).sort()).toEqual(
+      ['bundle_id', 'failure_type', 'retries', 'stage', 'tip_lamports', 'ts', 'tx_id'].sort(),
+    );
+  });
+});
+
+describe('SSE ids', () => {
+  it('round-trip boot id and sequence', () => {
+    expect(formatSseEventId('k3x9', 42)).toBe('k3x9-42');
+    expect(parseSseEventId('k3x9-42')).toEqual({ bootId: 'k3x9', seq: 42 });
+  });
+
+  it.each([['42'], ['-42'], ['a-b'], ['a-1-2'], ['']])('refuses %p', (id) => {
+    expect(parseSseEventId(id)).toBeNull();
+  });
+});
