@@ -24,6 +24,10 @@ const SOL_DECIMALS = 9;
  * solToLamports('0.000001234'); // 1234
  */
 export function solToLamports(sol: number | string): number {
+  // Callers pass parsed JSON; a null, boolean, bigint or object is refused like any other non-amount.
+  if (typeof sol !== 'number' && typeof sol !== 'string') {
+    throw new RelayError('RELAY_E_TIP_INVALID_AMOUNT', { value: String(sol) });
+  }
   const text = typeof sol === 'number' ? numberToDecimalString(sol) : sol.trim();
   const match = DECIMAL.exec(text);
   const whole = match?.[1] ?? '';
@@ -34,12 +38,19 @@ export function solToLamports(sol: number | string): number {
   const exponent = Number(match[3] ?? '0');
   if (!Number.isSafeInteger(exponent))
     throw new RelayError('RELAY_E_TIP_INVALID_AMOUNT', { value: String(sol) });
-  const mantissa = BigInt(whole + fraction || '0');
+  const digits = (whole + fraction).replace(/^0+/, '');
+  // Zero is zero whatever its exponent: never build 10^exponent for it (a string like "0e999999999"
+  // from an upstream would otherwise stall the event loop).
+  if (digits === '') return 0;
+  const mantissa = BigInt(digits);
   const scale = exponent - fraction.length + SOL_DECIMALS;
   let lamports: bigint;
-  if (scale >= 0) {
-    if (mantissa !== 0n && scale > 30)
-      throw new RelayError('RELAY_E_TIP_INVALID_AMOUNT', { value: String(sol) });
+  if (scale < 0 && -scale > digits.length) {
+    // The mantissa is below the divisor: less than one lamport, which rounds up to 1 (as below),
+    // without computing a divisor with millions of digits.
+    lamports = 1n;
+  } else if (scale >= 0) {
+    if (scale > 30) throw new RelayError('RELAY_E_TIP_INVALID_AMOUNT', { value: String(sol) });
     lamports = mantissa * 10n ** BigInt(scale);
   } else {
     const divisor = 10n ** BigInt(-scale);

@@ -81,14 +81,18 @@ export interface PolicyViolation {
  * Checks a requested submission against the policy and returns the first bound it breaks, or
  * null. The sidecar refuses such a submit with 422 naming the key; it never clamps silently.
  * Checked in order: included tip, `max-retries`, `expiry-slots`, caller `max_tip`, `max-tip`,
- * `min-tip`, `escalation-step`, `spend-limit`.
+ * `min-tip`, `escalation-step`, `spend-limit`. An included-tip transaction (tip 0) skips the four
+ * tip bounds but not `max-retries`, `expiry-slots` or `spend-limit` (its fee is still reserved).
  */
 export function checkSubmitAgainstPolicy(input: SubmitCheckInput, policy: Policy): PolicyViolation | null {
   const tip = input.tip_lamports;
-  if (input.tip_mode === 'included') {
-    return tip === 0 ? null : { key: 'tip', code: 'RELAY_E_TX_TIP_NOT_RAISABLE', limit: 0, actual: tip };
+  const included = input.tip_mode === 'included';
+  if (included && tip !== 0) {
+    return { key: 'tip', code: 'RELAY_E_TX_TIP_NOT_RAISABLE', limit: 0, actual: tip };
   }
-  if (input.previous_tip_lamports !== null && input.retries > policy['max-retries']) {
+  // Retries, expiry and spend bind every transaction, an included-tip one too; only the tip bounds
+  // do not apply to a tip the caller paid inside its own transaction.
+  if ((included || input.previous_tip_lamports !== null) && input.retries > policy['max-retries']) {
     return {
       key: 'max-retries',
       code: 'RELAY_E_POLICY_MAX_RETRIES_EXHAUSTED',
@@ -104,7 +108,7 @@ export function checkSubmitAgainstPolicy(input: SubmitCheckInput, policy: Policy
       actual: input.slot,
     };
   }
-  if (input.caller_max_tip !== null && tip > input.caller_max_tip) {
+  if (!included && input.caller_max_tip !== null && tip > input.caller_max_tip) {
     return {
       key: 'max_tip',
       code: 'RELAY_E_POLICY_CALLER_MAX_TIP_EXCEEDED',
@@ -112,13 +116,13 @@ export function checkSubmitAgainstPolicy(input: SubmitCheckInput, policy: Policy
       actual: tip,
     };
   }
-  if (tip > policy['max-tip']) {
+  if (!included && tip > policy['max-tip']) {
     return { key: 'max-tip', code: 'RELAY_E_POLICY_MAX_TIP_EXCEEDED', limit: policy['max-tip'], actual: tip };
   }
-  if (tip < policy['min-tip']) {
+  if (!included && tip < policy['min-tip']) {
     return { key: 'min-tip', code: 'RELAY_E_POLICY_MIN_TIP_NOT_MET', limit: policy['min-tip'], actual: tip };
   }
-  if (input.previous_tip_lamports !== null) {
+  if (!included && input.previous_tip_lamports !== null) {
     const ceiling = escalationCeiling(input.previous_tip_lamports, policy);
     if (tip > ceiling) {
       return {

@@ -1,4 +1,4 @@
-import { bundleEngineLeaderSoon, type LeaderView } from './leaders';
+import { BUNDLE_ENGINE_LOOKAHEAD_SLOTS, bundleEngineLeaderSoon, type LeaderView } from './leaders';
 import type { TipFloor } from './oracle';
 import { OUTCOME_NEXT, type AttemptOutcome } from './outcomes';
 import { effectivePriority, type Policy } from './policy';
@@ -28,7 +28,7 @@ export interface PreviousAttempt {
 export interface ReflexInput {
   tx: ReflexTransaction;
   floor: TipFloor;
-  /** Bundle-engine flags for the current slot and the next two (null entries = unknown). */
+  /** Bundle-engine flags from the current slot on (null entries = unknown); only the first three are read. */
   leaders: Pick<LeaderView, 'bundle_engine'>;
   policy: Policy;
   previous: PreviousAttempt | null;
@@ -107,9 +107,11 @@ export function decideReflex(input: ReflexInput): ReflexDecision {
     return stop(`caller max_tip ${bounds.max} is below min-tip ${bounds.min}`);
   }
 
-  const soon = bundleEngineLeaderSoon(input.leaders);
+  // DESIGN §6: the current slot and the next two only, whatever span the caller's view covers.
+  const flags = input.leaders.bundle_engine.slice(0, BUNDLE_ENGINE_LOOKAHEAD_SLOTS);
+  const soon = bundleEngineLeaderSoon({ bundle_engine: flags });
   if (soon === false) {
-    const span = input.leaders.bundle_engine.length;
+    const span = flags.length;
     return {
       action: 'hold',
       reason: `no bundle-engine leader in slots ${slot}..${slot + span - 1}`,

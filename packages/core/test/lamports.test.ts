@@ -76,6 +76,39 @@ describe('solToLamports', () => {
   });
 });
 
+describe('solToLamports, hostile input', () => {
+  it('answers huge exponents at once instead of building 10^exponent', () => {
+    const started = performance.now();
+    expect(solToLamports('0e999999999')).toBe(0);
+    expect(solToLamports('0.000e-999999999')).toBe(0);
+    expect(solToLamports('1e-999999999')).toBe(1);
+    expect(solToLamports('123e-99999999')).toBe(1);
+    expect(() => solToLamports('1e999999999')).toThrow('Not a tip amount');
+    expect(performance.now() - started).toBeLessThan(1_000);
+  });
+
+  it('keeps exact results next to the shortcut', () => {
+    expect(solToLamports('1e-9')).toBe(1);
+    expect(solToLamports('15e-10')).toBe(2);
+    expect(solToLamports('5e-10')).toBe(1);
+    expect(solToLamports('0001e-9')).toBe(1);
+    expect(solToLamports('000.000')).toBe(0);
+  });
+
+  it.each([[null], [undefined], [true], [{}], [[]], [10n]])(
+    'refuses %p with RELAY_E_TIP_INVALID_AMOUNT, not a TypeError',
+    (value) => {
+      let thrown: unknown;
+      try {
+        solToLamports(value as unknown as string);
+      } catch (error) {
+        thrown = error;
+      }
+      expect(isRelayError(thrown, 'RELAY_E_TIP_INVALID_AMOUNT')).toBe(true);
+    },
+  );
+});
+
 describe('lamportsToSol', () => {
   it('prints exact decimals', () => {
     expect(lamportsToSol(10_000)).toBe('0.00001');

@@ -66,6 +66,38 @@ describe('checkSubmitAgainstPolicy', () => {
   });
 });
 
+describe('checkSubmitAgainstPolicy, included-tip transactions', () => {
+  const INCLUDED: SubmitCheckInput = { ...OK, tip_mode: 'included', tip_lamports: 0 };
+
+  it('still enforces max-retries, expiry-slots and spend-limit', () => {
+    expect(
+      checkSubmitAgainstPolicy({ ...INCLUDED, previous_tip_lamports: 0, retries: 4 }, DEFAULT_POLICY),
+    ).toMatchObject({ key: 'max-retries', code: 'RELAY_E_POLICY_MAX_RETRIES_EXHAUSTED' });
+    expect(
+      checkSubmitAgainstPolicy({ ...INCLUDED, previous_tip_lamports: null, retries: 4 }, DEFAULT_POLICY),
+    ).toMatchObject({ key: 'max-retries' });
+    expect(checkSubmitAgainstPolicy({ ...INCLUDED, slot: 251 }, DEFAULT_POLICY)).toMatchObject({
+      key: 'expiry-slots',
+      code: 'RELAY_E_POLICY_EXPIRY_SLOTS_EXCEEDED',
+    });
+    expect(
+      checkSubmitAgainstPolicy(
+        { ...INCLUDED, spent_in_window_lamports: 499_999_000, fee_lamports: 5_000 },
+        DEFAULT_POLICY,
+      ),
+    ).toMatchObject({ key: 'spend-limit', actual: 500_004_000 });
+  });
+
+  it('does not apply the tip bounds to a tip of 0', () => {
+    expect(
+      checkSubmitAgainstPolicy(
+        { ...INCLUDED, caller_max_tip: 0, previous_tip_lamports: 0, retries: 3 },
+        DEFAULT_POLICY,
+      ),
+    ).toBeNull();
+  });
+});
+
 describe('bounds helpers', () => {
   it('computes tip bounds, the escalation ceiling and the expiry slot', () => {
     expect(tipBounds(DEFAULT_POLICY, null)).toEqual({ min: 1_000, max: 2_000_000 });

@@ -274,6 +274,16 @@ describe('decideReflex, properties', () => {
   });
 });
 
+describe('decideReflex, timing window', () => {
+  it('reads only the current slot and the next two, whatever span the view covers', () => {
+    const far = decideReflex(input({ leaders: { bundle_engine: [false, false, false, true, true] } }));
+    expect(far.action).toBe('hold');
+    expect(far.reason).toContain('1000..1002');
+    const near = decideReflex(input({ leaders: { bundle_engine: [false, false, true, false, false] } }));
+    expect(near.action).toBe('submit');
+  });
+});
+
 describe('clampTip', () => {
   it('clamps into [min-tip, min(max-tip, cap)]', () => {
     expect(clampTip(10, DEFAULT_POLICY, null)).toBe(1_000);

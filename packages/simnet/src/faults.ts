@@ -53,7 +53,9 @@ export interface FaultActions {
   expireBlockhashes: [];
 }
 
-export class Faults extends EventEmitter<{ [K in keyof FaultActions]: FaultActions[K] } & { changed: [FaultSettings] }> {
+export class Faults extends EventEmitter<
+  { [K in keyof FaultActions]: FaultActions[K] } & { changed: [FaultSettings] }
+> {
   private settings: FaultSettings = { ...DEFAULT_FAULTS };
 
   get current(): Readonly<FaultSettings> {
@@ -70,7 +72,9 @@ export class Faults extends EventEmitter<{ [K in keyof FaultActions]: FaultActio
       if (typeof value === 'number') {
         const isRate = key.endsWith('Rate');
         if (!Number.isFinite(value) || value < 0 || (isRate && value > 1)) {
-          throw new Error(`fault "${key}" must be ${isRate ? 'a probability in [0, 1]' : 'a non-negative number'}`);
+          throw new Error(
+            `fault "${key}" must be ${isRate ? 'a probability in [0, 1]' : 'a non-negative number'}`,
+          );
         }
       }
       (next as Record<string, unknown>)[key] = value;

@@ -127,7 +127,8 @@ export interface BundleSource {
 }
 
 /** Result of handing one transaction to the chain outside a bundle (RPC sendTransaction). */
-export type SubmitResult = { ok: true; signature: string } | { ok: false; err: TransactionErrorJson; signature: string };
+export type SubmitResult =
+  { ok: true; signature: string } | { ok: false; err: TransactionErrorJson; signature: string };
 
 export interface ClusterEvents {
   /** Every slot status change, in the order they happen. */

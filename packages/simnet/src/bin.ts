@@ -1,0 +1,125 @@
+#!/usr/bin/env node
+import { formatEnvLines, startSimnet, type SimnetOptions } from './simnet';
+
+const USAGE = `solrelay-simnet: a Solana + Jito + Yellowstone cluster on loopback ports
+
+Options:
+  --seed N              seed of every random choice (default 1)
+  --slot-ms N           slot period in ms (default 400)
+  --port-base N         consecutive ports: rpc, rpc ws, geyser, engine http, engine grpc (default: free ports)
+  --rpc-port N          Solana JSON-RPC port (its WebSocket is N + 1)
+  --geyser-port N       Yellowstone gRPC port
+  --engine-port N       block engine HTTP port (JSON-RPC, tip floor, Anthropic Messages, /admin)
+  --engine-grpc-port N  block engine gRPC port
+  --tls                 serve the engine gRPC over TLS with the committed TEST-ONLY certificate
+  --x-token T           require this x-token on the geyser stream
+  --no-rate-limit       turn the block engine's 1 req/s per-IP limit off
+  -h, --help            this text
+
+Prints the endpoints as # comments, then NAME=value env lines for a sidecar; Ctrl-C stops it.`;
+
+class UsageError extends Error {}
+
+function parseArgs(argv: string[]): SimnetOptions | null {
+  const options: SimnetOptions = {};
+  const ports: NonNullable<SimnetOptions['ports']> = {};
+  const integer = (flag: string, value: string | undefined, min = 0): number => {
+    const n = Number(value);
+    if (value === undefined || !Number.isInteger(n) || n < min)
+      throw new UsageError(`${flag} needs an integer >= ${min}`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    const [flag, inline] =
+      arg.startsWith('--') && arg.includes('=')
+        ? (arg.split(/=(.*)/s) as [string, string])
+        : [arg, undefined];
+    const value = () => inline ?? argv[++i];
+    switch (flag) {
+      case '-h':
+      case '--help':
+        return null;
+      case '--seed':
+        options.seed = integer(flag, value());
+        break;
+      case '--slot-ms':
+        options.slotMs = integer(flag, value(), 1);
+        break;
+      case '--port-base':
+        options.portBase = integer(flag, value(), 1);
+        break;
+      case '--rpc-port':
+        ports.rpc = integer(flag, value());
+        break;
+      case '--geyser-port':
+        ports.geyser = integer(flag, value());
+        break;
+      case '--engine-port':
+        ports.engine = integer(flag, value());
+        break;
+      case '--engine-grpc-port':
+        ports.engineGrpc = integer(flag, value());
+        break;
+      case '--tls':
+        options.tls = true;
+        break;
+      case '--x-token': {
+        const token = value();
+        if (!token) throw new UsageError('--x-token needs a value');
+        options.xToken = token;
+        break;
+      }
+      case '--no-rate-limit':
+        options.rateLimit = false;
+        break;
+      default:
+        throw new UsageError(`unknown option ${arg}`);
+    }
+  }
+  if (Object.keys(ports).length > 0) options.ports = ports;
+  return options;
+}
+
+async function main(): Promise<void> {
+  let options: SimnetOptions | null;
+  try {
+    options = parseArgs(process.argv.slice(2));
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${USAGE}\n`);
+    process.exit(2);
+  }
+  if (!options) {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const simnet = await startSimnet(options);
+  const e = simnet.endpoints;
+  const lines = [
+    `# solrelay simnet (seed ${options.seed ?? 1}, ${options.slotMs ?? 400} ms slots)`,
+    `# solana rpc         ${e.rpcUrl}  (ws ${e.rpcWsUrl})`,
+    `# yellowstone grpc   ${e.geyserEndpoint}`,
+    `# block engine http  ${e.engineUrl}/api/v1/bundles`,
+    `# block engine grpc  ${e.engineGrpcUrl}${e.caCertPath ? ` (TLS, test-only cert ${e.caCertPath})` : ''}`,
+    `# tip floor          ${e.tipFloorUrl}`,
+    `# anthropic messages ${e.anthropicBaseUrl}/v1/messages (simulated)`,
+    `# admin              ${e.adminUrl}/state`,
+    ...formatEnvLines(simnet.env()),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n`);
+
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`# ${signal}: stopping\n`);
+    void simnet.stop().then(() => process.exit(0));
+  };
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`solrelay-simnet: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

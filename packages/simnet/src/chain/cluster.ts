@@ -1,0 +1,744 @@
+import { createHash } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import bs58 from 'bs58';
+import { Faults } from '../faults';
+import { Rng } from '../rng';
+import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
+import { Bank, type AccountSnapshot } from './bank';
+import { isRecordedError } from './errors';
+import { createValidators, LeaderSchedule, type Validator } from './leaders';
+import { parseTransaction, verifySignatures, type ParsedTransaction } from './wire';
+import type {
+  AccountState,
+  BlockContext,
+  BlockhashInfo,
+  BundleCandidate,
+  BundleExecution,
+  BundleSource,
+  Cluster,
+  ClusterEvents,
+  Commitment,
+  EpochInfo,
+  LeaderInfo,
+  SignatureStatus,
+  SlotEvent,
+  SubmitResult,
+  TransactionErrorJson,
+  TransactionEvent,
+} from './types';
+
+/** Agave's MAX_PROCESSING_AGE: a blockhash is usable for this many blocks after the block that produced it. */
+export const BLOCKHASH_VALID_BLOCKS = 150;
+/** What each prefunded tip account holds at genesis (well above the rent-exempt minimum). */
+const TIP_ACCOUNT_PREFUND_LAMPORTS = 1_000_000_000;
+
+export interface SimClusterOptions {
+  /** Seed for everything random (validators, leader schedule, blockhashes, fault dice). Default 1. */
+  seed?: number;
+  /** Automatic slot clock period; starts on `start()`. Default 400 ms. Tests: >= 50 ms or drive `advance()`. */
+  slotMs?: number;
+  /**
+   * Slots per epoch. Default 432, a thousandth of mainnet's 432,000, so a run of a few minutes (432 x 400 ms ≈ 3 min)
+   * sees a schedule rollover. Must be a positive multiple of 4 (leader windows are 4 slots, aligned to the epoch).
+   */
+  slotsPerEpoch?: number;
+  /** Number of seeded validators. Default 16. */
+  validatorCount?: number;
+  /** Share of validators running the bundle engine. Default 0.9. */
+  bundleEngineShare?: number;
+  /** Probability that a leader skips its slot (no block; block height does not advance). Default 0. */
+  skipRate?: number;
+  /** Slots from processed to confirmed. Default 2 (optimistic confirmation ≈ 2 slots on mainnet). */
+  confirmationSlots?: number;
+  /** Slots from processed to finalized (rooted). Default 32. */
+  finalizationSlots?: number;
+  faults?: Faults;
+  /**
+   * LiteSVM verifies signatures itself as it executes (default true). submitTransaction and bundles also verify with
+   * node:crypto first, so a bad signature is refused at once; turning this off skips the second check (the bank then
+   * runs ~3x faster, see the README's Performance section).
+   */
+  bankSigverify?: boolean;
+  /** Take randomness from this generator (forked per subsystem) instead of `seed`. */
+  rng?: Rng;
+}
+
+interface Block {
+  slot: number;
+  parent: Block | null;
+  height: number;
+  blockhash: string;
+  leader: LeaderInfo;
+  signatures: string[];
+  status: Commitment | 'dead';
+  /** Set when the block will be abandoned when the next slot is produced. */
+  doom?: {
+    reason: 'dead' | 'uncled';
+    /** State of every account the block wrote, as it was before the block. */
+    snapshot: AccountSnapshot;
+    uncledBundleIds: string[];
+    rebroadcast: ParsedTransaction[];
+  };
+  /** Faucet credits recorded in this block: they are not rolled back, so a dead block hands them on. */
+  faucetCredits: FaucetCredit[];
+}
+
+interface StatusEntry {
+  slot: number;
+  err: TransactionErrorJson | null;
+}
+
+interface FaucetCredit {
+  signature: string;
+  signatureBytes: Uint8Array;
+  address: string;
+}
+
+interface Recorded {
+  parsed: ParsedTransaction;
+  err: TransactionErrorJson | null;
+}
+
+/** A one-line summary of a block (for servers that need more than the Cluster interface). */
+export interface BlockSummary {
+  slot: number;
+  parentSlot: number | null;
+  parentBlockhash: string | null;
+  blockHeight: number;
+  blockhash: string;
+  leader: LeaderInfo;
+  signatures: readonly string[];
+  status: Commitment | 'dead';
+}
+
+/** How long signature statuses are kept for `signatureStatus` (searchTransactionHistory reaches this far). */
+const STATUS_HISTORY_SLOTS = 20_000;
+/** Blocks kept for `block()` lookups; older ones are finalized and only their statuses remain. */
+const BLOCK_HISTORY_SLOTS = 1_000;
+
+/**
+ * The simulated chain: a slot clock, a seeded leader schedule, a LiteSVM bank, blocks with Solana's commitment
+ * progression, a blockhash queue and a signature-status cache, plus the faults that make a chain hard to track
+ * (skipped, dead and uncled slots, stalls, blockhash expiry).
+ *
+ * Slot life: when slot N is produced, a block doomed at N-1 (dead or uncled) is abandoned first and its writes are
+ * restored; then the leader either skips N or builds a block on the surviving tip: bundles from the block engine
+ * (atomic), then queued transactions, then the transactions of uncled bundles re-broadcast one per slot. Slots
+ * N - confirmationSlots and N - finalizationSlots move to confirmed / finalized.
+ */
+export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
+  readonly slotsPerEpoch: number;
+  readonly slotMs: number;
+  readonly faults: Faults;
+  /** The faucet's identity: the payer shown for airdrops. */
+  readonly faucetAddress: string;
+
+  private readonly bank: Bank;
+  private readonly validatorSet: Validator[];
+  private readonly schedule: LeaderSchedule;
+  private readonly chainRng: Rng;
+  private readonly hashSeed: string;
+  private readonly skipRate: number;
+  private readonly confirmationSlots: number;
+  private readonly finalizationSlots: number;
+
+  private clockSlot = 0;
+  private tip: Block;
+  private confirmedTip: Block;
+  private finalizedTip: Block;
+  private readonly blocks = new Map<number, Block>();
+  /** Processed blocks waiting for confirmation / finalization, oldest first. */
+  private readonly unconfirmed: Block[] = [];
+  private readonly unfinalized: Block[] = [];
+  private readonly blockhashes = new Map<string, BlockhashInfo & { height: number }>();
+  /** Blockhashes of blocks below this height are invalid (the expireBlockhashes fault). */
+  private expiredBelowHeight = 0;
+  private readonly statuses = new Map<string, StatusEntry>();
+  private readonly pending: ParsedTransaction[] = [];
+  private readonly pendingSignatures = new Set<string>();
+  /** Uncled bundles' transactions, each waiting for the slot it is re-broadcast into. */
+  private readonly rebroadcasts: Array<{ parsed: ParsedTransaction; slot: number }> = [];
+  private faucetCredits: FaucetCredit[] = [];
+  private source: BundleSource | null = null;
+  private timer: NodeJS.Timeout | null = null;
+  private landedTransactionCount = 0;
+  private readonly onExpireBlockhashes = (): void => {
+    this.expiredBelowHeight = this.tip.height + 1;
+  };
+
+  constructor(options: SimClusterOptions = {}) {
+    super();
+    const rng = options.rng ?? new Rng(options.seed ?? 1);
+    this.slotMs = options.slotMs ?? 400;
+    this.slotsPerEpoch = options.slotsPerEpoch ?? 432;
+    if (!Number.isInteger(this.slotsPerEpoch) || this.slotsPerEpoch < 4 || this.slotsPerEpoch % 4 !== 0) {
+      throw new Error('slotsPerEpoch must be a positive multiple of 4');
+    }
+    if (!(this.slotMs > 0)) throw new Error('slotMs must be positive');
+    this.skipRate = options.skipRate ?? 0;
+    this.confirmationSlots = options.confirmationSlots ?? 2;
+    this.finalizationSlots = options.finalizationSlots ?? 32;
+    // Dead and uncled slots are declared one slot after they are produced, so they must die before confirmation.
+    if (this.confirmationSlots < 2 || this.finalizationSlots < this.confirmationSlots) {
+      throw new Error('need 2 <= confirmationSlots <= finalizationSlots');
+    }
+    this.bank = new Bank(options.bankSigverify ?? true);
+    this.faults = options.faults ?? new Faults();
+    this.faults.on('expireBlockhashes', this.onExpireBlockhashes);
+
+    this.validatorSet = createValidators(
+      rng.fork('validators'),
+      options.validatorCount ?? 16,
+      options.bundleEngineShare ?? 0.9,
+    );
+    this.schedule = new LeaderSchedule(
+      this.validatorSet,
+      this.slotsPerEpoch,
+      rng.fork('leaders').int(0, 0xffffffff),
+    );
+    this.chainRng = rng.fork('chain');
+    this.hashSeed = String(rng.fork('blockhash').int(0, 0xffffffff));
+    this.faucetAddress = bs58.encode(createHash('sha256').update(`faucet:${this.hashSeed}`).digest());
+
+    for (const tipAccount of MAINNET_TIP_ACCOUNTS) this.bank.credit(tipAccount, TIP_ACCOUNT_PREFUND_LAMPORTS);
+
+    const genesis: Block = {
+      slot: 0,
+      parent: null,
+      height: 0,
+      blockhash: this.blockhashFor(0, 'genesis'),
+      leader: this.schedule.leaderAt(0),
+      signatures: [],
+      status: 'finalized',
+      faucetCredits: [],
+    };
+    this.tip = this.confirmedTip = this.finalizedTip = genesis;
+    this.blocks.set(0, genesis);
+    this.blockhashes.set(genesis.blockhash, {
+      blockhash: genesis.blockhash,
+      slot: 0,
+      height: 0,
+      lastValidBlockHeight: BLOCKHASH_VALID_BLOCKS,
+    });
+  }
+
+  // ---- clock ----
+
+  get slot(): number {
+    return this.tip.slot;
+  }
+
+  get blockHeight(): number {
+    return this.tip.height;
+  }
+
+  /** The last slot the clock reached, produced or skipped. */
+  get currentSlot(): number {
+    return this.clockSlot;
+  }
+
+  get transactionCount(): number {
+    return this.landedTransactionCount;
+  }
+
+  slotAt(commitment: Commitment): number {
+    return this.blockAt(commitment).slot;
+  }
+
+  blockHeightAt(commitment: Commitment): number {
+    return this.blockAt(commitment).height;
+  }
+
+  epochInfo(commitment: Commitment = 'processed'): EpochInfo {
+    const block = this.blockAt(commitment);
+    const epoch = Math.floor(block.slot / this.slotsPerEpoch);
+    const firstSlot = epoch * this.slotsPerEpoch;
+    return {
+      epoch,
+      firstSlot,
+      slotsInEpoch: this.slotsPerEpoch,
+      slotIndex: block.slot - firstSlot,
+      absoluteSlot: block.slot,
+      blockHeight: block.height,
+      transactionCount: this.landedTransactionCount,
+    };
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => this.produceSlot(), this.slotMs);
+    // The clock alone must not keep a process alive; servers and callers do.
+    this.timer.unref();
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  get running(): boolean {
+    return this.timer !== null;
+  }
+
+  advance(n = 1): void {
+    for (let i = 0; i < n; i++) this.produceSlot();
+  }
+
+  /** Stop the clock and detach from the fault hub. */
+  close(): void {
+    this.stop();
+    this.faults.off('expireBlockhashes', this.onExpireBlockhashes);
+  }
+
+  // ---- leaders ----
+
+  leaderAt(slot: number): LeaderInfo | null {
+    if (!this.isScheduleKnown(slot)) return null;
+    return this.schedule.leaderAt(slot);
+  }
+
+  leaderSchedule(slot: number): Record<string, number[]> | null {
+    if (!this.isScheduleKnown(slot)) return null;
+    return this.schedule.scheduleByIdentity(Math.floor(slot / this.slotsPerEpoch));
+  }
+
+  validators(): Array<LeaderInfo & { stake: number }> {
+    return this.validatorSet.map((v) => ({ ...v }));
+  }
+
+  /** Schedules are known for every past epoch, the current one and the next (Solana's leader_schedule_slot_offset). */
+  private isScheduleKnown(slot: number): boolean {
+    if (!Number.isInteger(slot) || slot < 0) return false;
+    const epoch = Math.floor(slot / this.slotsPerEpoch);
+    return epoch <= Math.floor(this.clockSlot / this.slotsPerEpoch) + 1;
+  }
+
+  // ---- blockhashes and statuses ----
+
+  /**
+   * The blockhash of the block at `commitment`. Defaults to confirmed: a processed block may still die, and its
+   * blockhash with it.
+   */
+  latestBlockhash(commitment: Commitment = 'confirmed'): BlockhashInfo {
+    const block = this.blockAt(commitment);
+    return {
+      blockhash: block.blockhash,
+      slot: block.slot,
+      lastValidBlockHeight: block.height + BLOCKHASH_VALID_BLOCKS,
+    };
+  }
+
+  isBlockhashValid(blockhash: string): boolean {
+    return this.isBlockhashUsableAt(blockhash, this.tip.height);
+  }
+
+  blockhashInfo(blockhash: string): BlockhashInfo | null {
+    const info = this.blockhashes.get(blockhash);
+    return info
+      ? { blockhash: info.blockhash, slot: info.slot, lastValidBlockHeight: info.lastValidBlockHeight }
+      : null;
+  }
+
+  signatureStatus(signature: string): SignatureStatus | null {
+    const entry = this.statuses.get(signature);
+    if (!entry) return null;
+    const block = this.blocks.get(entry.slot);
+    // Blocks older than the kept history are finalized.
+    const status = block?.status ?? 'finalized';
+    return {
+      slot: entry.slot,
+      confirmations: status === 'finalized' || !block ? null : Math.max(0, this.tip.height - block.height),
+      err: entry.err,
+      confirmationStatus: status === 'dead' ? 'processed' : status,
+    };
+  }
+
+  /** A produced block by slot (recent history only); null for skipped, unknown or pruned slots. */
+  block(slot: number): BlockSummary | null {
+    const block = this.blocks.get(slot);
+    if (!block) return null;
+    return {
+      slot: block.slot,
+      parentSlot: block.parent?.slot ?? null,
+      parentBlockhash: block.parent?.blockhash ?? null,
+      blockHeight: block.height,
+      blockhash: block.blockhash,
+      leader: block.leader,
+      signatures: block.signatures,
+      status: block.status,
+    };
+  }
+
+  private isBlockhashUsableAt(blockhash: string, height: number): boolean {
+    const info = this.blockhashes.get(blockhash);
+    return !!info && info.height >= this.expiredBelowHeight && height <= info.lastValidBlockHeight;
+  }
+
+  // ---- transactions ----
+
+  submitTransaction(wire: Uint8Array): SubmitResult {
+    let parsed: ParsedTransaction;
+    try {
+      parsed = parseTransaction(wire);
+    } catch {
+      return { ok: false, err: 'SanitizeFailure', signature: '' };
+    }
+    const { signature } = parsed;
+    if (!verifySignatures(parsed)) return { ok: false, err: 'SignatureFailure', signature };
+    if (!this.isBlockhashValid(parsed.recentBlockhash))
+      return { ok: false, err: 'BlockhashNotFound', signature };
+    if (this.statuses.has(signature)) return { ok: false, err: 'AlreadyProcessed', signature };
+    // A resend of a queued transaction is accepted and deduplicated, as a leader's sigverify stage would.
+    if (this.pendingSignatures.has(signature)) return { ok: true, signature };
+    this.pending.push(parsed);
+    this.pendingSignatures.add(signature);
+    return { ok: true, signature };
+  }
+
+  simulateTransaction(
+    wire: Uint8Array,
+    options: { sigVerify?: boolean; replaceRecentBlockhash?: boolean } = {},
+  ): { err: TransactionErrorJson | null; logs: string[]; unitsConsumed: number } {
+    let parsed: ParsedTransaction;
+    try {
+      parsed = parseTransaction(wire);
+    } catch {
+      return { err: 'SanitizeFailure', logs: [], unitsConsumed: 0 };
+    }
+    if (options.sigVerify && !verifySignatures(parsed))
+      return { err: 'SignatureFailure', logs: [], unitsConsumed: 0 };
+    let input = parsed.wire;
+    if (options.replaceRecentBlockhash) {
+      input = Uint8Array.from(parsed.wire);
+      input.set(bs58.decode(this.tip.blockhash), parsed.blockhashOffset);
+    } else if (!this.isBlockhashValid(parsed.recentBlockhash)) {
+      return { err: 'BlockhashNotFound', logs: [], unitsConsumed: 0 };
+    }
+    // Signatures were checked above when asked; a replaced blockhash would fail the SVM's own check.
+    return this.bank.simulate(input, false);
+  }
+
+  getBalance(address: string): number {
+    return this.bank.getBalance(address);
+  }
+
+  getAccount(address: string): AccountState | null {
+    const account = this.bank.getAccount(address);
+    if (!account || (account.lamports === 0 && account.data.length === 0)) return null;
+    return {
+      lamports: account.lamports,
+      owner: bs58.encode(account.owner),
+      data: account.data,
+      executable: account.executable,
+      rentEpoch: account.rentEpoch,
+    };
+  }
+
+  /**
+   * Faucet: the lamports are credited at once (so a test can spend them immediately) and the airdrop's signature is
+   * recorded in the next block, moving through the commitment levels like any transaction. Airdrops are never rolled
+   * back; if their block dies they are recorded again in the next one.
+   */
+  airdrop(address: string, lamports: number): string {
+    if (!Number.isSafeInteger(lamports) || lamports <= 0)
+      throw new Error('airdrop lamports must be a positive integer');
+    this.bank.credit(address, lamports);
+    // A block about to die restores what it wrote; fold the credit into that restore point so it survives.
+    const snapshot = this.tip.doom?.snapshot;
+    if (snapshot?.has(address))
+      snapshot.set(address, this.bank.credited(snapshot.get(address) ?? null, lamports));
+    const signatureBytes = new Uint8Array(64);
+    for (let i = 0; i < 64; i++) signatureBytes[i] = this.chainRng.int(0, 255);
+    const signature = bs58.encode(signatureBytes);
+    this.faucetCredits.push({ signature, signatureBytes, address });
+    return signature;
+  }
+
+  setBundleSource(source: BundleSource | null): void {
+    this.source = source;
+  }
+
+  // ---- block production ----
+
+  private blockAt(commitment: Commitment): Block {
+    return commitment === 'processed'
+      ? this.tip
+      : commitment === 'confirmed'
+        ? this.confirmedTip
+        : this.finalizedTip;
+  }
+
+  private blockhashFor(slot: number, parentHash: string): string {
+    return bs58.encode(createHash('sha256').update(`${this.hashSeed}:${slot}:${parentHash}`).digest());
+  }
+
+  private produceSlot(): void {
+    if (this.faults.current.slotStall) return;
+    const slot = ++this.clockSlot;
+    if (this.tip.doom) this.abandonTip();
+
+    const leader = this.schedule.leaderAt(slot);
+    if (this.chainRng.chance(this.skipRate)) {
+      this.progressCommitment(slot);
+      return;
+    }
+    const faults = this.faults.current;
+    const willDie = this.chainRng.chance(faults.deadSlotRate);
+    const uncleDrawn = this.chainRng.chance(faults.uncleRate);
+    const snapshot: AccountSnapshot | null = willDie || uncleDrawn ? new Map() : null;
+
+    const parent = this.tip;
+    const height = parent.height + 1;
+    const context: BlockContext = { slot, leader, blockHeight: height };
+    const recorded: Recorded[] = [];
+    const inBlock = new Set<string>();
+
+    // 1. Bundles, only in slots of a bundle-engine leader.
+    const bundleResults: BundleExecution[] = [];
+    const landedBundles: Array<{ bundleId: string; transactions: ParsedTransaction[] }> = [];
+    if (leader.bundleEngine && this.source) {
+      for (const candidate of this.source.bundlesForSlot(context)) {
+        const outcome = this.executeBundle(candidate, slot, height, inBlock, snapshot);
+        bundleResults.push(outcome.result);
+        if (outcome.result.landed) {
+          landedBundles.push({ bundleId: candidate.bundleId, transactions: outcome.transactions });
+          for (const parsed of outcome.transactions) recorded.push({ parsed, err: null });
+        }
+      }
+    }
+
+    // 2. Queued transactions, then 3. re-broadcast transactions of uncled bundles due in this slot.
+    const queue = this.pending.splice(0);
+    this.pendingSignatures.clear();
+    while (this.rebroadcasts.length > 0 && (this.rebroadcasts[0] as { slot: number }).slot <= slot) {
+      queue.push((this.rebroadcasts.shift() as { parsed: ParsedTransaction }).parsed);
+    }
+    for (const parsed of queue) {
+      // Expired or duplicate transactions are dropped by the leader: no fee, no status.
+      if (!this.isBlockhashUsableAt(parsed.recentBlockhash, height)) continue;
+      if (inBlock.has(parsed.signature) || this.statuses.has(parsed.signature)) continue;
+      if (snapshot) this.bank.capture(parsed.writableKeys, snapshot);
+      const { err } = this.bank.execute(parsed);
+      if (err !== null && !isRecordedError(err)) continue;
+      inBlock.add(parsed.signature);
+      recorded.push({ parsed, err });
+    }
+
+    const block: Block = {
+      slot,
+      parent,
+      height,
+      blockhash: this.blockhashFor(slot, parent.blockhash),
+      leader,
+      signatures: recorded.map((r) => r.parsed.signature),
+      status: 'processed',
+      faucetCredits: this.faucetCredits,
+    };
+    this.faucetCredits = [];
+    if (snapshot && (willDie || landedBundles.length > 0)) {
+      const uncled = !willDie;
+      block.doom = {
+        reason: uncled ? 'uncled' : 'dead',
+        snapshot,
+        uncledBundleIds: uncled ? landedBundles.map((b) => b.bundleId) : [],
+        rebroadcast: uncled ? landedBundles.flatMap((b) => b.transactions) : [],
+      };
+    }
+
+    this.tip = block;
+    this.blocks.set(slot, block);
+    this.unconfirmed.push(block);
+    this.unfinalized.push(block);
+    this.blockhashes.set(block.blockhash, {
+      blockhash: block.blockhash,
+      slot,
+      height,
+      lastValidBlockHeight: height + BLOCKHASH_VALID_BLOCKS,
+    });
+    recorded.forEach(({ parsed, err }) => this.statuses.set(parsed.signature, { slot, err }));
+    for (const credit of block.faucetCredits) {
+      this.statuses.set(credit.signature, { slot, err: null });
+      block.signatures.push(credit.signature);
+    }
+    this.landedTransactionCount += block.signatures.length;
+
+    // Transactions stream as they execute, before the slot's own processed status.
+    recorded.forEach(({ parsed, err }, index) =>
+      this.emit('transaction', transactionEvent(slot, index, parsed, err)),
+    );
+    block.faucetCredits.forEach((credit, i) =>
+      this.emit('transaction', {
+        slot,
+        signature: credit.signature,
+        signatureBytes: credit.signatureBytes,
+        index: recorded.length + i,
+        isVote: false,
+        err: null,
+        accountKeys: [this.faucetAddress, credit.address, '11111111111111111111111111111111'],
+        feePayer: this.faucetAddress,
+      }),
+    );
+    this.emitSlot(block, 'processed');
+    if (this.source && bundleResults.length > 0) this.source.onBundleResults(context, bundleResults);
+
+    this.progressCommitment(slot);
+    if (slot % 100 === 0) this.prune(slot);
+  }
+
+  private executeBundle(
+    candidate: BundleCandidate,
+    slot: number,
+    height: number,
+    inBlock: Set<string>,
+    blockSnapshot: AccountSnapshot | null,
+  ): { result: BundleExecution; transactions: ParsedTransaction[] } {
+    const transactions: ParsedTransaction[] = [];
+    const signatures: string[] = [];
+    const refuse = (failedIndex: number, err: TransactionErrorJson) => ({
+      result: { bundleId: candidate.bundleId, landed: false as const, slot, failedIndex, err, signatures },
+      transactions: [],
+    });
+    // Sanitize every transaction first, as the validator's bundle sanitizer does: nothing runs if one is bad.
+    for (const [index, wire] of candidate.transactions.entries()) {
+      let parsed: ParsedTransaction;
+      try {
+        parsed = parseTransaction(wire);
+      } catch {
+        return refuse(index, 'SanitizeFailure');
+      }
+      signatures.push(parsed.signature);
+      transactions.push(parsed);
+    }
+    for (const [index, parsed] of transactions.entries()) {
+      if (!verifySignatures(parsed)) return refuse(index, 'SignatureFailure');
+      if (!this.isBlockhashUsableAt(parsed.recentBlockhash, height))
+        return refuse(index, 'BlockhashNotFound');
+      const duplicate = signatures.indexOf(parsed.signature) !== index;
+      if (duplicate || inBlock.has(parsed.signature) || this.statuses.has(parsed.signature)) {
+        return refuse(index, 'AlreadyProcessed');
+      }
+    }
+    const bundleSnapshot: AccountSnapshot = new Map();
+    this.bank.capture(
+      transactions.flatMap((t) => t.writableKeys),
+      bundleSnapshot,
+    );
+    for (const [index, parsed] of transactions.entries()) {
+      const { err } = this.bank.execute(parsed);
+      if (err !== null) {
+        this.bank.restore(bundleSnapshot);
+        return refuse(index, err);
+      }
+    }
+    if (blockSnapshot)
+      for (const [address, account] of bundleSnapshot)
+        if (!blockSnapshot.has(address)) blockSnapshot.set(address, account);
+    for (const parsed of transactions) inBlock.add(parsed.signature);
+    return { result: { bundleId: candidate.bundleId, landed: true, slot, signatures }, transactions };
+  }
+
+  /** The tip block dies: undo its writes, forget its signatures and blockhash, fall back to its parent. */
+  private abandonTip(): void {
+    const block = this.tip;
+    const doom = block.doom;
+    const parent = block.parent;
+    if (!doom || !parent) return;
+    this.bank.restore(doom.snapshot);
+    const forgotten = block.signatures.filter((s) => !block.faucetCredits.some((c) => c.signature === s));
+    for (const signature of block.signatures) this.statuses.delete(signature);
+    this.landedTransactionCount -= block.signatures.length;
+    this.blockhashes.delete(block.blockhash);
+    this.faucetCredits.unshift(...block.faucetCredits);
+    block.status = 'dead';
+    block.doom = undefined;
+    this.tip = parent;
+    removeBlock(this.unconfirmed, block);
+    removeBlock(this.unfinalized, block);
+    // Re-broadcast an uncled block's bundle transactions one per slot, as ordinary transactions (no atomicity).
+    doom.rebroadcast.forEach((parsed, i) => this.rebroadcasts.push({ parsed, slot: this.clockSlot + i }));
+    this.emit('slot', {
+      slot: block.slot,
+      parent: parent.slot,
+      status: 'dead',
+      deadError: doom.reason === 'uncled' ? 'block uncled: abandoned by the cluster' : 'slot marked dead',
+    });
+    this.emit('rollback', {
+      slot: block.slot,
+      signatures: forgotten,
+      ...(doom.reason === 'uncled' ? { uncledBundleIds: doom.uncledBundleIds } : {}),
+    });
+  }
+
+  private progressCommitment(slot: number): void {
+    while (
+      this.unconfirmed.length > 0 &&
+      (this.unconfirmed[0] as Block).slot <= slot - this.confirmationSlots
+    ) {
+      const block = this.unconfirmed.shift() as Block;
+      block.status = 'confirmed';
+      this.confirmedTip = block;
+      this.emitSlot(block, 'confirmed');
+    }
+    while (
+      this.unfinalized.length > 0 &&
+      (this.unfinalized[0] as Block).slot <= slot - this.finalizationSlots
+    ) {
+      const block = this.unfinalized.shift() as Block;
+      block.status = 'finalized';
+      this.finalizedTip = block;
+      this.emitSlot(block, 'finalized');
+    }
+  }
+
+  private emitSlot(block: Block, status: Commitment): void {
+    const event: SlotEvent = {
+      slot: block.slot,
+      parent: block.parent?.slot ?? null,
+      status,
+      blockHeight: block.height,
+      blockhash: block.blockhash,
+      transactionCount: block.signatures.length,
+    };
+    this.emit('slot', event);
+  }
+
+  private prune(slot: number): void {
+    for (const [blockSlot] of this.blocks) {
+      if (blockSlot >= slot - BLOCK_HISTORY_SLOTS) break;
+      const block = this.blocks.get(blockSlot) as Block;
+      block.parent = null; // let the chain of parents be collected
+      this.blocks.delete(blockSlot);
+    }
+    for (const [signature, entry] of this.statuses) {
+      if (entry.slot >= slot - STATUS_HISTORY_SLOTS) break;
+      this.statuses.delete(signature);
+    }
+    for (const [hash, info] of this.blockhashes) {
+      if (info.lastValidBlockHeight >= this.tip.height - BLOCKHASH_VALID_BLOCKS) break;
+      this.blockhashes.delete(hash);
+    }
+  }
+}
+
+function removeBlock(list: Block[], block: Block): void {
+  const index = list.indexOf(block);
+  if (index >= 0) list.splice(index, 1);
+}
+
+function transactionEvent(
+  slot: number,
+  index: number,
+  parsed: ParsedTransaction,
+  err: TransactionErrorJson | null,
+): TransactionEvent {
+  return {
+    slot,
+    signature: parsed.signature,
+    signatureBytes: parsed.signatureBytes,
+    index,
+    isVote: false,
+    err,
+    accountKeys: parsed.accountKeys,
+    feePayer: parsed.accountKeys[0] ?? '',
+  };
+}

@@ -1,0 +1,591 @@
+import { EventEmitter } from 'node:events';
+import type { BundleResult } from 'jito-ts/dist/gen/block-engine/bundle.js';
+import type {
+  BlockContext,
+  BundleCandidate,
+  BundleExecution,
+  BundleSource,
+  Cluster,
+  LeaderInfo,
+  SlotEvent,
+  TransactionErrorJson,
+} from '../chain/types';
+import type { Faults } from '../faults';
+import { type Rng } from '../rng';
+import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
+import { Auction, type AuctionOptions, type Regime } from './auction';
+import { RATE_LIMIT_MESSAGES, RateLimiter, type RateLimitOptions } from './rate-limit';
+import { TipFloor, toJitoTipFloor, type JitoTipFloorEntry, type TipFloorOptions } from './tip-floor';
+import { validateBundle, type BundleRejection } from './validate';
+import type { ParsedTransaction, WireEncoding } from './wire';
+
+/** `DroppedReason` of jito-ts's bundle.proto (numbers on the wire). */
+export const DroppedReason = { BlockhashExpired: 0, PartiallyProcessed: 1, NotFinalized: 2 } as const;
+
+export const NO_LEADER_MESSAGE = 'Bundle Dropped, no connected leader up soon.';
+
+export type InflightStatus = 'Invalid' | 'Pending' | 'Failed' | 'Landed';
+
+/** Why a bundle that was accepted did not land (what the gRPC stream reported). */
+export type BundleFailure =
+  | 'no_leader'
+  | 'auction_lost'
+  | 'dropped'
+  | 'blockhash_expired'
+  | 'simulation_failure'
+  | 'partially_processed'
+  | 'slot_dead';
+
+export interface TrackedBundle {
+  bundleId: string;
+  transactions: ParsedTransaction[];
+  /** Every transaction's first signature, in bundle order. */
+  signatures: string[];
+  tipLamports: number;
+  blockhashes: string[];
+  receivedMs: number;
+  receivedSlot: number;
+  state: 'pending' | 'landed' | 'failed';
+  /** The bundle-engine leader window it competes in; null when no such leader was close enough. */
+  window: { firstSlot: number; lastSlot: number; leader: LeaderInfo } | null;
+  /** Chosen to be dropped by the `bundleDropRate` fault: forwarded, but the leader never includes it. */
+  faultDropped: boolean;
+  acceptedSlots: number[];
+  lastCompetedSlot: number | null;
+  /** Slot it was handed to the leader for, until the chain reports the execution. */
+  offeredSlot: number | null;
+  /** Clearing tip of the last slot it lost. */
+  lastClearingTip: number | null;
+  landedSlot: number | null;
+  failure: BundleFailure | null;
+  finalized: boolean;
+}
+
+export type AdmitDecision =
+  | { ok: true }
+  | { ok: false; kind: 'rate_limited'; message: string; retryAfterMs: number }
+  | { ok: false; kind: 'unavailable'; message: string };
+
+export type SubmitResult = { ok: true; bundleId: string } | { ok: false; error: BundleRejection };
+
+export interface BlockEngineOptions {
+  cluster: Cluster;
+  faults: Faults;
+  /** The simnet's seeded generator; the engine forks its own streams from it. */
+  rng: Rng;
+  tipAccounts?: readonly string[];
+  /** A bundle is dropped unless a bundle-engine leader holds one of the next this-many slots (default 4). */
+  leaderLookaheadSlots?: number;
+  /** Most bundles one slot includes (highest tips first). */
+  maxBundlesPerSlot?: number;
+  rateLimit?: RateLimitOptions;
+  auction?: AuctionOptions;
+  tipFloor?: TipFloorOptions;
+  /** getInflightBundleStatuses lookback (Jito: 5 minutes). */
+  inflightLookbackMs?: number;
+  /** getBundleStatuses sees bundles landed within this many slots of the finalized slot (Jito: ~300). */
+  statusLookbackSlots?: number;
+  /** How old the frozen tip floor claims to be while `staleTipFloor` is on. */
+  staleTipFloorAgeMs?: number;
+  now?: () => number;
+}
+
+export interface BlockEngineEvents {
+  /** Every gRPC BundleResult the engine produces, in order. */
+  result: [BundleResult];
+}
+
+/**
+ * The Jito block engine's brain, shared by its JSON-RPC and gRPC faces: admission, the per-slot auction, bundle
+ * tracking through landing, finalization or loss, leader data and the tip floor. It plugs into the chain as its
+ * `BundleSource`.
+ *
+ * Competing window (decided): a bundle competes only in the slots of the first bundle-engine leader window it meets
+ * (the first such slot within `leaderLookaheadSlots` after the current one, through the last consecutive slot of
+ * that leader). It lands in the first of those slots whose clearing tip it meets; if none, it has lost the auction
+ * (gRPC `rejected.stateAuctionBidRejected`, inflight `Failed`) and must be resent.
+ */
+export class BlockEngine extends EventEmitter<BlockEngineEvents> implements BundleSource {
+  readonly cluster: Cluster;
+  readonly faults: Faults;
+  readonly auction: Auction;
+  readonly tipFloor: TipFloor;
+  readonly rateLimiter: RateLimiter;
+  readonly tipAccounts: readonly string[];
+  leaderLookaheadSlots: number;
+  private readonly tipAccountSet: ReadonlySet<string>;
+  private readonly faultRng: Rng;
+  private readonly maxBundlesPerSlot: number;
+  private readonly inflightLookbackMs: number;
+  private readonly statusLookbackSlots: number;
+  private readonly staleTipFloorAgeMs: number;
+  private readonly now: () => number;
+  private readonly bundles = new Map<string, TrackedBundle>();
+  /**
+   * Tips of real bundles that landed since the last tip-floor update. The chain reports bundle results after the
+   * slot's processed event, so they join the next bundle-engine slot's update.
+   */
+  private realLandedTips: number[] = [];
+  private frozenTipFloor: JitoTipFloorEntry[] | null = null;
+  private readonly onSlot = (event: SlotEvent) => this.handleSlot(event);
+  private attached = false;
+
+  constructor(options: BlockEngineOptions) {
+    super();
+    this.cluster = options.cluster;
+    this.faults = options.faults;
+    this.auction = new Auction(options.rng.fork('auction'), options.auction);
+    this.faultRng = options.rng.fork('engine-faults');
+    this.tipFloor = new TipFloor(options.tipFloor);
+    this.rateLimiter = new RateLimiter(options.rateLimit);
+    this.tipAccounts = options.tipAccounts ?? MAINNET_TIP_ACCOUNTS;
+    this.tipAccountSet = new Set(this.tipAccounts);
+    this.leaderLookaheadSlots = options.leaderLookaheadSlots ?? 4;
+    this.maxBundlesPerSlot = options.maxBundlesPerSlot ?? 64;
+    this.inflightLookbackMs = options.inflightLookbackMs ?? 5 * 60_000;
+    this.statusLookbackSlots = options.statusLookbackSlots ?? 300;
+    this.staleTipFloorAgeMs = options.staleTipFloorAgeMs ?? 5 * 60_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  /** Register as the chain's bundle source and warm the tip floor with a window of synthetic history. */
+  attach(): this {
+    if (this.attached) return this;
+    this.attached = true;
+    const current = this.cluster.slot;
+    const warmup = 150;
+    for (let slot = current - warmup; slot <= current; slot++) {
+      const auction = this.auction.slot(slot);
+      const leader = slot >= 0 ? this.cluster.leaderAt(slot) : null;
+      if (auction && (leader?.bundleEngine ?? true)) this.tipFloor.record(slot, auction.competitorLandedTips);
+    }
+    this.cluster.setBundleSource(this);
+    this.cluster.on('slot', this.onSlot);
+    return this;
+  }
+
+  detach(): void {
+    if (!this.attached) return;
+    this.attached = false;
+    this.cluster.setBundleSource(null);
+    this.cluster.off('slot', this.onSlot);
+  }
+
+  // ---- transport-level admission (rate limit and engine faults), shared by JSON-RPC and gRPC ----
+
+  /**
+   * Decide whether a request gets through: injected 5xx / 429 storms first, then (unless `limit` is false) the
+   * per-IP limiter.
+   */
+  admit(ip: string, uuid: string | undefined, limit = true): AdmitDecision {
+    const faults = this.faults.current;
+    if (this.faultRng.chance(faults.engine5xxRate)) {
+      return {
+        ok: false,
+        kind: 'unavailable',
+        message: 'upstream connect error or disconnect/reset before headers',
+      };
+    }
+    if (this.faultRng.chance(faults.engineRateLimitRate)) {
+      // A storm: alternate between the two texts users have seen, so clients must handle both.
+      const retryAfterMs = 1000 + this.faultRng.int(0, 999);
+      const message = this.faultRng.chance(0.5)
+        ? RATE_LIMIT_MESSAGES.global
+        : RATE_LIMIT_MESSAGES.perIp(uuid ? this.rateLimiter.uuidRps : this.rateLimiter.rps, retryAfterMs);
+      return { ok: false, kind: 'rate_limited', message, retryAfterMs };
+    }
+    const decision = limit ? this.rateLimiter.take(ip, uuid) : ({ allowed: true } as const);
+    if (!decision.allowed) {
+      return {
+        ok: false,
+        kind: 'rate_limited',
+        message: RATE_LIMIT_MESSAGES.perIp(decision.limit, decision.retryAfterMs),
+        retryAfterMs: decision.retryAfterMs,
+      };
+    }
+    return { ok: true };
+  }
+
+  /** Added latency of the `engineLatencyMs` fault. */
+  async delay(): Promise<void> {
+    const ms = this.faults.current.engineLatencyMs;
+    if (ms > 0) await new Promise((resolve) => setTimeout(resolve, ms));
+  }
+
+  // ---- bundles ----
+
+  submitBundle(
+    transactions: ReadonlyArray<string | Uint8Array>,
+    encoding: WireEncoding = 'base58',
+  ): SubmitResult {
+    const validation = validateBundle(transactions, encoding, this.cluster, this.tipAccountSet);
+    if (!validation.ok) return validation;
+    const { bundle } = validation;
+    const existing = this.bundles.get(bundle.bundleId);
+    // The same bytes again: the same id, and no second entry while the first attempt is still alive.
+    if (existing && existing.state !== 'failed') return { ok: true, bundleId: bundle.bundleId };
+
+    const slot = this.clockSlot();
+    const tracked: TrackedBundle = {
+      bundleId: bundle.bundleId,
+      transactions: bundle.transactions,
+      signatures: bundle.transactions.map((tx) => tx.signatures[0] as string),
+      tipLamports: bundle.tipLamports,
+      blockhashes: bundle.blockhashes,
+      receivedMs: this.now(),
+      receivedSlot: slot,
+      state: 'pending',
+      window: this.findWindow(slot),
+      faultDropped: this.faultRng.chance(this.faults.current.bundleDropRate),
+      acceptedSlots: [],
+      lastCompetedSlot: null,
+      offeredSlot: null,
+      lastClearingTip: null,
+      landedSlot: null,
+      failure: null,
+      finalized: false,
+    };
+    this.bundles.delete(bundle.bundleId);
+    this.bundles.set(bundle.bundleId, tracked);
+    if (!tracked.window) {
+      // Reported after the id goes back, as the real engine's stream does.
+      setImmediate(() =>
+        this.fail(tracked, 'no_leader', { rejected: { droppedBundle: { msg: NO_LEADER_MESSAGE } } }),
+      );
+    }
+    return { ok: true, bundleId: bundle.bundleId };
+  }
+
+  getBundle(bundleId: string): TrackedBundle | undefined {
+    return this.bundles.get(bundleId);
+  }
+
+  pendingBundles(): TrackedBundle[] {
+    return [...this.bundles.values()].filter((b) => b.state === 'pending');
+  }
+
+  /** getInflightBundleStatuses: 5-minute lookback; unknown or older ids are `Invalid`. */
+  inflightStatuses(bundleIds: readonly string[]): {
+    context: { slot: number };
+    value: Array<{ bundle_id: string; status: InflightStatus; landed_slot: number | null }>;
+  } {
+    const cutoff = this.now() - this.inflightLookbackMs;
+    return {
+      context: { slot: this.cluster.slot },
+      value: bundleIds.map((id) => {
+        const bundle = this.bundles.get(id);
+        if (!bundle || bundle.receivedMs < cutoff)
+          return { bundle_id: id, status: 'Invalid', landed_slot: null };
+        const status: InflightStatus =
+          bundle.state === 'landed' ? 'Landed' : bundle.state === 'failed' ? 'Failed' : 'Pending';
+        return { bundle_id: id, status, landed_slot: bundle.state === 'landed' ? bundle.landedSlot : null };
+      }),
+    };
+  }
+
+  /**
+   * getBundleStatuses: only bundles that landed within the recent-status window, each with its own bundle_id (unknown
+   * and not-yet-landed ids are left out, as QuickNode's sample shows), commitment from the chain's status cache.
+   */
+  bundleStatuses(bundleIds: readonly string[]): {
+    context: { slot: number };
+    value: Array<{
+      bundle_id: string;
+      transactions: string[];
+      slot: number;
+      confirmation_status: string;
+      err: { Ok: null };
+    }>;
+  } {
+    const oldest = this.cluster.slotAt('finalized') - this.statusLookbackSlots;
+    const value = [];
+    for (const id of bundleIds) {
+      const bundle = this.bundles.get(id);
+      if (!bundle || bundle.state !== 'landed' || bundle.landedSlot === null || bundle.landedSlot < oldest)
+        continue;
+      const status = this.cluster.signatureStatus(bundle.signatures[0] as string);
+      if (!status) continue;
+      value.push({
+        bundle_id: id,
+        transactions: [...bundle.signatures],
+        slot: bundle.landedSlot,
+        confirmation_status: status.confirmationStatus,
+        err: { Ok: null } as { Ok: null },
+      });
+    }
+    return { context: { slot: this.cluster.slot }, value };
+  }
+
+  // ---- leaders ----
+
+  /** First bundle-engine leader slot after the current one, searching `horizon` slots. */
+  nextScheduledLeader(horizon = 4096): {
+    currentSlot: number;
+    nextLeaderSlot: number;
+    nextLeaderIdentity: string;
+    nextLeaderRegion: string;
+  } | null {
+    const current = this.clockSlot();
+    for (let slot = current + 1; slot <= current + horizon; slot++) {
+      const leader = this.cluster.leaderAt(slot);
+      if (!leader) break;
+      if (leader.bundleEngine) {
+        return {
+          currentSlot: current,
+          nextLeaderSlot: slot,
+          nextLeaderIdentity: leader.identity,
+          nextLeaderRegion: 'simnet',
+        };
+      }
+    }
+    return null;
+  }
+
+  /** Bundle-engine validators and their upcoming leader slots (absolute), over the next `horizon` slots. */
+  connectedLeaders(horizon = 4096): Record<string, { slots: number[] }> {
+    const out: Record<string, { slots: number[] }> = {};
+    for (const validator of this.cluster.validators()) {
+      if (validator.bundleEngine) out[validator.identity] = { slots: [] };
+    }
+    const current = this.clockSlot();
+    for (let slot = current + 1; slot <= current + horizon; slot++) {
+      const leader = this.cluster.leaderAt(slot);
+      if (!leader) break;
+      if (leader.bundleEngine) (out[leader.identity] ??= { slots: [] }).slots.push(slot);
+    }
+    return out;
+  }
+
+  // ---- tip floor ----
+
+  /** The tip-floor REST answer; frozen with an old `time` while the `staleTipFloor` fault is on. */
+  tipFloorEntries(): JitoTipFloorEntry[] {
+    if (this.faults.current.staleTipFloor) {
+      this.frozenTipFloor ??= toJitoTipFloor(this.tipFloor.snapshot(), this.now() - this.staleTipFloorAgeMs);
+      return this.frozenTipFloor;
+    }
+    this.frozenTipFloor = null;
+    return toJitoTipFloor(this.tipFloor.snapshot());
+  }
+
+  /** Summary for /admin/state. */
+  state(): {
+    slot: number;
+    leader: LeaderInfo | null;
+    regime: Regime;
+    pinnedRegime: Regime | null;
+    clearingTip: number;
+    fixedClearingTip: number | null;
+    nextBundleEngineLeaderSlot: number | null;
+    tipFloorLamports: ReturnType<TipFloor['snapshot']>['lamports'];
+    pendingBundles: Array<{ bundleId: string; tipLamports: number; window: TrackedBundle['window'] }>;
+    bundlesTracked: number;
+  } {
+    const slot = this.cluster.slot;
+    return {
+      slot,
+      leader: this.cluster.leaderAt(slot),
+      regime: this.auction.regime,
+      pinnedRegime: this.auction.pinnedRegimeValue,
+      clearingTip: this.auction.clearingTip(slot),
+      fixedClearingTip: this.auction.fixedClearingTipValue,
+      nextBundleEngineLeaderSlot: this.nextScheduledLeader()?.nextLeaderSlot ?? null,
+      tipFloorLamports: this.tipFloor.snapshot().lamports,
+      pendingBundles: this.pendingBundles().map((b) => ({
+        bundleId: b.bundleId,
+        tipLamports: b.tipLamports,
+        window: b.window,
+      })),
+      bundlesTracked: this.bundles.size,
+    };
+  }
+
+  // ---- BundleSource: the chain asks while producing a bundle-engine leader's block ----
+
+  bundlesForSlot(ctx: BlockContext): BundleCandidate[] {
+    const clearingTip = this.auction.clearingTip(ctx.slot);
+    const winners: TrackedBundle[] = [];
+    for (const bundle of this.bundles.values()) {
+      if (bundle.state !== 'pending' || !bundle.window) continue;
+      if (ctx.slot < bundle.window.firstSlot || ctx.slot > bundle.window.lastSlot) continue;
+      // The engine simulates before forwarding: a bundle whose blockhash died is dropped, not forwarded.
+      if (bundle.blockhashes.some((hash) => !this.cluster.isBlockhashValid(hash))) {
+        this.fail(bundle, 'blockhash_expired', { dropped: { reason: DroppedReason.BlockhashExpired } });
+        continue;
+      }
+      bundle.lastCompetedSlot = ctx.slot;
+      if (bundle.faultDropped) {
+        // Forwarded, then lost by the leader: accepted once, never included.
+        if (bundle.acceptedSlots.length === 0) this.accept(bundle, ctx);
+        continue;
+      }
+      if (bundle.tipLamports >= clearingTip) winners.push(bundle);
+      else bundle.lastClearingTip = clearingTip;
+    }
+    winners.sort((a, b) => b.tipLamports - a.tipLamports);
+    const included = winners.slice(0, this.maxBundlesPerSlot);
+    for (const bundle of included) {
+      bundle.offeredSlot = ctx.slot;
+      this.accept(bundle, ctx);
+    }
+    return included.map((bundle) => ({
+      bundleId: bundle.bundleId,
+      transactions: bundle.transactions.map((tx) => tx.wire),
+    }));
+  }
+
+  onBundleResults(ctx: BlockContext, results: BundleExecution[]): void {
+    results.forEach((result, bundleIndex) => {
+      const bundle = this.bundles.get(result.bundleId);
+      if (!bundle || bundle.state !== 'pending') return;
+      bundle.offeredSlot = null;
+      if (result.landed) {
+        bundle.state = 'landed';
+        bundle.landedSlot = result.slot;
+        this.realLandedTips.push(bundle.tipLamports);
+        this.emitResult({
+          bundleId: bundle.bundleId,
+          processed: { validatorIdentity: ctx.leader.identity, slot: result.slot, bundleIndex },
+        });
+        return;
+      }
+      const failedSignature = result.signatures[result.failedIndex] ?? bundle.signatures[0] ?? '';
+      if (errorName(result.err) === 'BlockhashNotFound') {
+        this.fail(bundle, 'blockhash_expired', { dropped: { reason: DroppedReason.BlockhashExpired } });
+      } else if (errorName(result.err) === 'AlreadyProcessed') {
+        this.fail(bundle, 'partially_processed', { dropped: { reason: DroppedReason.PartiallyProcessed } });
+      } else {
+        this.fail(bundle, 'simulation_failure', {
+          rejected: {
+            simulationFailure: {
+              txSignature: failedSignature,
+              msg: `transaction ${failedSignature} failed: ${JSON.stringify(result.err)}`,
+            },
+          },
+        });
+      }
+    });
+  }
+
+  // ---- internals ----
+
+  /** The slot the clock is at (SimCluster's `currentSlot` counts skipped slots; the interface's `slot` does not). */
+  private clockSlot(): number {
+    const withClock = this.cluster as Cluster & { currentSlot?: number };
+    return typeof withClock.currentSlot === 'number'
+      ? Math.max(withClock.currentSlot, this.cluster.slot)
+      : this.cluster.slot;
+  }
+
+  private findWindow(slot: number): TrackedBundle['window'] {
+    for (let candidate = slot + 1; candidate <= slot + this.leaderLookaheadSlots; candidate++) {
+      const leader = this.cluster.leaderAt(candidate);
+      if (!leader?.bundleEngine) continue;
+      let lastSlot = candidate;
+      while (this.cluster.leaderAt(lastSlot + 1)?.identity === leader.identity && lastSlot - candidate < 3)
+        lastSlot++;
+      return { firstSlot: candidate, lastSlot, leader };
+    }
+    return null;
+  }
+
+  private accept(bundle: TrackedBundle, ctx: BlockContext): void {
+    bundle.acceptedSlots.push(ctx.slot);
+    this.emitResult({
+      bundleId: bundle.bundleId,
+      accepted: { slot: ctx.slot, validatorIdentity: ctx.leader.identity },
+    });
+  }
+
+  private fail(bundle: TrackedBundle, failure: BundleFailure, result: Omit<BundleResult, 'bundleId'>): void {
+    if (bundle.state === 'failed') return;
+    bundle.state = 'failed';
+    bundle.failure = failure;
+    this.emitResult({ bundleId: bundle.bundleId, ...result });
+  }
+
+  private emitResult(result: BundleResult): void {
+    this.emit('result', result);
+  }
+
+  private handleSlot(event: SlotEvent): void {
+    if (event.status === 'processed') this.onProcessed(event.slot);
+    else if (event.status === 'finalized') this.onFinalized(event.slot);
+    else if (event.status === 'dead') this.onDead(event.slot);
+  }
+
+  private onProcessed(slot: number): void {
+    const auction = this.auction.slot(slot);
+    const leader = this.cluster.leaderAt(slot);
+    if (auction && leader?.bundleEngine) {
+      this.tipFloor.record(slot, [...auction.competitorLandedTips, ...this.realLandedTips]);
+      this.realLandedTips = [];
+    }
+
+    for (const bundle of this.bundles.values()) {
+      // A bundle offered to this slot's leader waits for the execution report, which follows this event.
+      if (bundle.state !== 'pending' || !bundle.window || bundle.offeredSlot !== null) continue;
+      const { lastSlot } = bundle.window;
+      const hadLastChance =
+        slot >= lastSlot && bundle.lastCompetedSlot !== null && bundle.lastCompetedSlot >= lastSlot;
+      if (!hadLastChance && slot <= lastSlot) continue;
+      if (bundle.faultDropped || bundle.blockhashes.some((hash) => !this.cluster.isBlockhashValid(hash))) {
+        this.fail(bundle, bundle.faultDropped ? 'dropped' : 'blockhash_expired', {
+          dropped: { reason: DroppedReason.BlockhashExpired },
+        });
+        continue;
+      }
+      const clearing = bundle.lastClearingTip ?? this.auction.clearingTip(lastSlot);
+      this.fail(bundle, 'auction_lost', {
+        rejected: {
+          stateAuctionBidRejected: {
+            auctionId: `simnet-${bundle.window.firstSlot}-${lastSlot}`,
+            simulatedBidLamports: bundle.tipLamports,
+            msg: `bundle bid of ${bundle.tipLamports} lamports lost the auction for slots ${bundle.window.firstSlot}-${lastSlot} (clearing tip ${clearing} lamports)`,
+          },
+        },
+      });
+    }
+    this.prune();
+  }
+
+  private onFinalized(slot: number): void {
+    for (const bundle of this.bundles.values()) {
+      if (
+        bundle.state === 'landed' &&
+        !bundle.finalized &&
+        bundle.landedSlot !== null &&
+        bundle.landedSlot <= slot
+      ) {
+        bundle.finalized = true;
+        this.emitResult({ bundleId: bundle.bundleId, finalized: {} });
+      }
+    }
+  }
+
+  private onDead(slot: number): void {
+    for (const bundle of this.bundles.values()) {
+      if (bundle.state === 'landed' && bundle.landedSlot === slot) {
+        bundle.state = 'failed';
+        bundle.failure = 'slot_dead';
+        bundle.landedSlot = null;
+        this.emitResult({ bundleId: bundle.bundleId, dropped: { reason: DroppedReason.NotFinalized } });
+      }
+    }
+  }
+
+  private prune(): void {
+    const cutoff = this.now() - this.inflightLookbackMs;
+    const oldestLanded = this.cluster.slotAt('finalized') - this.statusLookbackSlots;
+    for (const [id, bundle] of this.bundles) {
+      const inflightVisible = bundle.receivedMs >= cutoff;
+      const statusVisible = bundle.state === 'landed' && (bundle.landedSlot ?? -1) >= oldestLanded;
+      const unfinished = bundle.state === 'pending' || (bundle.state === 'landed' && !bundle.finalized);
+      if (!inflightVisible && !statusVisible && !unfinished) this.bundles.delete(id);
+    }
+  }
+}
+
+function errorName(err: TransactionErrorJson): string {
+  return typeof err === 'string' ? err : (Object.keys(err)[0] ?? '');
+}

@@ -1,0 +1,52 @@
+export {
+  BlockEngine,
+  DroppedReason,
+  NO_LEADER_MESSAGE,
+  type BlockEngineOptions,
+  type BlockEngineEvents,
+  type TrackedBundle,
+  type BundleFailure,
+  type InflightStatus,
+  type AdmitDecision,
+  type SubmitResult as BundleSubmitResult,
+} from './engine';
+export {
+  Auction,
+  DEFAULT_REGIMES,
+  MIN_TIP_LAMPORTS,
+  REGIMES,
+  TIP_QUANTILES,
+  tipQuantile,
+  type AuctionOptions,
+  type Regime,
+  type RegimeParams,
+  type SlotAuction,
+} from './auction';
+export {
+  TipFloor,
+  percentile,
+  toJitoTipFloor,
+  type JitoTipFloorEntry,
+  type TipFloorLamports,
+  type TipFloorOptions,
+  type TipFloorSnapshot,
+} from './tip-floor';
+export { RateLimiter, RATE_LIMIT_MESSAGES, type RateLimitOptions, type RateDecision } from './rate-limit';
+export {
+  BundleErrors,
+  MAX_BUNDLE_TRANSACTIONS,
+  validateBundle,
+  type BundleRejection,
+  type ValidBundle,
+  type ValidationResult,
+} from './validate';
+export { deriveBundleId, decodeWire, type WireEncoding } from './wire';
+export { engineJsonRpcRoutes } from './json-rpc';
+export {
+  startGrpcEngine,
+  TOO_MANY_RESULT_STREAMS,
+  type GrpcEngineOptions,
+  type StartedGrpcEngine,
+  type TlsMaterial,
+} from './grpc';
+export { TEST_ONLY_TLS_CERT_PEM, TEST_ONLY_TLS_KEY_PEM, writeCaCertFile } from './tls';

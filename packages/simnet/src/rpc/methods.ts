@@ -1,0 +1,345 @@
+import bs58 from 'bs58';
+import { describeTransactionError, transactionErrorName } from '../chain/errors';
+import type { Cluster, Commitment, SignatureStatus, TransactionErrorJson } from '../chain/types';
+
+/** The solana-core version the simnet claims (getVersion, context.apiVersion). */
+export const SOLANA_CORE_VERSION = '2.2.16';
+const FEATURE_SET = 3_294_202_862;
+const MAX_SIGNATURE_STATUSES = 256;
+const MAX_SLOT_LEADERS = 5_000;
+
+/** A JSON-RPC error the dispatcher turns into `{error: {code, message, data}}`. */
+export class RpcError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+  }
+}
+
+const invalidParams = (message: string): RpcError => new RpcError(-32602, message);
+
+interface Config {
+  commitment?: string;
+  minContextSlot?: number;
+  encoding?: string;
+  skipPreflight?: boolean;
+  sigVerify?: boolean;
+  replaceRecentBlockhash?: boolean;
+  searchTransactionHistory?: boolean;
+  identity?: string;
+}
+
+/** Map Solana's commitment names, including the deprecated aliases, onto the three levels. Default: finalized (Agave). */
+export function parseCommitment(value: unknown, fallback: Commitment = 'finalized'): Commitment {
+  switch (value) {
+    case undefined:
+    case null:
+      return fallback;
+    case 'processed':
+    case 'recent':
+      return 'processed';
+    case 'confirmed':
+    case 'single':
+    case 'singleGossip':
+      return 'confirmed';
+    case 'finalized':
+    case 'max':
+    case 'root':
+      return 'finalized';
+    default:
+      throw invalidParams(`Invalid commitment: ${String(value)}`);
+  }
+}
+
+const COMMITMENT_RANK: Record<Commitment, number> = { processed: 0, confirmed: 1, finalized: 2 };
+
+export function meetsCommitment(status: Commitment, wanted: Commitment): boolean {
+  return COMMITMENT_RANK[status] >= COMMITMENT_RANK[wanted];
+}
+
+function configAt(params: unknown[], index: number): Config {
+  const value = params[index];
+  if (value === undefined || value === null) return {};
+  if (typeof value !== 'object' || Array.isArray(value))
+    throw invalidParams(`Invalid params: expected a config object`);
+  return value as Config;
+}
+
+function stringParam(params: unknown[], index: number, what: string): string {
+  const value = params[index];
+  if (typeof value !== 'string') throw invalidParams(`Invalid params: ${what} must be a string`);
+  return value;
+}
+
+function addressParam(params: unknown[], index: number): string {
+  const value = stringParam(params, index, 'pubkey');
+  let bytes: Uint8Array;
+  try {
+    bytes = bs58.decode(value);
+  } catch {
+    throw invalidParams('Invalid param: Invalid');
+  }
+  if (bytes.length !== 32) throw invalidParams('Invalid param: WrongSize');
+  return value;
+}
+
+function decodeTransaction(params: unknown[], config: Config): Uint8Array {
+  const data = stringParam(params, 0, 'transaction');
+  const encoding = config.encoding ?? 'base58';
+  try {
+    if (encoding === 'base64') return new Uint8Array(Buffer.from(data, 'base64'));
+    if (encoding === 'base58') return bs58.decode(data);
+  } catch {
+    throw invalidParams(`invalid transaction: failed to decode ${encoding} string`);
+  }
+  throw invalidParams(`Invalid params: unsupported encoding ${encoding}`);
+}
+
+function statusJson(status: SignatureStatus | null) {
+  if (!status) return null;
+  return {
+    slot: status.slot,
+    confirmations: status.confirmations,
+    err: status.err,
+    status: status.err === null ? { Ok: null } : { Err: status.err },
+    confirmationStatus: status.confirmationStatus,
+  };
+}
+
+function preflightError(err: TransactionErrorJson, logs: string[], unitsConsumed: number): RpcError {
+  if (transactionErrorName(err) === 'SignatureFailure') {
+    return new RpcError(-32003, 'Transaction signature verification failure');
+  }
+  return new RpcError(-32002, `Transaction simulation failed: ${describeTransactionError(err)}`, {
+    err,
+    logs,
+    accounts: null,
+    unitsConsumed,
+    returnData: null,
+    innerInstructions: null,
+  });
+}
+
+/**
+ * Solana JSON-RPC methods over a `Cluster`, in the shapes Agave returns and @solana/web3.js v1 validates
+ * (stream-rpc.md §4). Balances and accounts are the bank's current (processed) state at every commitment: the
+ * simnet keeps one bank, not one per commitment level.
+ */
+export class RpcMethods {
+  constructor(private readonly cluster: Cluster) {}
+
+  call(method: string, rawParams: unknown): unknown {
+    const params = rawParams === undefined || rawParams === null ? [] : rawParams;
+    if (!Array.isArray(params)) throw invalidParams('Invalid params: expected an array');
+    const handler = this.handlers[method];
+    if (!handler) throw new RpcError(-32601, 'Method not found');
+    return handler(params);
+  }
+
+  private context(commitment: Commitment, config: Config) {
+    const slot = this.cluster.slotAt(commitment);
+    if (typeof config.minContextSlot === 'number' && config.minContextSlot > slot) {
+      throw new RpcError(-32016, 'Minimum context slot has not been reached', { contextSlot: slot });
+    }
+    return { slot, apiVersion: SOLANA_CORE_VERSION };
+  }
+
+  private withContext(params: unknown[], configIndex: number, value: (commitment: Commitment) => unknown) {
+    const config = configAt(params, configIndex);
+    const commitment = parseCommitment(config.commitment);
+    return { context: this.context(commitment, config), value: value(commitment) };
+  }
+
+  private plain(params: unknown[], configIndex: number, value: (commitment: Commitment) => unknown) {
+    const config = configAt(params, configIndex);
+    const commitment = parseCommitment(config.commitment);
+    this.context(commitment, config);
+    return value(commitment);
+  }
+
+  private readonly handlers: Record<string, (params: unknown[]) => unknown> = {
+    getHealth: () => 'ok',
+    getVersion: () => ({ 'solana-core': SOLANA_CORE_VERSION, 'feature-set': FEATURE_SET }),
+    getSlot: (params) => this.plain(params, 0, (c) => this.cluster.slotAt(c)),
+    getBlockHeight: (params) => this.plain(params, 0, (c) => this.cluster.blockHeightAt(c)),
+    getTransactionCount: (params) => this.plain(params, 0, (c) => this.cluster.epochInfo(c).transactionCount),
+    getEpochInfo: (params) =>
+      this.plain(params, 0, (c) => {
+        const info = this.cluster.epochInfo(c);
+        return {
+          absoluteSlot: info.absoluteSlot,
+          blockHeight: info.blockHeight,
+          epoch: info.epoch,
+          slotIndex: info.slotIndex,
+          slotsInEpoch: info.slotsInEpoch,
+          transactionCount: info.transactionCount,
+        };
+      }),
+    getEpochSchedule: () => ({
+      slotsPerEpoch: this.cluster.slotsPerEpoch,
+      leaderScheduleSlotOffset: this.cluster.slotsPerEpoch,
+      warmup: false,
+      firstNormalEpoch: 0,
+      firstNormalSlot: 0,
+    }),
+    getLatestBlockhash: (params) =>
+      this.withContext(params, 0, (c) => {
+        const { blockhash, lastValidBlockHeight } = this.cluster.latestBlockhash(c);
+        return { blockhash, lastValidBlockHeight };
+      }),
+    isBlockhashValid: (params) => {
+      const blockhash = stringParam(params, 0, 'blockhash');
+      return this.withContext(params, 1, () => this.cluster.isBlockhashValid(blockhash));
+    },
+    getBalance: (params) => {
+      const address = addressParam(params, 0);
+      return this.withContext(params, 1, () => this.cluster.getBalance(address));
+    },
+    getAccountInfo: (params) => {
+      const address = addressParam(params, 0);
+      const config = configAt(params, 1);
+      const encoding = config.encoding ?? 'base58';
+      return this.withContext(params, 1, () => {
+        const account = this.cluster.getAccount?.(address) ?? null;
+        if (!account) {
+          const lamports = this.cluster.getBalance(address);
+          return lamports > 0
+            ? {
+                lamports,
+                owner: '11111111111111111111111111111111',
+                data: ['', 'base64'],
+                executable: false,
+                rentEpoch: 0,
+                space: 0,
+              }
+            : null;
+        }
+        const data =
+          encoding === 'base64'
+            ? [Buffer.from(account.data).toString('base64'), 'base64']
+            : encoding === 'base58'
+              ? bs58.encode(account.data)
+              : [Buffer.from(account.data).toString('base64'), 'base64'];
+        return {
+          lamports: account.lamports,
+          owner: account.owner,
+          data,
+          executable: account.executable,
+          rentEpoch: account.rentEpoch,
+          space: account.data.length,
+        };
+      });
+    },
+    getMinimumBalanceForRentExemption: (params) => {
+      const length = params[0];
+      if (typeof length !== 'number' || !Number.isInteger(length) || length < 0) {
+        throw invalidParams('Invalid params: data length must be a non-negative integer');
+      }
+      // Rent: 3,480 lamports per byte-year, exempt at two years, counting 128 bytes of account overhead.
+      return (length + 128) * 3_480 * 2;
+    },
+    getSignatureStatuses: (params) => {
+      const signatures = params[0];
+      if (!Array.isArray(signatures) || signatures.some((s) => typeof s !== 'string')) {
+        throw invalidParams('Invalid params: expected an array of signatures');
+      }
+      if (signatures.length > MAX_SIGNATURE_STATUSES) {
+        throw invalidParams(`Too many inputs provided; max ${MAX_SIGNATURE_STATUSES}`);
+      }
+      return {
+        context: { slot: this.cluster.slot, apiVersion: SOLANA_CORE_VERSION },
+        value: (signatures as string[]).map((s) => statusJson(this.cluster.signatureStatus(s))),
+      };
+    },
+    getSlotLeaders: (params) => {
+      const start = params[0];
+      const limit = params[1];
+      if (typeof start !== 'number' || !Number.isInteger(start) || start < 0)
+        throw invalidParams('Invalid start slot');
+      if (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1 || limit > MAX_SLOT_LEADERS) {
+        throw invalidParams(`Invalid limit; max ${MAX_SLOT_LEADERS}`);
+      }
+      const leaders: string[] = [];
+      for (let slot = start; slot < start + limit; slot++) {
+        const leader = this.cluster.leaderAt(slot);
+        if (!leader) {
+          const epoch = Math.floor(slot / this.cluster.slotsPerEpoch);
+          throw invalidParams(`Invalid slot range: leader schedule for epoch ${epoch} is unavailable`);
+        }
+        leaders.push(leader.identity);
+      }
+      return leaders;
+    },
+    getLeaderSchedule: (params) => {
+      // [slot | null, config] or just [config].
+      const first = params[0];
+      const slotGiven = typeof first === 'number';
+      const config = configAt(params, slotGiven || first === null ? 1 : 0);
+      const commitment = parseCommitment(config.commitment);
+      const slot = slotGiven ? first : this.cluster.slotAt(commitment);
+      const schedule = this.cluster.leaderSchedule(slot);
+      if (!schedule) return null;
+      if (config.identity) {
+        const slots = schedule[config.identity];
+        return slots ? { [config.identity]: slots } : {};
+      }
+      return schedule;
+    },
+    requestAirdrop: (params) => {
+      const address = addressParam(params, 0);
+      const lamports = params[1];
+      if (typeof lamports !== 'number' || !Number.isSafeInteger(lamports) || lamports <= 0) {
+        throw invalidParams('Invalid params: lamports must be a positive integer');
+      }
+      return this.cluster.airdrop(address, lamports);
+    },
+    sendTransaction: (params) => {
+      const config = configAt(params, 1);
+      const wire = decodeTransaction(params, config);
+      if (!config.skipPreflight) {
+        const simulated = this.cluster.simulateTransaction(wire, { sigVerify: true });
+        if (simulated.err !== null)
+          throw preflightError(simulated.err, simulated.logs, simulated.unitsConsumed);
+      }
+      const result = this.cluster.submitTransaction(wire);
+      if (result.ok) return result.signature;
+      if (transactionErrorName(result.err) === 'SanitizeFailure') {
+        throw invalidParams('invalid transaction: failed to deserialize');
+      }
+      // Without preflight Agave forwards the transaction and returns its id; the leader then drops it.
+      if (config.skipPreflight) return result.signature;
+      throw preflightError(result.err, [], 0);
+    },
+    simulateTransaction: (params) => {
+      const config = configAt(params, 1);
+      if (config.sigVerify && config.replaceRecentBlockhash) {
+        throw invalidParams('sigVerify may not be used with replaceRecentBlockhash');
+      }
+      const wire = decodeTransaction(params, config);
+      const commitment = parseCommitment(config.commitment);
+      const context = this.context(commitment, config);
+      const simulated = this.cluster.simulateTransaction(wire, {
+        sigVerify: config.sigVerify ?? false,
+        replaceRecentBlockhash: config.replaceRecentBlockhash ?? false,
+      });
+      if (transactionErrorName(simulated.err ?? '') === 'SanitizeFailure') {
+        throw invalidParams('invalid transaction: failed to deserialize');
+      }
+      return {
+        context,
+        value: {
+          err: simulated.err,
+          logs: simulated.logs,
+          accounts: null,
+          unitsConsumed: simulated.unitsConsumed,
+          returnData: null,
+          innerInstructions: null,
+          replacementBlockhash: null,
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,166 @@
+import { createHash } from 'node:crypto';
+import { SimCluster } from '../src/chain';
+import { Faults } from '../src/faults';
+import { Rng } from '../src/rng';
+import { Auction, TIP_QUANTILES, tipQuantile, type Regime } from '../src/engine/auction';
+import { BlockEngine } from '../src/engine/engine';
+import { RateLimiter } from '../src/engine/rate-limit';
+import { TipFloor, percentile, toJitoTipFloor } from '../src/engine/tip-floor';
+import { deriveBundleId } from '../src/engine/wire';
+
+describe('clearing-tip distribution', () => {
+  test('the quantile function passes through the calibration points and rises', () => {
+    for (const [q, lamports] of TIP_QUANTILES) expect(Math.round(tipQuantile(q))).toBe(lamports);
+    let previous = 0;
+    for (let q = 0; q <= 1; q += 0.01) {
+      const value = tipQuantile(q);
+      expect(value).toBeGreaterThanOrEqual(previous);
+      previous = value;
+    }
+  });
+
+  test('same seed, same clearing tips and regimes; another seed differs', () => {
+    const run = (seed: number) => {
+      const auction = new Auction(new Rng(seed));
+      return Array.from({ length: 500 }, (_, slot) => {
+        const s = auction.slot(slot);
+        return `${s?.regime}:${s?.drawnClearingTip}:${s?.competitorLandedTips.join('/')}`;
+      });
+    };
+    expect(run(11)).toEqual(run(11));
+    expect(run(11)).not.toEqual(run(12));
+  });
+
+  test.each<[Regime, number, number]>([
+    ['calm', 0.78, 0.88],
+    ['busy', 0.38, 0.5],
+    ['spike', 0.15, 0.25],
+  ])('%s: a 10,000-lamport bid clears the expected share of slots', (regime, low, high) => {
+    const auction = new Auction(new Rng(3));
+    auction.setRegime(regime);
+    const slots = 4000;
+    let wins = 0;
+    for (let slot = 0; slot < slots; slot++) if (auction.clearingTip(slot) <= 10_000) wins++;
+    expect(wins / slots).toBeGreaterThan(low);
+    expect(wins / slots).toBeLessThan(high);
+  });
+
+  test('calm landed tips reproduce the snapshot percentiles; spike shifts them up', () => {
+    const floorFor = (regime: Regime) => {
+      const auction = new Auction(new Rng(5));
+      auction.setRegime(regime);
+      const tips: number[] = [];
+      for (let slot = 0; slot < 3000; slot++) tips.push(...(auction.slot(slot)?.competitorLandedTips ?? []));
+      tips.sort((a, b) => a - b);
+      return { p50: percentile(tips, 50), p75: percentile(tips, 75), p99: percentile(tips, 99) };
+    };
+    const calm = floorFor('calm');
+    expect(calm.p50).toBeGreaterThan(8_000);
+    expect(calm.p50).toBeLessThan(16_000);
+    expect(calm.p75).toBeGreaterThan(25_000);
+    expect(calm.p75).toBeLessThan(50_000);
+    expect(calm.p99).toBeGreaterThan(4_000_000);
+    const spike = floorFor('spike');
+    expect(spike.p50).toBeGreaterThan(3 * calm.p50);
+  });
+
+  test('the Markov chain visits every regime and stays mostly calm', () => {
+    const auction = new Auction(new Rng(8));
+    const counts: Record<Regime, number> = { calm: 0, busy: 0, spike: 0 };
+    let switches = 0;
+    let last: Regime | null = null;
+    for (let slot = 0; slot < 20_000; slot++) {
+      const regime = auction.slot(slot)?.regime as Regime;
+      counts[regime]++;
+      if (last && regime !== last) switches++;
+      last = regime;
+    }
+    expect(counts.calm).toBeGreaterThan(counts.busy);
+    expect(counts.busy).toBeGreaterThan(counts.spike);
+    expect(counts.spike).toBeGreaterThan(0);
+    expect(switches).toBeGreaterThan(20);
+  });
+
+  test('a fixed clearing tip overrides the drawn one until cleared', () => {
+    const auction = new Auction(new Rng(1));
+    const drawn = auction.clearingTip(10);
+    auction.setFixedClearingTip(123_456);
+    expect(auction.clearingTip(10)).toBe(123_456);
+    expect(auction.clearingTip(11)).toBe(123_456);
+    auction.setFixedClearingTip(null);
+    expect(auction.clearingTip(10)).toBe(drawn);
+    expect(() => auction.setFixedClearingTip(-1)).toThrow();
+    expect(() => auction.setRegime('storm' as Regime)).toThrow(/unknown regime/);
+  });
+});
+
+describe('the engine on a real SimCluster: same seed, same clearing tips', () => {
+  function clearingTips(seed: number): number[] {
+    const rng = new Rng(seed);
+    const faults = new Faults();
+    const cluster = new SimCluster({ rng: rng.fork('cluster'), faults });
+    const engine = new BlockEngine({ cluster, faults, rng: rng.fork('engine') }).attach();
+    cluster.advance(120);
+    const tips = engine.auction.recent(120).map((s) => s.drawnClearingTip);
+    engine.detach();
+    cluster.close();
+    return tips;
+  }
+
+  test('two clusters with one seed agree slot by slot', () => {
+    const a = clearingTips(21);
+    expect(a).toHaveLength(120);
+    expect(clearingTips(21)).toEqual(a);
+    expect(clearingTips(22)).not.toEqual(a);
+  });
+});
+
+describe('tip floor', () => {
+  test('nearest-rank percentiles over a trailing window, an EMA of p50, SOL floats on the wire', () => {
+    let now = 1_700_000_000_000;
+    const floor = new TipFloor({ windowSlots: 2, emaAlpha: 0.5, now: () => now });
+    floor.record(1, [1_000, 2_000, 3_000, 4_000]);
+    expect(floor.snapshot().lamports).toMatchObject({
+      p25: 1_000,
+      p50: 2_000,
+      p75: 3_000,
+      p99: 4_000,
+      ema: 2_000,
+    });
+    floor.record(2, [10_000, 10_000, 10_000, 10_000]);
+    expect(floor.snapshot().lamports.p50).toBe(4_000);
+    expect(floor.snapshot().lamports.ema).toBe(3_000);
+    now += 1000;
+    floor.record(3, [20_000]); // slot 1 leaves the window
+    expect(floor.snapshot().lamports.p25).toBe(10_000);
+    const [entry] = toJitoTipFloor(floor.snapshot());
+    expect(entry?.landed_tips_50th_percentile).toBe(0.00001);
+    expect(entry?.time).toBe(new Date(now).toISOString());
+    expect(percentile([], 50)).toBe(0);
+  });
+});
+
+describe('rate limiter', () => {
+  test('1 req/s per IP, refilled with time; a UUID has its own larger bucket; off when disabled', () => {
+    let now = 0;
+    const limiter = new RateLimiter({ rps: 1, uuidRps: 3, now: () => now });
+    expect(limiter.take('1.1.1.1', undefined).allowed).toBe(true);
+    const denied = limiter.take('1.1.1.1', undefined);
+    expect(denied).toEqual({ allowed: false, retryAfterMs: 1000, limit: 1 });
+    expect(limiter.take('2.2.2.2', undefined).allowed).toBe(true);
+    expect([1, 2, 3, 4].map(() => limiter.take('1.1.1.1', 'u').allowed)).toEqual([true, true, true, false]);
+    now += 1000;
+    expect(limiter.take('1.1.1.1', undefined).allowed).toBe(true);
+    limiter.enabled = false;
+    expect(limiter.take('1.1.1.1', undefined).allowed).toBe(true);
+  });
+});
+
+test('bundle id: hex SHA-256 of the first signatures joined with ","', () => {
+  const signatures = [
+    '5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRnbJLgp8uirBgmQpjKhoR4tjF3ZpRzrFmBV6UjKdiSZkQUW',
+    '2id3YC2jK9G5Wo2phDx4gJVAew8DcY5NAojnVuao8rkxwPYPe8cSwE5GzhEgJA2y8fVjDEo6iR6ykBvDxrTQrtpb',
+  ];
+  expect(deriveBundleId(signatures)).toBe(createHash('sha256').update(signatures.join(',')).digest('hex'));
+  expect(deriveBundleId(signatures)).not.toBe(createHash('sha256').update(signatures.join('')).digest('hex'));
+});

@@ -1,0 +1,253 @@
+/**
+ * Conformance: the unmodified @solana/web3.js v1 Connection against the simnet's JSON-RPC + WebSocket server.
+ */
+import {
+  Connection,
+  Keypair,
+  LAMPORTS_PER_SOL,
+  PublicKey,
+  SystemProgram,
+  Transaction,
+  SendTransactionError,
+} from '@solana/web3.js';
+import { SimCluster } from '../src/chain/cluster';
+import { TestKeypair, createTransferTx, signatureOf } from '../src/chain/testing';
+import { startRpcServer, type RpcServerHandle } from '../src/rpc/server';
+import { Faults } from '../src/faults';
+
+describe('JSON-RPC server with @solana/web3.js Connection', () => {
+  const faults = new Faults();
+  // A 50 ms clock (the floor for tests): web3.js polls and subscribes on its own timers.
+  const cluster = new SimCluster({ seed: 11, slotMs: 50, slotsPerEpoch: 64, faults });
+  let server: RpcServerHandle;
+  let connection: Connection;
+  const payer = TestKeypair.generate();
+
+  beforeAll(async () => {
+    cluster.airdrop(payer.publicKey, 100 * LAMPORTS_PER_SOL);
+    cluster.advance(40); // some finalized history
+    server = await startRpcServer({ cluster, faults });
+    connection = new Connection(server.url, 'confirmed');
+  });
+
+  afterAll(async () => {
+    cluster.close();
+    // web3.js closes its idle WebSocket after 500 ms; closing the server first would make it reconnect forever.
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    await server.close();
+  });
+
+  afterEach(() => {
+    faults.reset();
+    cluster.stop();
+  });
+
+  it('listens for WebSocket on port + 1', () => {
+    expect(server.wsUrl).toBe(`ws://127.0.0.1:${server.port + 1}`);
+  });
+
+  it('getVersion, getSlot, getBlockHeight, getEpochInfo, getEpochSchedule at each commitment', async () => {
+    expect((await connection.getVersion())['solana-core']).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(await connection.getSlot('processed')).toBe(cluster.slot);
+    expect(await connection.getSlot('confirmed')).toBe(cluster.slotAt('confirmed'));
+    expect(await connection.getSlot('finalized')).toBe(cluster.slotAt('finalized'));
+    expect(cluster.slotAt('confirmed')).toBe(cluster.slot - 2);
+    expect(await connection.getBlockHeight('processed')).toBe(cluster.blockHeight);
+    const info = await connection.getEpochInfo('processed');
+    expect(info).toMatchObject({
+      epoch: 0,
+      slotIndex: cluster.slot,
+      slotsInEpoch: 64,
+      absoluteSlot: cluster.slot,
+    });
+    const schedule = await connection.getEpochSchedule();
+    expect(schedule.slotsPerEpoch).toBe(64);
+    expect(schedule.getEpoch(130)).toBe(2);
+  });
+
+  it('getLeaderSchedule and getSlotLeaders agree with the cluster, in 4-slot windows', async () => {
+    const schedule = await connection.getLeaderSchedule();
+    expect(schedule).not.toBeNull();
+    const indexes = Object.values(schedule as Record<string, number[]>)
+      .flat()
+      .sort((a, b) => a - b);
+    expect(indexes).toEqual(Array.from({ length: 64 }, (_, i) => i));
+    const leaders = await connection.getSlotLeaders(0, 64);
+    expect(leaders).toHaveLength(64);
+    for (let slot = 0; slot < 64; slot++) {
+      expect(leaders[slot]?.toBase58()).toBe(cluster.leaderAt(slot)?.identity);
+      expect(leaders[slot]?.equals(leaders[slot - (slot % 4)] as PublicKey)).toBe(true);
+      expect((schedule as Record<string, number[]>)[leaders[slot]?.toBase58() as string]).toContain(slot);
+    }
+    // Beyond the next epoch the schedule is unknown.
+    await expect(connection.getSlotLeaders(64 * 5, 4)).rejects.toThrow(
+      /leader schedule for epoch 5 is unavailable/,
+    );
+  });
+
+  it('getLatestBlockhash and isBlockhashValid', async () => {
+    const latest = await connection.getLatestBlockhash('confirmed');
+    expect(latest.blockhash).toBe(cluster.latestBlockhash('confirmed').blockhash);
+    expect(latest.lastValidBlockHeight).toBe(cluster.blockHeightAt('confirmed') + 150);
+    expect((await connection.isBlockhashValid(latest.blockhash)).value).toBe(true);
+    expect((await connection.isBlockhashValid(Keypair.generate().publicKey.toBase58())).value).toBe(false);
+  });
+
+  it('requestAirdrop + confirmTransaction, then getBalance', async () => {
+    cluster.start();
+    const owner = Keypair.generate();
+    const latest = await connection.getLatestBlockhash();
+    const signature = await connection.requestAirdrop(owner.publicKey, 2 * LAMPORTS_PER_SOL);
+    const confirmed = await connection.confirmTransaction({ signature, ...latest }, 'confirmed');
+    expect(confirmed.value.err).toBeNull();
+    expect(await connection.getBalance(owner.publicKey)).toBe(2 * LAMPORTS_PER_SOL);
+    const account = await connection.getAccountInfo(owner.publicKey);
+    expect(account?.lamports).toBe(2 * LAMPORTS_PER_SOL);
+    expect(account?.owner.equals(SystemProgram.programId)).toBe(true);
+  });
+
+  it('simulateTransaction runs the transaction in the bank without committing', async () => {
+    const web3Payer = payer.toWeb3();
+    const recipient = Keypair.generate().publicKey;
+    const tx = new Transaction().add(
+      SystemProgram.transfer({
+        fromPubkey: web3Payer.publicKey,
+        toPubkey: recipient,
+        lamports: LAMPORTS_PER_SOL,
+      }),
+    );
+    const ok = await connection.simulateTransaction(tx, [web3Payer]);
+    expect(ok.value.err).toBeNull();
+    expect(ok.value.logs?.[0]).toMatch(/^Program 11111111111111111111111111111111 invoke/);
+    expect(ok.value.unitsConsumed).toBeGreaterThan(0);
+    expect(await connection.getBalance(recipient)).toBe(0);
+
+    const overdraft = new Transaction().add(
+      SystemProgram.transfer({
+        fromPubkey: web3Payer.publicKey,
+        toPubkey: recipient,
+        lamports: 10_000 * LAMPORTS_PER_SOL,
+      }),
+    );
+    const failed = await connection.simulateTransaction(overdraft, [web3Payer]);
+    expect(failed.value.err).toEqual({ InstructionError: [0, { Custom: 1 }] });
+  });
+
+  it('sendRawTransaction + confirmTransaction (block-height strategy over WebSocket), then getSignatureStatuses', async () => {
+    cluster.start();
+    const recipient = TestKeypair.generate();
+    const latest = await connection.getLatestBlockhash('confirmed');
+    const wire = createTransferTx({
+      from: payer,
+      transfers: [{ to: recipient.publicKey, lamports: 3_000_000 }],
+      recentBlockhash: latest.blockhash,
+    });
+    const signature = await connection.sendRawTransaction(wire);
+    expect(signature).toBe(signatureOf(wire));
+    const result = await connection.confirmTransaction({ signature, ...latest }, 'confirmed');
+    expect(result.value.err).toBeNull();
+    const statuses = await connection.getSignatureStatuses([
+      signature,
+      TestKeypair.generate().publicKey + 'x',
+    ]);
+    expect(statuses.value[0]?.confirmationStatus).toMatch(/confirmed|finalized/);
+    expect(statuses.value[0]?.err).toBeNull();
+    expect(statuses.value[1]).toBeNull();
+    expect(await connection.getBalance(new PublicKey(recipient.publicKey))).toBe(3_000_000);
+  });
+
+  it('onSignature and onSlotChange deliver WebSocket notifications', async () => {
+    const latest = cluster.latestBlockhash('confirmed');
+    const wire = createTransferTx({
+      from: payer,
+      transfers: [{ to: TestKeypair.generate().publicKey, lamports: 1_000_000 }],
+      recentBlockhash: latest.blockhash,
+    });
+    const signature = await connection.sendRawTransaction(wire);
+    const slots: number[] = [];
+    const slotSubscription = connection.onSlotChange((info) => slots.push(info.slot));
+    const notified = new Promise<{ err: unknown; slot: number }>((resolve) => {
+      connection.onSignature(
+        signature,
+        (result, context) => resolve({ err: result.err, slot: context.slot }),
+        'processed',
+      );
+    });
+    // Let both subscriptions reach the server before slots move.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    cluster.advance(3);
+    const result = await notified;
+    expect(result.err).toBeNull();
+    expect(cluster.signatureStatus(signature)?.slot).toBeGreaterThan(0);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(slots.slice(-3)).toEqual([cluster.slot - 2, cluster.slot - 1, cluster.slot]);
+    await connection.removeSlotChangeListener(slotSubscription);
+  });
+
+  it('refuses a failing transaction at preflight with -32002 and its logs', async () => {
+    const latest = cluster.latestBlockhash('confirmed');
+    const wire = createTransferTx({
+      from: payer,
+      transfers: [{ to: TestKeypair.generate().publicKey, lamports: 10_000 * LAMPORTS_PER_SOL }],
+      recentBlockhash: latest.blockhash,
+    });
+    const error = await connection.sendRawTransaction(wire).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SendTransactionError);
+    expect(String((error as Error).message)).toMatch(/custom program error: 0x1/);
+    expect((error as SendTransactionError).logs?.length).toBeGreaterThan(0);
+    // Without preflight the transaction is accepted, lands and fails on chain (fee charged).
+    const before = cluster.getBalance(payer.publicKey);
+    const signature = await connection.sendRawTransaction(wire, { skipPreflight: true });
+    cluster.advance(1);
+    expect(cluster.signatureStatus(signature)?.err).toEqual({ InstructionError: [0, { Custom: 1 }] });
+    expect(cluster.getBalance(payer.publicKey)).toBe(before - 5_000);
+  });
+
+  it('answers batch requests (JSON array bodies) in order', async () => {
+    const body = [
+      { jsonrpc: '2.0', id: 'a', method: 'getSlot', params: [{ commitment: 'processed' }] },
+      {
+        jsonrpc: '2.0',
+        id: 'b',
+        method: 'getSignatureStatuses',
+        params: [['1111111111111111111111111111111111111111111111111111111111111111']],
+      },
+      { jsonrpc: '2.0', id: 'c', method: 'noSuchMethod', params: [] },
+    ];
+    const response = await fetch(server.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const answers = (await response.json()) as Array<{
+      id: string;
+      result?: unknown;
+      error?: { code: number };
+    }>;
+    expect(answers.map((a) => a.id)).toEqual(['a', 'b', 'c']);
+    expect(answers[0]?.result).toBe(cluster.slot);
+    expect(answers[1]?.result).toMatchObject({ value: [null] });
+    expect(answers[2]?.error?.code).toBe(-32601);
+  });
+
+  it('getSignatureStatuses refuses more than 256 signatures', async () => {
+    const signatures = Array.from({ length: 257 }, () => signatureOf(new Uint8Array(65)));
+    await expect(connection.getSignatureStatuses(signatures)).rejects.toThrow(/max 256/);
+  });
+
+  it('honours rpcDown (503, -32005) and rpc5xxRate', async () => {
+    faults.set({ rpcDown: true });
+    const down = await fetch(server.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getHealth' }),
+    });
+    expect(down.status).toBe(503);
+    expect(((await down.json()) as { error: { code: number } }).error.code).toBe(-32005);
+    await expect(connection.getSlot()).rejects.toThrow(/503/);
+    faults.set({ rpcDown: false, rpc5xxRate: 1 });
+    await expect(connection.getSlot()).rejects.toThrow(/50\d/);
+    faults.reset();
+    expect(await connection.getSlot('processed')).toBe(cluster.slot);
+  });
+});
