@@ -1,0 +1,262 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import {
+  DEFAULT_LIFECYCLE_LAST,
+  LifecycleQuerySchema,
+  MAX_REQUEST_BODY_BYTES,
+  RelayError,
+  isRelayError,
+  isTerminalTxState,
+  parseModeRequest,
+  parseRequestBody,
+  type LifecycleEntry,
+  type ReadyResponse,
+  type StatusResponse,
+} from '@solrelay/core';
+import type { Logger } from 'pino';
+import type { EventHub } from '../events/hub';
+import type { LifecycleLog } from '../lifecycle/log';
+import type { Metrics } from '../metrics';
+import type { PolicyStore } from '../policy/policy-store';
+import type { Relay } from '../relay';
+import { EventHub as Hub } from '../events/hub';
+import { openApiDocument } from './openapi';
+
+export interface AppDeps {
+  relay: Relay;
+  hub: EventHub;
+  lifecycle: LifecycleLog<LifecycleEntry>;
+  policy: PolicyStore;
+  metrics: Metrics;
+  log: Logger;
+  apiToken: string | undefined;
+  status: () => StatusResponse;
+  ready: () => ReadyResponse;
+  tip: () => unknown;
+  /** Built dashboard files served at `/`, when present. */
+  webDist?: string | undefined;
+}
+
+/** The HTTP + SSE API of DESIGN §3. Every answer that is not 2xx carries `{"error":{code,message,details}}`. */
+export function createApp(deps: AppDeps): express.Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('query parser', 'simple');
+
+  app.get('/healthz', (_req, res) => {
+    res.json({ ok: true });
+  });
+
+  if (deps.webDist && existsSync(join(deps.webDist, 'index.html'))) {
+    // The dashboard's static files need no token; its API calls carry it.
+    app.use(express.static(deps.webDist, { index: 'index.html', fallthrough: true }));
+  }
+
+  if (deps.apiToken) app.use(bearerAuth(deps.apiToken));
+
+  app.use((req, _res, next) => {
+    if (req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH') {
+      const type = req.headers['content-type'] ?? '';
+      if (!/^application\/json\s*(;|$)/i.test(type)) {
+        next(new RelayError('RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE', { contentType: type || '(none)' }));
+        return;
+      }
+    }
+    next();
+  });
+  app.use(express.json({ limit: MAX_REQUEST_BODY_BYTES, strict: false, type: 'application/json' }));
+
+  const { relay, hub } = deps;
+
+  app.post('/tx/enqueue', async (req, res) => {
+    const { response, created } = await relay.enqueue(req.body);
+    res.status(created ? 202 : 200).json(response);
+  });
+
+  app.get('/tx/events/:txId', (req, res) => {
+    const txId = req.params.txId as string;
+    const tx = relay.stored(txId);
+    if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: txId });
+    const last = tx.attempts[tx.attempts.length - 1];
+    const current = {
+      tx_id: tx.tx_id,
+      state: tx.state,
+      bundle_id: last?.bundle_id ?? null,
+      tx_signatures: tx.state === 'pending' || tx.state === 'submitted' ? [] : [...tx.signatures],
+      failure: tx.state === 'failed' ? tx.failure : null,
+      ts: Date.now(),
+    };
+    const terminal = isTerminalTxState(tx.state);
+    hub.subscribe(res, {
+      initialFrames: [Hub.frame('tx_status_changed', current)],
+      endAfterInitial: terminal,
+      filter: (event) => event.name === 'tx_status_changed' && (event.data as { tx_id: string }).tx_id === txId,
+      closeAfter: (event) => isTerminalTxState((event.data as { state: 'pending' }).state),
+    });
+  });
+
+  app.get('/tx/:txId', (req, res) => {
+    res.json(relay.txRecord(req.params.txId as string));
+  });
+
+  app.get('/internal/events', (req, res) => {
+    hub.subscribe(res, { lastEventId: headerValue(req, 'last-event-id') });
+  });
+
+  app.post('/internal/submit', async (req, res) => {
+    res.status(202).json(await relay.submit(req.body, 'agent'));
+  });
+
+  app.get('/internal/mode', (_req, res) => {
+    res.json({ decision_mode: relay.decisionMode });
+  });
+
+  app.post('/internal/mode', (req, res) => {
+    const { decision_mode } = parseModeRequest(req.body);
+    res.json({ decision_mode: relay.setMode(decision_mode) });
+  });
+
+  app.get('/internal/agent/presence', (req, res) => {
+    const model = stringQuery(req, 'model');
+    const provider = stringQuery(req, 'provider');
+    if (!model) throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', { field: 'model', reason: 'the agent must name its model' });
+    if (!provider) throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', { field: 'provider', reason: 'the agent must name its provider' });
+    const connection = relay.agentConnected(model, provider);
+    res.on('close', () => relay.agentDisconnected(connection.id));
+    hub.subscribe(res, {
+      initialFrames: [
+        Hub.frame('registered', { decision_mode: relay.decisionMode, model, provider, ts: Date.now() }),
+      ],
+      // The presence stream carries mode changes too, so an agent learns the mode without a second stream.
+      filter: (event) => event.name === 'mode_changed',
+    });
+  });
+
+  app.get('/internal/agent/info', (_req, res) => {
+    const agent = relay.agent;
+    if (!agent) throw new RelayError('RELAY_E_AGENT_NOT_CONNECTED', {});
+    res.json({ model: agent.model, provider: agent.provider, connected_since: agent.since });
+  });
+
+  app.get('/status', (_req, res) => {
+    res.json(deps.status());
+  });
+
+  app.get('/tip', (_req, res) => {
+    res.json(deps.tip());
+  });
+
+  app.get('/queue', (_req, res) => {
+    res.json(relay.queueView());
+  });
+
+  app.get('/lifecycle', (req, res) => {
+    const { last } = parseRequestBody(LifecycleQuerySchema, { last: req.query.last ?? DEFAULT_LIFECYCLE_LAST });
+    res.json({ entries: deps.lifecycle.recent(last) });
+  });
+
+  app.get('/bundle/:bundleId', async (req, res) => {
+    const bundleId = req.params.bundleId as string;
+    if (!/^[0-9a-f]{64}$/.test(bundleId)) {
+      throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', { field: 'bundle_id', reason: 'expected 64 lowercase hex characters' });
+    }
+    const entry = await deps.lifecycle.find(bundleId);
+    if (!entry) throw new RelayError('RELAY_E_BUNDLE_NOT_FOUND', { bundle_id: bundleId });
+    res.json(entry);
+  });
+
+  app.get('/policy', (_req, res) => {
+    res.json(deps.policy.view());
+  });
+
+  app.get('/readyz', (_req, res) => {
+    const ready = deps.ready();
+    if (ready.ready) {
+      res.json(ready);
+      return;
+    }
+    const error = new RelayError('RELAY_E_NOT_READY', { reason: ready.reasons.join('; '), reasons: ready.reasons });
+    res.status(503).json(error.toBody());
+  });
+
+  app.get('/metrics', async (_req, res) => {
+    deps.metrics.sseClients.set(hub.clientCount);
+    deps.metrics.sseDropped.set(hub.counters.slowClientsDropped);
+    deps.metrics.queueDepth.set(relay.state.active);
+    res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
+  });
+
+  app.get('/openapi.json', (_req, res) => {
+    res.json(openApiDocument());
+  });
+
+  app.use((req, _res, next) => {
+    next(new RelayError('RELAY_E_REQUEST_UNKNOWN_ROUTE', { method: req.method, path: req.path }));
+  });
+
+  app.use((error: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    const relayError = toRelayError(error);
+    if (relayError.status >= 500 && relayError.code !== 'RELAY_E_NOT_READY') {
+      deps.log.error({ err: error }, 'request failed');
+    }
+    const retryAfter = relayError.details.retry_after_s;
+    if (relayError.status === 429) res.setHeader('retry-after', String(typeof retryAfter === 'number' ? retryAfter : 1));
+    if (res.headersSent) {
+      res.end();
+      return;
+    }
+    res.status(relayError.status).json(relayError.toBody());
+  });
+
+  return app;
+}
+
+/** Map framework and parser errors to relay's codes; anything unknown is a bug (500). */
+function toRelayError(error: unknown): RelayError {
+  if (isRelayError(error)) return error;
+  const e = error as { type?: string; status?: number; message?: string };
+  if (e?.type === 'entity.too.large') return new RelayError('RELAY_E_REQUEST_BODY_TOO_LARGE', { limitBytes: MAX_REQUEST_BODY_BYTES });
+  if (e?.type === 'entity.parse.failed') {
+    return new RelayError('RELAY_E_REQUEST_MALFORMED_JSON', { reason: (e.message ?? 'unparsable').slice(0, 200) });
+  }
+  if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') {
+    return new RelayError('RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE', { contentType: e.message ?? 'unsupported encoding' });
+  }
+  if (e?.type === 'request.aborted') return new RelayError('RELAY_E_REQUEST_MALFORMED_JSON', { reason: 'the request was aborted' });
+  if (e?.status === 400) return new RelayError('RELAY_E_REQUEST_MALFORMED_JSON', { reason: (e.message ?? 'bad request').slice(0, 200) });
+  return new RelayError('RELAY_E_INTERNAL_ERROR', { reason: 'unexpected error; see the sidecar log' });
+}
+
+/** Bearer-token check, in constant time (hashing both sides first equalizes lengths). Tokens are never logged. */
+function bearerAuth(token: string) {
+  const expected = createHash('sha256').update(token).digest();
+  return (req: Request, _res: Response, next: NextFunction) => {
+    const header = req.headers.authorization;
+    if (!header) {
+      next(new RelayError('RELAY_E_AUTH_MISSING_TOKEN', {}));
+      return;
+    }
+    const match = /^Bearer\s+(.+)$/i.exec(header);
+    const given = createHash('sha256').update(match?.[1] ?? '').digest();
+    if (!match || !timingSafeEqual(given, expected)) {
+      next(new RelayError('RELAY_E_AUTH_INVALID_TOKEN', {}));
+      return;
+    }
+    next();
+  };
+}
+
+function headerValue(req: Request, name: string): string | undefined {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function stringQuery(req: Request, name: string): string | null {
+  const value = req.query[name];
+  if (typeof value !== 'string') return null;
+  const trimmed = value.trim();
+  return trimmed.length > 0 && trimmed.length <= 200 ? trimmed : null;
+}

@@ -1,0 +1,185 @@
+import { LifecycleEntrySchema, PolicySchema, RELAY_ERRORS, RELAY_EVENT_NAMES } from '@solrelay/core';
+import { z } from 'zod';
+
+/**
+ * OpenAPI 3.1 of the HTTP API. Schemas that core defines with zod (lifecycle entry, policy) are generated from
+ * them, so the document cannot drift from what the server validates.
+ */
+export function openApiDocument(): Record<string, unknown> {
+  const errorCodes = Object.keys(RELAY_ERRORS);
+  const error = {
+    type: 'object',
+    required: ['error'],
+    properties: {
+      error: {
+        type: 'object',
+        required: ['code', 'message', 'details'],
+        properties: {
+          code: { type: 'string', enum: errorCodes },
+          message: { type: 'string' },
+          details: { type: 'object' },
+        },
+      },
+    },
+  };
+  const errors = (...statuses: number[]) =>
+    Object.fromEntries(
+      statuses.map((s) => [String(s), { description: statusText(s), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }]),
+    );
+  const json = (schema: unknown, description = 'OK') => ({ description, content: { 'application/json': { schema } } });
+  const sse = (description: string) => ({ description, content: { 'text/event-stream': { schema: { type: 'string' } } } });
+  const txId = { name: 'tx_id', in: 'path', required: true, schema: { type: 'string', pattern: '^tx_[0-9A-HJKMNP-TV-Z]{26}$' } };
+
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'relay sidecar API',
+      version: '1',
+      description: `Queue signed Solana transactions, submit them as Jito bundles, follow them to finalization. SSE events: ${RELAY_EVENT_NAMES.join(', ')}.`,
+    },
+    servers: [{ url: 'http://127.0.0.1:7777' }],
+    components: {
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'Required on every route but /healthz when RELAY_API_TOKEN is set' } },
+      schemas: {
+        Error: error,
+        LifecycleEntry: z.toJSONSchema(LifecycleEntrySchema, { io: 'output' }),
+        Policy: z.toJSONSchema(PolicySchema, { io: 'output' }),
+        EnqueueRequest: {
+          type: 'object',
+          properties: {
+            transactions: { type: 'array', items: { type: 'string' }, minItems: 1, maxItems: 4 },
+            transaction: { type: 'string' },
+            encoding: { type: 'string', enum: ['base64', 'base58'], default: 'base64' },
+            priority: { type: 'string', enum: ['low', 'normal', 'high'], default: 'normal' },
+            tip: { type: 'string', enum: ['auto', 'included'], default: 'auto' },
+            expiry_slots: { type: 'integer', minimum: 1, maximum: 10000 },
+            max_tip: { type: 'integer', minimum: 0 },
+          },
+        },
+        EnqueueResponse: {
+          type: 'object',
+          required: ['tx_id', 'state', 'slot', 'signatures'],
+          properties: { tx_id: { type: 'string' }, state: { type: 'string' }, slot: { type: 'integer' }, signatures: { type: 'array', items: { type: 'string' } } },
+        },
+        SubmitRequest: {
+          type: 'object',
+          required: ['tx_id', 'tip_lamports', 'reason'],
+          properties: {
+            tx_id: { type: 'string' },
+            tip_lamports: { type: 'integer', minimum: 0 },
+            reason: { type: 'string' },
+            escalated: { type: 'boolean' },
+            trace: { type: ['object', 'null'] },
+          },
+        },
+        SubmitResponse: {
+          type: 'object',
+          required: ['tx_id', 'bundle_id', 'tip_lamports'],
+          properties: { tx_id: { type: 'string' }, bundle_id: { type: 'string' }, tip_lamports: { type: 'integer' } },
+        },
+        Mode: { type: 'object', required: ['decision_mode'], properties: { decision_mode: { type: 'string', enum: ['cortex', 'reflex'] } } },
+      },
+    },
+    security: [{ bearer: [] }],
+    paths: {
+      '/tx/enqueue': {
+        post: {
+          summary: 'Enqueue 1 to 4 signed transactions that land together',
+          requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/EnqueueRequest' } } } },
+          responses: {
+            '202': json({ $ref: '#/components/schemas/EnqueueResponse' }, 'Accepted'),
+            '200': json({ $ref: '#/components/schemas/EnqueueResponse' }, 'Already accepted (same first signature)'),
+            ...errors(400, 401, 409, 413, 415, 422, 429),
+          },
+        },
+      },
+      '/tx/{tx_id}': { get: { summary: 'The full record of one transaction', parameters: [txId], responses: { '200': json({ type: 'object' }), ...errors(401, 404) } } },
+      '/tx/events/{tx_id}': {
+        get: {
+          summary: 'tx_status_changed for one transaction: current state first, closes after a terminal state',
+          parameters: [txId],
+          responses: { '200': sse('Event stream'), ...errors(401, 404) },
+        },
+      },
+      '/internal/events': {
+        get: {
+          summary: 'Every event; resumes from Last-Event-ID (<bootId>-<seq>) or sends resync',
+          parameters: [{ name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' } }],
+          responses: { '200': sse('Event stream'), ...errors(401) },
+        },
+      },
+      '/internal/submit': {
+        post: {
+          summary: 'Submit an attempt at a tip (policy enforced; never clamped)',
+          requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/SubmitRequest' } } } },
+          responses: { '202': json({ $ref: '#/components/schemas/SubmitResponse' }, 'Accepted'), ...errors(400, 401, 404, 409, 415, 422, 503) },
+        },
+      },
+      '/internal/mode': {
+        get: { summary: 'Current decision mode', responses: { '200': json({ $ref: '#/components/schemas/Mode' }), ...errors(401) } },
+        post: {
+          summary: 'Switch the decision mode at runtime',
+          requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/Mode' } } } },
+          responses: { '200': json({ $ref: '#/components/schemas/Mode' }), ...errors(400, 401, 415) },
+        },
+      },
+      '/internal/agent/presence': {
+        get: {
+          summary: 'The agent holds this open to register; first event `registered` with the mode',
+          parameters: [
+            { name: 'model', in: 'query', required: true, schema: { type: 'string' } },
+            { name: 'provider', in: 'query', required: true, schema: { type: 'string' } },
+          ],
+          responses: { '200': sse('Presence stream'), ...errors(400, 401) },
+        },
+      },
+      '/internal/agent/info': {
+        get: {
+          summary: 'The connected agent',
+          responses: {
+            '200': json({ type: 'object', properties: { model: { type: 'string' }, provider: { type: 'string' }, connected_since: { type: 'integer' } } }),
+            ...errors(401, 404),
+          },
+        },
+      },
+      '/status': { get: { summary: 'Slot, leader, tip, mode, queue, agent, upstream health, tipper', responses: { '200': json({ type: 'object' }), ...errors(401) } } },
+      '/tip': { get: { summary: 'Tip floor percentiles in lamports', responses: { '200': json({ type: 'object' }), ...errors(401) } } },
+      '/queue': { get: { summary: 'Pending transactions and evicted_total', responses: { '200': json({ type: 'object' }), ...errors(401) } } },
+      '/lifecycle': {
+        get: {
+          summary: 'Recent lifecycle entries, most recent last',
+          parameters: [{ name: 'last', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 10000, default: 10 } }],
+          responses: { '200': json({ type: 'object', properties: { entries: { type: 'array', items: { $ref: '#/components/schemas/LifecycleEntry' } } } }), ...errors(400, 401) },
+        },
+      },
+      '/bundle/{bundle_id}': {
+        get: {
+          summary: 'One bundle’s full lifecycle entry',
+          parameters: [{ name: 'bundle_id', in: 'path', required: true, schema: { type: 'string', pattern: '^[0-9a-f]{64}$' } }],
+          responses: { '200': json({ $ref: '#/components/schemas/LifecycleEntry' }), ...errors(400, 401, 404) },
+        },
+      },
+      '/policy': { get: { summary: 'Resolved policy, overrides, file path, problems', responses: { '200': json({ type: 'object' }), ...errors(401) } } },
+      '/healthz': { get: { summary: 'Liveness (no token needed)', security: [], responses: { '200': json({ type: 'object' }) } } },
+      '/readyz': { get: { summary: 'Readiness', responses: { '200': json({ type: 'object' }), ...errors(401, 503) } } },
+      '/metrics': { get: { summary: 'Prometheus metrics', responses: { '200': { description: 'text/plain exposition' }, ...errors(401) } } },
+      '/openapi.json': { get: { summary: 'This document', responses: { '200': json({ type: 'object' }) } } },
+    },
+  };
+}
+
+function statusText(status: number): string {
+  return (
+    {
+      400: 'Malformed request',
+      401: 'Missing or bad token',
+      404: 'Unknown id',
+      409: 'Wrong state',
+      413: 'Body too large',
+      415: 'Content-Type must be application/json',
+      422: 'Policy violation or impossible request',
+      429: 'Queue full or rate limited (Retry-After)',
+      503: 'Not ready (RELAY_E_NOT_READY)',
+    }[status] ?? 'Error'
+  );
+}

@@ -1,0 +1,90 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** Prometheus metrics of one sidecar. A registry per instance, so tests and embedded sidecars never collide. */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly enqueues = new Counter({
+    name: 'relay_enqueues_total',
+    help: 'Enqueue requests by result (accepted, repeat, or the refusing error code)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly transitions = new Counter({
+    name: 'relay_tx_transitions_total',
+    help: 'Transaction state changes by target state',
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+  });
+  readonly attemptOutcomes = new Counter({
+    name: 'relay_attempt_outcomes_total',
+    help: 'Attempts that ended without landing, by outcome class',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly attempts = new Counter({
+    name: 'relay_attempts_total',
+    help: 'Attempts (bundles) built, by decision source',
+    labelNames: ['source'] as const,
+    registers: [this.registry],
+  });
+  readonly transportErrors = new Counter({
+    name: 'relay_transport_errors_total',
+    help: 'Block engine sends that failed in transport (resent with the same bytes; not attempts)',
+    labelNames: ['status'] as const,
+    registers: [this.registry],
+  });
+  readonly tipsPaid = new Counter({
+    name: 'relay_tips_paid_lamports_total',
+    help: 'Lamports tipped by bundles that landed',
+    registers: [this.registry],
+  });
+  readonly tipsLeaked = new Counter({
+    name: 'relay_tips_leaked_lamports_total',
+    help: 'Lamports of tip transactions that landed without their bundle (uncled blocks)',
+    registers: [this.registry],
+  });
+  readonly evicted = new Counter({
+    name: 'relay_evicted_total',
+    help: 'Transactions that left the queue without landing, by reason',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly decisionLatency = new Histogram({
+    name: 'relay_decision_latency_seconds',
+    help: 'tx_enqueued to submit_requested for first attempts',
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly enqueueLatency = new Histogram({
+    name: 'relay_enqueue_latency_seconds',
+    help: 'Time to accept an enqueue (validation, journal fsync)',
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+  readonly queueDepth = new Gauge({
+    name: 'relay_queue_depth',
+    help: 'Non-terminal transactions',
+    registers: [this.registry],
+  });
+  readonly sseClients = new Gauge({
+    name: 'relay_sse_clients',
+    help: 'Connected SSE clients on /internal/events',
+    registers: [this.registry],
+  });
+  readonly sseDropped = new Gauge({
+    name: 'relay_sse_slow_clients_dropped',
+    help: 'SSE clients dropped because they stopped reading (cumulative)',
+    registers: [this.registry],
+  });
+  readonly upstreamUp = new Gauge({
+    name: 'relay_upstream_up',
+    help: '1 when the upstream answered recently',
+    labelNames: ['upstream'] as const,
+    registers: [this.registry],
+  });
+  readonly slot = new Gauge({ name: 'relay_slot', help: 'Highest processed slot seen', registers: [this.registry] });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'relay_process_' });
+  }
+}

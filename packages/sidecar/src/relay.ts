@@ -1,0 +1,1239 @@
+import { randomInt } from 'node:crypto';
+import type { Keypair } from '@solana/web3.js';
+import {
+  RelayError,
+  TX_PROGRESS_PATH,
+  checkEnqueueAgainstPolicy,
+  checkSubmitAgainstPolicy,
+  decideReflex,
+  deriveBundleId,
+  effectivePriority,
+  emptyTimeline,
+  expiresAtSlot,
+  isRetryableOutcome,
+  isTerminalTxState,
+  parseEnqueueRequest,
+  parseSubmitRequest,
+  policyViolationError,
+  timelineDurations,
+  txTransitionPath,
+  type AiDecisionTrace,
+  type AttemptOutcome,
+  type BundleStage,
+  type DecisionMode,
+  type EnqueueResponse,
+  type LeaderBuffer,
+  type LifecycleEntry,
+  type Policy,
+  type QueueResponse,
+  type SubmitResponse,
+  type TipFloor,
+  type TipOracle,
+  type TxHistoryEntry,
+  type TxRecord,
+  type TxState,
+} from '@solrelay/core';
+import { ulid } from 'ulid';
+import type { Logger } from 'pino';
+import type { EventHub } from './events/hub';
+import type { Journal } from './journal/journal';
+import type { LifecycleLog } from './lifecycle/log';
+import type { Metrics } from './metrics';
+import { spendKey, type AttemptDecision, type StoreOp, type StoreState, type StoredAttempt, type StoredTx } from './store/records';
+import { SIGNATURE_FEE_LAMPORTS, TipSigner } from './engine/tip-tx';
+import type { BlockEngineTransport, BundleResultMessage } from './upstream/block-engine';
+import type { SolanaRpc } from './upstream/solana-rpc';
+import { KeyedLock } from './util/keyed-lock';
+import { SlidingWindow, TokenBucket } from './util/rate';
+import {
+  WireFormatError,
+  decodeTransactionString,
+  durableNonceAccount,
+  firstInvalidSignature,
+  parseTransaction,
+} from './wire/transaction';
+
+/**
+ * The sidecar's heart: accepts transactions, builds and sends attempts, follows them on chain, and tells everyone.
+ *
+ * Truth rules (DESIGN §2): a transaction is `landed` only when its own signatures are seen in a slot; commitment is
+ * promoted only from the signatures' own status and never demoted by a `null`; `failed` and `expired` are declared
+ * only when nothing can land any more. Every change is journaled (fsync) before it is acted on or announced.
+ */
+
+/** Slots after an attempt's target window before it is judged not to have landed (status propagation). */
+const WINDOW_GRACE_SLOTS = 3;
+/** Rent-exempt minimum of a 0-byte system account: the tipper must keep it. */
+const RENT_EXEMPT_MINIMUM = 890_880;
+/** With no bundle-engine leader data, an attempt is judged after this many slots. */
+const UNKNOWN_WINDOW_SLOTS = 8;
+const ROLLING_HOUR_MS = 3_600_000;
+const PRIORITY_RANK = { high: 0, normal: 1, low: 2 } as const;
+
+export interface RelayOptions {
+  journal: Journal<StoreState, StoreOp>;
+  lifecycle: LifecycleLog<LifecycleEntry>;
+  hub: EventHub;
+  rpc: SolanaRpc;
+  engine: BlockEngineTransport;
+  tipper: Keypair;
+  oracle: TipOracle;
+  leaders: LeaderBuffer;
+  policy: () => Policy;
+  metrics: Metrics;
+  log: Logger;
+  now?: () => number;
+  bypass: { enabled: boolean; tipLamports: number };
+  initialMode: DecisionMode;
+  /** With no agent for this long (and not bypass), the sidecar decides with its own reflex. 0 disables. */
+  agentGraceMs: number;
+  bundleEngineRps: number;
+  /** Crash-test hook: called at named points; inert unless a test sets it. */
+  crashPoint?: (name: CrashPointName) => void;
+}
+
+export type CrashPointName = 'enqueue.journaled' | 'attempt.journaled' | 'attempt.sent';
+
+interface SendJob {
+  txId: string;
+  attempt: number;
+  priority: number;
+  deadline: number;
+  notBefore: number;
+}
+
+export interface AgentConnection {
+  id: string;
+  model: string;
+  provider: string;
+  since: number;
+}
+
+export class Relay {
+  readonly tipSigner: TipSigner;
+  private readonly now: () => number;
+  private readonly locks = new KeyedLock();
+  private readonly rateWindow = new SlidingWindow(60_000);
+  private readonly inflightEnqueues = new Map<string, Promise<{ response: EnqueueResponse; created: boolean }>>();
+  private readonly sendQueue: SendJob[] = [];
+  private readonly bucket: TokenBucket;
+  private sendTimer: NodeJS.Timeout | null = null;
+  private sending = false;
+  private tipAccounts: string[] = [];
+  private readonly blockhashValidity = new Map<string, { valid: boolean; checkedAt: number }>();
+  private readonly enqueuedAt = new Map<string, number>();
+  private mode: DecisionMode;
+  private readonly agents = new Map<string, AgentConnection>();
+  private agentAbsentSince: number;
+  private currentSlot = 0;
+  private blockHeight = 0;
+  private tipperBalance: number | null = null;
+  private pausedReason: string | null = null;
+  private lastTrackedSlot = 0;
+  private tracking = false;
+  private closed = false;
+  readonly lastErrors = { engine: null as string | null };
+
+  constructor(private readonly o: RelayOptions) {
+    this.now = o.now ?? Date.now;
+    this.tipSigner = new TipSigner(o.tipper);
+    this.bucket = new TokenBucket(o.bundleEngineRps, Math.max(1, o.bundleEngineRps), this.now());
+    this.mode = o.initialMode;
+    this.agentAbsentSince = this.now();
+  }
+
+  // ---------------------------------------------------------------- views
+
+  get state(): StoreState {
+    return this.o.journal.state;
+  }
+
+  get slot(): number {
+    return this.currentSlot;
+  }
+
+  get decisionMode(): DecisionMode {
+    return this.mode;
+  }
+
+  get bypass(): boolean {
+    return this.o.bypass.enabled;
+  }
+
+  get paused(): string | null {
+    return this.pausedReason;
+  }
+
+  get balance(): number | null {
+    return this.tipperBalance;
+  }
+
+  get agent(): AgentConnection | null {
+    let latest: AgentConnection | null = null;
+    for (const a of this.agents.values()) if (!latest || a.since > latest.since) latest = a;
+    return latest;
+  }
+
+  /** Whether the sidecar is deciding by itself because no agent has been connected for the grace period. */
+  get fallbackActive(): boolean {
+    return (
+      !this.o.bypass.enabled &&
+      this.agents.size === 0 &&
+      this.o.agentGraceMs > 0 &&
+      this.now() - this.agentAbsentSince >= this.o.agentGraceMs
+    );
+  }
+
+  txRecord(txId: string): TxRecord {
+    const tx = this.state.records.get(txId);
+    if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: txId });
+    return toTxRecord(tx);
+  }
+
+  stored(txId: string): StoredTx | undefined {
+    return this.state.records.get(txId);
+  }
+
+  queueView(): QueueResponse {
+    const entries: QueueResponse['entries'] = [];
+    for (const tx of this.state.records.values()) {
+      if (isTerminalTxState(tx.state)) continue;
+      entries.push({
+        tx_id: tx.tx_id,
+        age_slots: Math.max(0, this.currentSlot - tx.enqueued_slot),
+        priority: effectivePriority(this.o.policy(), tx.priority),
+        retries: tx.retries,
+      });
+    }
+    entries.sort((a, b) => (a.tx_id < b.tx_id ? -1 : 1));
+    const evicted_total = Object.values(this.state.evicted).reduce((a, b) => a + b, 0);
+    return { pending: entries.length, evicted_total, entries };
+  }
+
+  // ---------------------------------------------------------------- enqueue
+
+  /** Accept a transaction (1 to 4 signed transactions that land together). */
+  async enqueue(body: unknown): Promise<{ response: EnqueueResponse; created: boolean }> {
+    const started = performance.now();
+    const request = parseEnqueueRequest(body);
+    const policy = this.o.policy();
+    const violation = checkEnqueueAgainstPolicy({ max_tip: request.max_tip ?? null, tip: request.tip }, policy);
+    if (violation) throw policyViolationError(violation);
+
+    const parsed = request.transactions.map((encoded, index) => {
+      let wire: Uint8Array;
+      try {
+        wire = decodeTransactionString(encoded, request.encoding);
+      } catch {
+        throw new RelayError('RELAY_E_TX_BAD_ENCODING', { index, encoding: request.encoding });
+      }
+      try {
+        return parseTransaction(wire);
+      } catch (error) {
+        const reason = error instanceof WireFormatError ? error.message : 'unreadable';
+        throw new RelayError('RELAY_E_TX_UNDECODABLE', { index, reason });
+      }
+    });
+    const seen = new Set<string>();
+    parsed.forEach((tx, index) => {
+      const sig = tx.signatures[0] as string;
+      if (seen.has(sig)) throw new RelayError('RELAY_E_TX_DUPLICATE_TRANSACTION', { index, signature: sig });
+      seen.add(sig);
+      const bad = firstInvalidSignature(tx);
+      if (bad?.reason === 'missing') throw new RelayError('RELAY_E_TX_UNSIGNED', { index, signer: bad.index });
+      if (bad) throw new RelayError('RELAY_E_TX_BAD_SIGNATURE', { index, signer: bad.index });
+    });
+    const signatures = parsed.map((tx) => tx.signatures[0] as string);
+    const key = signatures[0] as string;
+
+    // Idempotent: the same first signature returns the transaction already accepted.
+    const existing = this.existingFor(signatures);
+    if (existing) return existing;
+    const running = this.inflightEnqueues.get(key);
+    if (running) {
+      const result = await running;
+      return { response: result.response, created: false };
+    }
+    const work = this.acceptNew(request, parsed, signatures, policy, started);
+    this.inflightEnqueues.set(key, work);
+    try {
+      return await work;
+    } finally {
+      this.inflightEnqueues.delete(key);
+    }
+  }
+
+  private existingFor(signatures: string[]): { response: EnqueueResponse; created: boolean } | null {
+    const id = this.state.bySignature.get(signatures[0] as string);
+    if (!id) {
+      for (const sig of signatures.slice(1)) {
+        if (this.state.bySignature.has(sig)) {
+          throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', { signature: sig, tx_id: this.state.bySignature.get(sig) });
+        }
+      }
+      return null;
+    }
+    const tx = this.state.records.get(id);
+    if (!tx) return null;
+    if (tx.signatures.length !== signatures.length || tx.signatures.some((s, i) => s !== signatures[i])) {
+      throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', { signature: signatures[0], tx_id: id });
+    }
+    this.o.metrics.enqueues.inc({ result: 'repeat' });
+    return {
+      response: { tx_id: tx.tx_id, state: tx.state, slot: tx.enqueued_slot, signatures: [...tx.signatures] },
+      created: false,
+    };
+  }
+
+  private async acceptNew(
+    request: ReturnType<typeof parseEnqueueRequest>,
+    parsed: ReturnType<typeof parseTransaction>[],
+    signatures: string[],
+    policy: Policy,
+    started: number,
+  ): Promise<{ response: EnqueueResponse; created: boolean }> {
+    const now = this.now();
+    if (this.state.active >= policy['max-queue']) {
+      throw new RelayError('RELAY_E_QUEUE_FULL', { limit: policy['max-queue'], retry_after_s: 1 });
+    }
+    if (this.rateWindow.count(now) >= policy['rate-limit']) {
+      const retryAfterMs = this.rateWindow.retryAfterMs(now, policy['rate-limit']);
+      throw new RelayError('RELAY_E_RATE_LIMITED', {
+        limit: policy['rate-limit'],
+        retry_after_s: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+      });
+    }
+    this.rateWindow.add(now); // reserve the slot; released if the enqueue fails below
+    try {
+      const nonces = parsed.map((tx) => durableNonceAccount(tx));
+      for (let i = 0; i < parsed.length; i++) {
+        if (nonces[i]) continue;
+        const valid = await this.blockhashStillValid((parsed[i] as { recentBlockhash: string }).recentBlockhash);
+        if (valid === false) {
+          throw new RelayError('RELAY_E_TX_BLOCKHASH_EXPIRED', {
+            index: i,
+            blockhash: (parsed[i] as { recentBlockhash: string }).recentBlockhash,
+          });
+        }
+      }
+      const slot = this.currentSlot;
+      const txId = `tx_${ulid(now)}`;
+      const tx: StoredTx = {
+        tx_id: txId,
+        state: 'pending',
+        priority: request.priority,
+        tip: request.tip,
+        max_tip: request.max_tip ?? null,
+        enqueued_at: now,
+        enqueued_slot: slot,
+        expires_at_slot: expiresAtSlot(slot, policy, request.expiry_slots ?? null),
+        wires: parsed.map((p) => Buffer.from(p.wire).toString('base64')),
+        signatures,
+        blockhashes: parsed.map((p) => p.recentBlockhash),
+        nonce_accounts: nonces,
+        fee_payers: parsed.map((p) => p.accountKeys[0] as string),
+        history: [{ state: 'pending', slot, ts: now }],
+        attempts: [],
+        retries: 0,
+        last_error: null,
+        failure: null,
+        landed_slot: null,
+        stopped: false,
+      };
+      await this.o.journal.commit({ k: 'put', tx });
+      this.o.crashPoint?.('enqueue.journaled');
+      this.enqueuedAt.set(txId, performance.now());
+      this.o.metrics.enqueues.inc({ result: 'accepted' });
+      this.o.metrics.enqueueLatency.observe((performance.now() - started) / 1000);
+      this.o.metrics.transitions.inc({ state: 'pending' });
+      this.o.hub.publish('tx_enqueued', {
+        tx_id: txId,
+        slot,
+        priority: effectivePriority(policy, tx.priority),
+        expires_at_slot: tx.expires_at_slot,
+        max_tip: tx.max_tip,
+        tip: tx.tip,
+        ts: now,
+      });
+      this.publishStatus(tx);
+      if (this.o.bypass.enabled) void this.bypassSubmit(txId);
+      return { response: { tx_id: txId, state: 'pending', slot, signatures: [...signatures] }, created: true };
+    } catch (error) {
+      this.rateWindow.removeLast();
+      throw error;
+    }
+  }
+
+  /** true / false from RPC (cached briefly per blockhash), or null when RPC cannot say right now. */
+  private async blockhashStillValid(blockhash: string): Promise<boolean | null> {
+    const cached = this.blockhashValidity.get(blockhash);
+    const now = this.now();
+    if (cached && (!cached.valid || now - cached.checkedAt < 1000)) return cached.valid;
+    try {
+      const valid = await this.o.rpc.isBlockhashValid(blockhash);
+      this.blockhashValidity.set(blockhash, { valid, checkedAt: now });
+      if (this.blockhashValidity.size > 10_000) {
+        const oldest = this.blockhashValidity.keys().next().value as string;
+        this.blockhashValidity.delete(oldest);
+      }
+      return valid;
+    } catch {
+      return null; // RPC down: accept now, the expiry check decides later
+    }
+  }
+
+  // ---------------------------------------------------------------- submit
+
+  /** An attempt at a tip, asked by the agent (or a manual call, bypass, or the sidecar's own reflex). */
+  async submit(body: unknown, source: AttemptDecision['source'] = 'agent'): Promise<SubmitResponse> {
+    const request = parseSubmitRequest(body);
+    return this.locks.run(request.tx_id, async () => {
+      const tx = this.state.records.get(request.tx_id);
+      if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: request.tx_id });
+      if (tx.state !== 'pending' || tx.stopped || this.inFlight(tx)) {
+        throw new RelayError('RELAY_E_TX_WRONG_STATE', {
+          tx_id: tx.tx_id,
+          state: tx.stopped && tx.state === 'pending' ? 'pending (attempts stopped)' : tx.state,
+          expected: 'pending with no attempt in flight',
+        });
+      }
+      const policy = this.o.policy();
+      const previous = lastSettled(tx);
+      const now = this.now();
+      const included = tx.tip === 'included';
+      const fee = included ? 0 : SIGNATURE_FEE_LAMPORTS;
+      const violation = checkSubmitAgainstPolicy(
+        {
+          tip_lamports: request.tip_lamports,
+          tip_mode: tx.tip,
+          caller_max_tip: tx.max_tip,
+          previous_tip_lamports: previous?.tip_lamports ?? null,
+          retries: tx.retries,
+          slot: this.currentSlot,
+          expires_at_slot: tx.expires_at_slot,
+          spent_in_window_lamports: this.spentInWindow(now),
+          fee_lamports: fee,
+        },
+        policy,
+      );
+      if (violation) throw policyViolationError(violation, tx.tx_id);
+      if (!included && this.pausedReason) throw new RelayError('RELAY_E_NOT_READY', { reason: this.pausedReason });
+
+      const n = tx.attempts.length + 1;
+      const userSignatures = tx.signatures;
+      let tip: { wire: Uint8Array; signature: string } | null = null;
+      let tipAccount: string | null = null;
+      let tipLastValid: number | null = null;
+      if (!included) {
+        const [blockhash, accounts] = await Promise.all([this.o.rpc.recentBlockhash(), this.ensureTipAccounts()]);
+        tipAccount = accounts[randomInt(accounts.length)] as string;
+        tip = this.tipSigner.build({
+          tipAccount,
+          lamports: request.tip_lamports,
+          blockhash: blockhash.blockhash,
+        });
+        tipLastValid = blockhash.lastValidBlockHeight;
+      }
+      const bundleSignatures = tip ? [...userSignatures, tip.signature] : [...userSignatures];
+      const bundleId = deriveBundleId(bundleSignatures);
+      const floor = this.floorNow();
+      const mode: DecisionMode = source === 'bypass' || source === 'fallback' ? 'reflex' : this.mode;
+      const leader = this.o.leaders.leaderAt(this.currentSlot);
+      const attempt: StoredAttempt = {
+        attempt: n,
+        bundle_id: bundleId,
+        tip_lamports: request.tip_lamports,
+        tip_tx: tip ? Buffer.from(tip.wire).toString('base64') : null,
+        tip_signature: tip?.signature ?? null,
+        tip_account: tipAccount,
+        tip_last_valid_block_height: tipLastValid,
+        bundle_signatures: bundleSignatures,
+        created_at: now,
+        created_slot: this.currentSlot,
+        slot_submitted: null,
+        target_slot: null,
+        window_end_slot: null,
+        leader,
+        stage: 'journaled',
+        outcome: null,
+        slot_landed: null,
+        floor_at_submit: floor,
+        decision: {
+          mode,
+          bypass: source === 'bypass',
+          escalated: request.escalated ?? false,
+          reason: request.reason,
+          trace: (request.trace as AiDecisionTrace | null | undefined) ?? null,
+          source,
+        },
+        reserved_lamports: request.tip_lamports + fee,
+        released: false,
+        leaked: false,
+        timeline: emptyTimeline(),
+        send_errors: 0,
+      };
+      // Write-ahead: the signed tip transaction and the bundle id are on disk before anything is sent, so a crash
+      // anywhere after this resends these exact bytes and never builds a second tip for this attempt.
+      await this.o.journal.commit({ k: 'patch', id: tx.tx_id, attempt, set: { last_error: null } });
+      this.o.crashPoint?.('attempt.journaled');
+      this.o.metrics.attempts.inc({ source });
+      if (n === 1) {
+        const enqueuedAt = this.enqueuedAt.get(tx.tx_id);
+        if (enqueuedAt !== undefined) {
+          this.o.metrics.decisionLatency.observe((performance.now() - enqueuedAt) / 1000);
+          this.enqueuedAt.delete(tx.tx_id);
+        }
+      }
+      this.o.hub.publish('submit_requested', {
+        tx_id: tx.tx_id,
+        bundle_id: bundleId,
+        tip_lamports: request.tip_lamports,
+        reason: request.reason,
+        leader,
+        ts: now,
+      });
+      this.queueSend(tx, n);
+      return { tx_id: tx.tx_id, bundle_id: bundleId, tip_lamports: request.tip_lamports };
+    });
+  }
+
+  /** An attempt is in flight when it was built and has neither landed nor settled. */
+  private inFlight(tx: StoredTx): StoredAttempt | null {
+    const last = tx.attempts[tx.attempts.length - 1];
+    if (!last) return null;
+    return last.stage === 'journaled' || last.stage === 'submitted' ? last : null;
+  }
+
+  private spentInWindow(now: number): number {
+    let total = 0;
+    for (const [key, [at, lamports]] of this.state.spend) {
+      if (now - at > ROLLING_HOUR_MS) continue;
+      total += lamports;
+      void key;
+    }
+    return total;
+  }
+
+  private async ensureTipAccounts(): Promise<string[]> {
+    if (this.tipAccounts.length > 0) return this.tipAccounts;
+    const accounts = await this.o.engine.getTipAccounts();
+    if (accounts.length === 0) throw new RelayError('RELAY_E_UPSTREAM_INVALID_RESPONSE', { upstream: 'block engine', reason: 'no tip accounts' });
+    this.tipAccounts = accounts;
+    return accounts;
+  }
+
+  private floorNow(): TipFloor {
+    const view = this.o.oracle.view(this.now());
+    return { p25: view.p25, p50: view.p50, p75: view.p75, p95: view.p95, p99: view.p99, ema: view.ema, stale: view.stale };
+  }
+
+  // ---------------------------------------------------------------- sending
+
+  private queueSend(tx: StoredTx, attempt: number, delayMs = 0): void {
+    this.sendQueue.push({
+      txId: tx.tx_id,
+      attempt,
+      priority: PRIORITY_RANK[effectivePriority(this.o.policy(), tx.priority)],
+      deadline: tx.expires_at_slot,
+      notBefore: this.now() + delayMs,
+    });
+    this.pumpSends();
+  }
+
+  /** Send queued bundles as the token bucket allows: highest priority first, then the nearest deadline. */
+  private pumpSends(): void {
+    if (this.sending || this.closed) return;
+    const now = this.now();
+    const ready = this.sendQueue.filter((j) => j.notBefore <= now);
+    if (ready.length === 0) {
+      this.armSendTimer();
+      return;
+    }
+    const wait = this.bucket.waitMs(now);
+    if (wait > 0) {
+      this.armSendTimer(wait);
+      return;
+    }
+    ready.sort((a, b) => a.priority - b.priority || a.deadline - b.deadline || a.notBefore - b.notBefore);
+    const job = ready[0] as SendJob;
+    this.sendQueue.splice(this.sendQueue.indexOf(job), 1);
+    this.bucket.take(now);
+    this.sending = true;
+    void this.locks
+      .run(job.txId, () => this.sendOne(job))
+      .catch((error: unknown) => this.o.log.error({ err: error, tx_id: job.txId }, 'send failed unexpectedly'))
+      .finally(() => {
+        this.sending = false;
+        this.pumpSends();
+      });
+  }
+
+  private armSendTimer(ms?: number): void {
+    if (this.sendTimer || this.closed || this.sendQueue.length === 0) return;
+    const now = this.now();
+    const next = ms ?? Math.max(1, Math.min(...this.sendQueue.map((j) => j.notBefore)) - now);
+    this.sendTimer = setTimeout(() => {
+      this.sendTimer = null;
+      this.pumpSends();
+    }, next);
+    this.sendTimer.unref();
+  }
+
+  private async sendOne(job: SendJob): Promise<void> {
+    const tx = this.state.records.get(job.txId);
+    const attempt = tx?.attempts.find((a) => a.attempt === job.attempt);
+    if (!tx || !attempt || attempt.stage !== 'journaled' || isTerminalTxState(tx.state)) return;
+    // The tip transaction's blockhash died before the engine took the bundle: these bytes can never land.
+    if (attempt.tip_last_valid_block_height !== null && this.blockHeight > attempt.tip_last_valid_block_height) {
+      await this.settleFailed(tx, attempt, 'dropped', { countRetry: false, detail: 'tip blockhash expired before the engine took the bundle' });
+      return;
+    }
+    const wires = [...(tx.wires ?? []).map((w) => Buffer.from(w, 'base64')), ...(attempt.tip_tx ? [Buffer.from(attempt.tip_tx, 'base64')] : [])];
+    const result = await this.o.engine.sendBundle(wires);
+    this.o.crashPoint?.('attempt.sent');
+    if (result.ok) {
+      this.lastErrors.engine = null;
+      if (result.bundleId !== attempt.bundle_id) {
+        this.o.log.warn({ tx_id: tx.tx_id, ours: attempt.bundle_id, engine: result.bundleId }, 'engine returned a different bundle id');
+      }
+      await this.markSubmitted(tx, attempt);
+      return;
+    }
+    if (result.kind === 'transport') {
+      // Not an attempt: resend the identical bytes after a backoff.
+      this.lastErrors.engine = result.message;
+      this.o.metrics.transportErrors.inc({ status: String(result.status ?? 'unknown') });
+      const sendErrors = attempt.send_errors + 1;
+      await this.o.journal.commit({
+        k: 'patch',
+        id: tx.tx_id,
+        set: { last_error: { code: 'RELAY_E_UPSTREAM_UNREACHABLE', message: result.message, details: { upstream: 'block engine', status: result.status } } },
+        attempts: [{ n: attempt.attempt, set: { send_errors: sendErrors } }],
+      });
+      const backoff = result.retryAfterMs ?? Math.min(5000, 250 * 2 ** Math.min(sendErrors - 1, 5));
+      this.queueSend(tx, attempt.attempt, backoff);
+      return;
+    }
+    switch (result.rejection) {
+      case 'already_processed':
+        // Something of this bundle already executed: follow the signatures to find out what.
+        await this.markSubmitted(tx, attempt);
+        return;
+      case 'blockhash_expired': {
+        const userDead = await this.anyUserBlockhashDead(tx);
+        if (userDead) {
+          await this.settleFailed(tx, attempt, 'dropped', { countRetry: false, stop: true, detail: result.message });
+        } else {
+          await this.settleFailed(tx, attempt, 'dropped', { countRetry: false, detail: `tip transaction refused: ${result.message}` });
+        }
+        return;
+      }
+      case 'invalid_bundle':
+        await this.settleFailed(tx, attempt, 'invalid_bundle', { countRetry: false, detail: result.message });
+        return;
+    }
+  }
+
+  private async markSubmitted(tx: StoredTx, attempt: StoredAttempt): Promise<void> {
+    const now = this.now();
+    const slot = this.currentSlot;
+    const target = this.targetWindow(slot);
+    const timeline = { ...attempt.timeline, submitted: { slot, ts: now } };
+    const moves = tx.state === 'pending' ? this.path(tx.state, 'submitted', slot, now) : [];
+    await this.o.journal.commit({
+      k: 'patch',
+      id: tx.tx_id,
+      ...(moves.length ? { set: { state: 'submitted' as TxState }, history: moves } : {}),
+      attempts: [
+        {
+          n: attempt.attempt,
+          set: { stage: 'submitted', slot_submitted: slot, target_slot: target.slot, window_end_slot: target.end, timeline },
+        },
+      ],
+    });
+    void this.o.lifecycle.append(this.lifecycleEntry(tx, attempt));
+    for (const _ of moves) this.o.metrics.transitions.inc({ state: 'submitted' });
+    if (moves.length) this.publishStatus(tx, attempt.bundle_id);
+  }
+
+  /** The bundle-engine window an attempt sent now can land in: its first slot and the last slot of that leader. */
+  private targetWindow(slot: number): { slot: number | null; end: number } {
+    const next = this.o.leaders.nextBundleEngineSlot(slot, 64);
+    if (next === null) return { slot: null, end: slot + UNKNOWN_WINDOW_SLOTS };
+    const leader = this.o.leaders.leaderAt(next);
+    let end = next;
+    while (end - next < 16 && this.o.leaders.leaderAt(end + 1) === leader && leader !== null) end++;
+    return { slot: next, end };
+  }
+
+  // ---------------------------------------------------------------- tracking
+
+  /** A new highest processed slot (from the stream, or RPC while the stream is down). */
+  onSlot(slot: number, blockHeight?: number): void {
+    if (slot <= this.currentSlot) return;
+    this.currentSlot = slot;
+    if (blockHeight !== undefined) this.blockHeight = blockHeight;
+    this.o.leaders.advance(slot);
+    this.o.metrics.slot.set(slot);
+    const view = this.o.leaders.leaderView(slot);
+    const next = this.o.leaders.nextBundleEngineSlot(slot, 64);
+    this.o.hub.publish('slot_update', {
+      slot,
+      leader: view.leader,
+      bundle_engine_leader: view.bundle_engine[0] ?? null,
+      next_bundle_engine_slot: next,
+      ts: this.now(),
+    });
+    if (this.fallbackActive) void this.runFallback();
+  }
+
+  setBlockHeight(height: number): void {
+    if (height > this.blockHeight) this.blockHeight = height;
+  }
+
+  /** A slot was abandoned: whatever landed in it is back to pending. */
+  async onDeadSlot(slot: number): Promise<void> {
+    for (const tx of [...this.state.records.values()]) {
+      if (tx.landed_slot !== slot || (tx.state !== 'landed' && tx.state !== 'processed')) continue;
+      await this.locks.run(tx.tx_id, async () => {
+        const current = this.state.records.get(tx.tx_id);
+        if (!current || current.landed_slot !== slot) return;
+        const landed = current.attempts.find((a) => a.slot_landed === slot);
+        const now = this.now();
+        await this.o.journal.commit({
+          k: 'patch',
+          id: current.tx_id,
+          set: { state: 'pending', landed_slot: null },
+          history: [{ state: 'pending', slot: this.currentSlot, ts: now }],
+        });
+        this.o.metrics.transitions.inc({ state: 'pending' });
+        this.publishStatus(current);
+        if (landed) await this.settleFailed(current, landed, 'dropped', { countRetry: false, detail: `slot ${slot} died` });
+      });
+    }
+  }
+
+  /** A transaction status seen on the stream (tip transactions, and payers of tip-included transactions). */
+  onStreamTransaction(signature: string): void {
+    // A status on the stream is a hint to read statuses now rather than at the next poll.
+    if (this.state.byBundle.size > 0) void this.track(true, signature);
+  }
+
+  /** The gRPC transport's push results: auction losses and drops settle an attempt at once. */
+  async onBundleResult(result: BundleResultMessage): Promise<void> {
+    const txId = this.state.byBundle.get(result.bundleId);
+    if (!txId) return;
+    await this.locks.run(txId, async () => {
+      const tx = this.state.records.get(txId);
+      const attempt = tx?.attempts.find((a) => a.bundle_id === result.bundleId);
+      if (!tx || !attempt || attempt.stage !== 'submitted') return;
+      if (result.rejected) {
+        const r = result.rejected;
+        const outcome: AttemptOutcome =
+          r.stateAuctionBidRejected || r.winningBatchBidRejected
+            ? 'fee_too_low'
+            : r.simulationFailure
+              ? /insufficient/i.test(r.simulationFailure.msg ?? '')
+                ? 'insufficient_funds'
+                : 'simulation_failed'
+              : 'dropped';
+        await this.settleFailed(tx, attempt, outcome, { countRetry: true, detail: 'engine rejected the bundle' });
+      } else if (result.dropped) {
+        await this.settleFailed(tx, attempt, 'dropped', { countRetry: true, detail: `engine dropped the bundle (${String(result.dropped.reason)})` });
+      } else if (result.processed) {
+        void this.track(true);
+      }
+    });
+  }
+
+  /**
+   * Read the statuses of every signature relay is following and move transactions accordingly. Runs each slot or
+   * two, and at once when the stream hints that something landed.
+   */
+  async track(force = false, _hint?: string): Promise<void> {
+    if (this.tracking || this.closed) return;
+    if (!force && this.currentSlot - this.lastTrackedSlot < 1) return;
+    this.tracking = true;
+    this.lastTrackedSlot = this.currentSlot;
+    try {
+      const followed: StoredTx[] = [];
+      const signatures: string[] = [];
+      for (const tx of this.state.records.values()) {
+        if (isTerminalTxState(tx.state)) continue;
+        if (tx.attempts.length === 0 && tx.state === 'pending') continue;
+        followed.push(tx);
+        signatures.push(...tx.signatures);
+        for (const a of tx.attempts) if (a.tip_signature && !a.outcome && a.stage !== 'journaled') signatures.push(a.tip_signature);
+      }
+      let statuses = new Map<string, { slot: number; err: unknown; confirmationStatus?: string | undefined }>();
+      if (signatures.length > 0) {
+        const values = await this.o.rpc.getSignatureStatuses(signatures);
+        statuses = new Map();
+        values.forEach((v, i) => {
+          if (v) statuses.set(signatures[i] as string, { slot: v.slot, err: v.err, confirmationStatus: v.confirmationStatus });
+        });
+      }
+      for (const tx of followed) {
+        await this.locks.run(tx.tx_id, () => this.evaluate(tx.tx_id, statuses));
+      }
+      await this.checkExpiry();
+    } catch (error) {
+      this.o.log.debug({ err: error }, 'status poll failed');
+    } finally {
+      this.tracking = false;
+    }
+  }
+
+  private async evaluate(
+    txId: string,
+    statuses: Map<string, { slot: number; err: unknown; confirmationStatus?: string | undefined }>,
+  ): Promise<void> {
+    const tx = this.state.records.get(txId);
+    if (!tx || isTerminalTxState(tx.state)) return;
+    const userStatuses = tx.signatures.map((s) => statuses.get(s));
+    const landedAll = userStatuses.every((s) => s !== undefined);
+    const failedStatus = userStatuses.find((s) => s && s.err);
+    const now = this.now();
+
+    // Tips that landed without their bundle (an uncled block broke it up): leaked.
+    for (const a of tx.attempts) {
+      if (!a.tip_signature || a.outcome || a.leaked) continue;
+      const tipStatus = statuses.get(a.tip_signature);
+      if (tipStatus && !landedAll) {
+        this.o.metrics.tipsLeaked.inc(a.tip_lamports);
+        this.o.log.warn({ tx_id: tx.tx_id, bundle_id: a.bundle_id, lamports: a.tip_lamports }, 'tip landed without its bundle (leaked)');
+        await this.o.journal.commit({ k: 'patch', id: tx.tx_id, attempts: [{ n: a.attempt, set: { leaked: true, slot_landed: tipStatus.slot } }] });
+        await this.settleFailed(tx, a, 'dropped', { countRetry: false, detail: 'tip leaked: the tip transaction landed without the bundle' });
+      }
+    }
+
+    if (failedStatus) {
+      // A user transaction executed and failed: it is on chain for good, nothing else can land.
+      const landedAttempt = this.landedAttempt(tx, statuses);
+      for (const a of tx.attempts) if (!a.outcome && a.stage !== 'failed') await this.settleFailed(tx, a, 'simulation_failed', { countRetry: false, detail: 'a user transaction failed on chain', final: false });
+      await this.moveTo(tx, 'failed', failedStatus.slot, now, { failure: 'simulation_failed', bundleId: landedAttempt?.bundle_id ?? null });
+      return;
+    }
+    if (!landedAll) {
+      const flying = this.inFlight(tx);
+      if (flying && flying.stage === 'submitted' && flying.window_end_slot !== null && this.currentSlot > flying.window_end_slot + WINDOW_GRACE_SLOTS) {
+        const belowFloor = flying.tip_lamports < this.o.oracle.view(now).p50;
+        await this.settleFailed(tx, flying, belowFloor ? 'fee_too_low' : 'dropped', {
+          countRetry: true,
+          detail: `target window ${flying.target_slot ?? '?'}..${flying.window_end_slot} passed without landing`,
+        });
+      }
+      return;
+    }
+
+    const defined = userStatuses as Array<{ slot: number; confirmationStatus?: string | undefined }>;
+    const slot = Math.max(...defined.map((s) => s.slot));
+    const rank = Math.min(...defined.map((s) => commitmentRank(s.confirmationStatus)));
+    const target: TxState = rank >= 2 ? 'finalized' : rank === 1 ? 'confirmed' : 'processed';
+    const landedAttempt = this.landedAttempt(tx, statuses);
+    if (TX_PROGRESS_PATH.indexOf(target) <= TX_PROGRESS_PATH.indexOf(tx.state)) return; // a null or lower never demotes
+    await this.moveTo(tx, target, slot, now, { bundleId: landedAttempt?.bundle_id ?? null, landedSlot: slot, attempt: landedAttempt });
+  }
+
+  /** The attempt whose tip transaction landed, or the latest sent one (tip-included bundles have no tip signature). */
+  private landedAttempt(tx: StoredTx, statuses: Map<string, unknown>): StoredAttempt | null {
+    for (const a of tx.attempts) if (a.tip_signature && statuses.has(a.tip_signature)) return a;
+    for (let i = tx.attempts.length - 1; i >= 0; i--) {
+      const a = tx.attempts[i] as StoredAttempt;
+      if (a.stage !== 'journaled' && !a.leaked) return a;
+    }
+    return null;
+  }
+
+  private path(from: TxState, to: TxState, slot: number, ts: number): TxHistoryEntry[] {
+    return txTransitionPath(from, to).map((state) => ({ state, slot, ts }));
+  }
+
+  /** Move a transaction forward (emitting every skipped state in order) and its landed attempt's bundle stage. */
+  private async moveTo(
+    tx: StoredTx,
+    to: TxState,
+    slot: number,
+    now: number,
+    extra: { failure?: AttemptOutcome; bundleId?: string | null; landedSlot?: number; attempt?: StoredAttempt | null },
+  ): Promise<void> {
+    const moves = this.path(tx.state, to, slot, now);
+    const attempt = extra.attempt ?? null;
+    const attemptChanges: Array<{ n: number; set: Partial<StoredAttempt> }> = [];
+    const stageChanges: BundleStage[] = [];
+    if (attempt && attempt.stage !== 'failed') {
+      const target = to as BundleStage;
+      const order: BundleStage[] = ['submitted', 'landed', 'processed', 'confirmed', 'finalized'];
+      const from = attempt.stage === 'journaled' ? -1 : order.indexOf(attempt.stage);
+      const timeline = { ...attempt.timeline };
+      for (let i = from + 1; i <= order.indexOf(target); i++) {
+        const stage = order[i] as BundleStage;
+        stageChanges.push(stage);
+        if (!timeline[stage]) timeline[stage] = { slot: stage === 'submitted' ? (attempt.slot_submitted ?? attempt.created_slot) : slot, ts: now };
+      }
+      if (stageChanges.length > 0) {
+        attemptChanges.push({
+          n: attempt.attempt,
+          set: {
+            stage: target,
+            timeline,
+            ...(extra.landedSlot !== undefined ? { slot_landed: extra.landedSlot } : {}),
+            ...(target === 'finalized' ? { released: true } : {}),
+          },
+        });
+      }
+    }
+    if (moves.length === 0 && attemptChanges.length === 0) return;
+    const terminal = isTerminalTxState(to);
+    await this.o.journal.commit({
+      k: 'patch',
+      id: tx.tx_id,
+      set: {
+        state: to,
+        ...(extra.failure ? { failure: extra.failure } : {}),
+        ...(extra.landedSlot !== undefined ? { landed_slot: extra.landedSlot } : {}),
+        ...(to === 'finalized' || to === 'failed' || to === 'expired' ? { stopped: true } : {}),
+      },
+      history: moves,
+      ...(attemptChanges.length ? { attempts: attemptChanges } : {}),
+      ...(terminal && to !== 'finalized' ? { evicted: to } : {}),
+    });
+    for (const m of moves) {
+      this.o.metrics.transitions.inc({ state: m.state });
+      this.publishStatus({ ...tx, state: m.state }, extra.bundleId ?? null);
+    }
+    if (terminal && to !== 'finalized') this.o.metrics.evicted.inc({ reason: to });
+    if (attempt && stageChanges.length > 0) {
+      const fresh = this.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
+      void this.o.lifecycle.append(this.lifecycleEntry(tx, fresh));
+      if (stageChanges.includes('landed')) {
+        this.o.metrics.tipsPaid.inc(fresh.tip_lamports);
+        if (fresh.tip_lamports > 0) this.o.oracle.ingestLandedTip(fresh.tip_lamports, now);
+      }
+      if (fresh.stage === 'finalized') {
+        this.o.hub.publish('bundle_settled', {
+          bundle_id: fresh.bundle_id,
+          stage: 'finalized',
+          failure_type: null,
+          tx_id: tx.tx_id,
+          tip_lamports: fresh.tip_lamports,
+          retries: tx.retries,
+          ts: now,
+        });
+      }
+    }
+    // Once the user transactions landed, no other attempt of this transaction can: settle the rest.
+    if (extra.landedSlot !== undefined) {
+      for (const other of tx.attempts) {
+        if (other === attempt || other.outcome || other.stage === 'failed') continue;
+        if (other.stage === 'journaled' || other.stage === 'submitted') {
+          await this.settleFailed(tx, other, 'dropped', { countRetry: false, detail: 'another attempt of this transaction landed', final: false });
+        }
+      }
+    }
+  }
+
+  /**
+   * An attempt ended without landing. Releases its spend reservation, records the bundle's failed stage, tells the
+   * agent (`bundle_settled`), then either re-pends the transaction for another attempt or, for a non-retryable
+   * outcome, fails it.
+   */
+  private async settleFailed(
+    tx: StoredTx,
+    attempt: StoredAttempt,
+    outcome: AttemptOutcome,
+    options: { countRetry: boolean; detail: string; stop?: boolean; final?: boolean },
+  ): Promise<void> {
+    const now = this.now();
+    const slot = this.currentSlot;
+    const policy = this.o.policy();
+    const timeline = { ...attempt.timeline, failed: { slot, ts: now } };
+    const retries = tx.retries + (options.countRetry ? 1 : 0);
+    const retryable = isRetryableOutcome(outcome);
+    const fails = !retryable && options.final !== false;
+    const exhausted = retries > policy['max-retries'] || slot > tx.expires_at_slot;
+    const backToPending = !fails && (tx.state === 'submitted' || tx.state === 'pending') && options.final !== false;
+    const moves = fails ? this.path(tx.state, 'failed', slot, now) : backToPending && tx.state !== 'pending' ? this.path(tx.state, 'pending', slot, now) : [];
+    await this.o.journal.commit({
+      k: 'patch',
+      id: tx.tx_id,
+      set: {
+        retries,
+        last_error: { code: 'RELAY_E_UPSTREAM_INVALID_RESPONSE', message: options.detail, details: { outcome, bundle_id: attempt.bundle_id } },
+        ...(fails ? { state: 'failed' as TxState, failure: outcome, stopped: true } : {}),
+        ...(!fails && backToPending && tx.state !== 'pending' ? { state: 'pending' as TxState } : {}),
+        ...(options.stop || (backToPending && exhausted) ? { stopped: true } : {}),
+      },
+      history: moves,
+      attempts: [{ n: attempt.attempt, set: { stage: 'failed', outcome, released: true, timeline } }],
+      ...(fails ? { evicted: 'failed' } : {}),
+    });
+    this.o.metrics.attemptOutcomes.inc({ outcome });
+    if (fails) this.o.metrics.evicted.inc({ reason: 'failed' });
+    for (const m of moves) {
+      this.o.metrics.transitions.inc({ state: m.state });
+      this.publishStatus({ ...tx, state: m.state, failure: fails ? outcome : tx.failure }, attempt.bundle_id);
+    }
+    const fresh = this.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
+    void this.o.lifecycle.append(this.lifecycleEntry(tx, fresh));
+    this.o.hub.publish('bundle_settled', {
+      bundle_id: attempt.bundle_id,
+      stage: 'failed',
+      failure_type: outcome,
+      tx_id: tx.tx_id,
+      tip_lamports: attempt.tip_lamports,
+      retries,
+      ts: now,
+    });
+    if (backToPending && !fails && this.o.bypass.enabled) void this.bypassSubmit(tx.tx_id);
+  }
+
+  /**
+   * `expired` only with proof that nothing can land: attempts have stopped (or the expiry slot passed) and a user
+   * transaction's blockhash is dead (or its durable nonce advanced without it).
+   */
+  private async checkExpiry(): Promise<void> {
+    for (const tx of [...this.state.records.values()]) {
+      if (tx.state !== 'pending' && tx.state !== 'submitted') continue;
+      const pastExpiry = this.currentSlot > tx.expires_at_slot;
+      if (!tx.stopped && !pastExpiry) continue;
+      if (!tx.stopped && pastExpiry && !this.inFlight(tx)) {
+        await this.o.journal.commit({ k: 'patch', id: tx.tx_id, set: { stopped: true } });
+      }
+      if (!(await this.anyUserBlockhashDead(tx))) continue;
+      await this.locks.run(tx.tx_id, async () => {
+        const current = this.state.records.get(tx.tx_id);
+        if (!current || (current.state !== 'pending' && current.state !== 'submitted')) return;
+        for (const a of current.attempts) {
+          if (!a.outcome && a.stage !== 'failed') await this.settleFailed(current, a, 'dropped', { countRetry: false, detail: 'the blockhash expired', final: false });
+        }
+        const latest = this.state.records.get(tx.tx_id) as StoredTx;
+        await this.moveTo(latest, 'expired', this.currentSlot, this.now(), {});
+      });
+    }
+  }
+
+  private async anyUserBlockhashDead(tx: StoredTx): Promise<boolean> {
+    for (let i = 0; i < tx.signatures.length; i++) {
+      const nonce = tx.nonce_accounts[i];
+      if (nonce) {
+        try {
+          const value = await this.o.rpc.getNonceValue(nonce);
+          if (value !== null && value !== tx.blockhashes[i]) return true;
+        } catch {
+          /* unknown: not proof */
+        }
+        continue;
+      }
+      const valid = await this.blockhashStillValid(tx.blockhashes[i] as string);
+      if (valid === false) return true;
+    }
+    return false;
+  }
+
+  // ---------------------------------------------------------------- deciders
+
+  private async bypassSubmit(txId: string): Promise<void> {
+    const tx = this.state.records.get(txId);
+    if (!tx || tx.state !== 'pending' || tx.stopped || this.inFlight(tx)) return;
+    try {
+      await this.submit(
+        { tx_id: txId, tip_lamports: tx.tip === 'included' ? 0 : this.o.bypass.tipLamports, reason: 'bypass: fixed tip' },
+        'bypass',
+      );
+    } catch (error) {
+      this.o.log.warn({ tx_id: txId, err: error }, 'bypass submit refused');
+    }
+  }
+
+  private fallbackRunning = false;
+
+  /** With no agent for the grace period, decide with the core reflex, recording why. */
+  private async runFallback(): Promise<void> {
+    if (this.fallbackRunning) return;
+    this.fallbackRunning = true;
+    try {
+      const policy = this.o.policy();
+      const floor = this.floorNow();
+      const leaders = this.o.leaders.leaderView(this.currentSlot);
+      for (const tx of [...this.state.records.values()]) {
+        if (tx.state !== 'pending' || tx.stopped || this.inFlight(tx) || this.locks.isBusy(tx.tx_id)) continue;
+        const previous = lastSettled(tx);
+        const decision = decideReflex({
+          tx: {
+            priority: effectivePriority(policy, tx.priority),
+            max_tip: tx.max_tip,
+            tip: tx.tip,
+            enqueue_slot: tx.enqueued_slot,
+            expires_at_slot: tx.expires_at_slot,
+            retries: tx.retries,
+          },
+          floor,
+          leaders,
+          policy,
+          previous: previous?.outcome ? { tip_lamports: previous.tip_lamports, outcome: previous.outcome } : null,
+          slot: this.currentSlot,
+        });
+        if (decision.action === 'stop') {
+          await this.o.journal.commit({ k: 'patch', id: tx.tx_id, set: { stopped: true } });
+          continue;
+        }
+        if (decision.action !== 'submit') continue;
+        try {
+          await this.submit(
+            {
+              tx_id: tx.tx_id,
+              tip_lamports: decision.tip_lamports,
+              reason: decision.reason,
+              trace: { fallback_reason: 'agent_absent', rationale: decision.reason, inputs: { floor, slot: this.currentSlot } },
+            },
+            'fallback',
+          );
+        } catch (error) {
+          this.o.log.debug({ tx_id: tx.tx_id, err: error }, 'fallback submit refused');
+        }
+      }
+    } finally {
+      this.fallbackRunning = false;
+    }
+  }
+
+  // ---------------------------------------------------------------- mode, agents, operator state
+
+  setMode(mode: DecisionMode): DecisionMode {
+    const previous = this.mode;
+    if (mode !== previous) {
+      this.mode = mode;
+      this.o.hub.publish('mode_changed', { decision_mode: mode, previous, ts: this.now() });
+    }
+    return this.mode;
+  }
+
+  agentConnected(model: string, provider: string): AgentConnection {
+    const connection: AgentConnection = { id: ulid(), model, provider, since: this.now() };
+    this.agents.set(connection.id, connection);
+    this.o.hub.publish('agent_presence', { connected: true, model, provider, ts: connection.since });
+    return connection;
+  }
+
+  agentDisconnected(id: string): void {
+    const connection = this.agents.get(id);
+    if (!connection) return;
+    this.agents.delete(id);
+    if (this.agents.size === 0) this.agentAbsentSince = this.now();
+    this.o.hub.publish('agent_presence', { connected: false, model: connection.model, provider: connection.provider, ts: this.now() });
+  }
+
+  /** Tipper balance from RPC. Below what one more minimal tip needs, submission pauses (never failing a user tx). */
+  setTipperBalance(lamports: number): void {
+    this.tipperBalance = lamports;
+    const needed = RENT_EXEMPT_MINIMUM + this.o.policy()['min-tip'] + SIGNATURE_FEE_LAMPORTS;
+    const reason = lamports < needed ? `tipper balance ${lamports} lamports is below ${needed} (rent-exempt minimum + min-tip + fee)` : null;
+    if (reason !== this.pausedReason) {
+      this.pausedReason = reason;
+      if (reason) this.o.log.warn({ balance: lamports }, 'submission paused: tipper underfunded');
+      else this.o.log.info({ balance: lamports }, 'submission resumed: tipper funded');
+    }
+  }
+
+  /** Resend what was journaled but not acknowledged before a restart (the same bytes), and resume tracking. */
+  resumeAfterRestart(): { resent: number; tracked: number } {
+    let resent = 0;
+    let tracked = 0;
+    for (const tx of this.state.records.values()) {
+      if (isTerminalTxState(tx.state)) continue;
+      const flying = this.inFlight(tx);
+      if (flying?.stage === 'journaled' && tx.wires) {
+        this.queueSend(tx, flying.attempt);
+        resent++;
+      } else if (tx.attempts.length > 0) {
+        tracked++;
+      }
+    }
+    return { resent, tracked };
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.sendTimer) clearTimeout(this.sendTimer);
+  }
+
+  // ---------------------------------------------------------------- events and lifecycle
+
+  private publishStatus(tx: Pick<StoredTx, 'tx_id' | 'state' | 'signatures' | 'failure' | 'attempts'>, bundleId?: string | null): void {
+    const last = tx.attempts[tx.attempts.length - 1];
+    this.o.hub.publish('tx_status_changed', {
+      tx_id: tx.tx_id,
+      state: tx.state,
+      bundle_id: bundleId !== undefined ? bundleId : (last?.bundle_id ?? null),
+      tx_signatures: tx.state === 'pending' || tx.state === 'submitted' ? [] : [...tx.signatures],
+      failure: tx.state === 'failed' ? tx.failure : null,
+      ts: this.now(),
+    });
+  }
+
+  lifecycleEntry(tx: StoredTx, attempt: StoredAttempt): LifecycleEntry {
+    const stage: BundleStage = attempt.stage === 'journaled' ? 'submitted' : attempt.stage;
+    const durations = timelineDurations(attempt.timeline);
+    return {
+      v: 1,
+      bundle_id: attempt.bundle_id,
+      tx_id: tx.tx_id,
+      attempt: attempt.attempt,
+      stage,
+      failure: stage === 'failed' ? (attempt.outcome ?? 'dropped') : null,
+      slot_submitted: attempt.slot_submitted ?? attempt.created_slot,
+      slot_landed: attempt.slot_landed,
+      tip_lamports: attempt.tip_lamports,
+      tip_floor_at_submit: attempt.floor_at_submit,
+      leader: attempt.leader,
+      decision_mode: attempt.decision.mode,
+      bypass: attempt.decision.bypass,
+      escalated: attempt.decision.escalated,
+      ...durations,
+      timeline: attempt.timeline,
+      transactions: attempt.bundle_signatures,
+      ai_decision_trace: attempt.decision.trace,
+    };
+  }
+}
+
+function commitmentRank(status: string | undefined): number {
+  return status === 'finalized' ? 2 : status === 'confirmed' ? 1 : 0;
+}
+
+/** The last attempt that ended (for escalation and same-tip retries). */
+function lastSettled(tx: StoredTx): StoredAttempt | null {
+  for (let i = tx.attempts.length - 1; i >= 0; i--) {
+    const a = tx.attempts[i] as StoredAttempt;
+    if (a.outcome) return a;
+  }
+  return null;
+}
+
+export function toTxRecord(tx: StoredTx): TxRecord {
+  return {
+    tx_id: tx.tx_id,
+    state: tx.state,
+    priority: tx.priority,
+    tip: tx.tip,
+    max_tip: tx.max_tip,
+    enqueued_slot: tx.enqueued_slot,
+    expires_at_slot: tx.expires_at_slot,
+    tx_signatures: [...tx.signatures],
+    bundle_id: tx.attempts[tx.attempts.length - 1]?.bundle_id ?? null,
+    history: tx.history.map((h) => ({ ...h })),
+    attempts: tx.attempts.map((a) => ({
+      attempt: a.attempt,
+      bundle_id: a.bundle_id,
+      tip_lamports: a.tip_lamports,
+      slot_submitted: a.slot_submitted ?? a.created_slot,
+      stage: a.stage === 'journaled' ? 'submitted' : a.stage,
+      outcome: a.outcome,
+    })),
+    retries: tx.retries,
+    last_error: tx.last_error,
+    failure: tx.failure,
+  };
+}
+

@@ -1,0 +1,234 @@
+import type {
+  AiDecisionTrace,
+  AttemptOutcome,
+  BundleStage,
+  DecisionMode,
+  ErrorBody,
+  LifecycleTimeline,
+  Priority,
+  TipFloor,
+  TipMode,
+  TxHistoryEntry,
+  TxState,
+} from '@solrelay/core';
+import { isTerminalTxState } from '@solrelay/core';
+import type { JournalCodec } from '../journal/journal';
+
+/**
+ * What the journal keeps for every accepted transaction, and the operations that change it.
+ *
+ * Records are changed only through journal operations, so the in-memory view is always exactly what a restart
+ * replays. Two kinds of operation: `put` (a whole new record, at enqueue) and `patch` (fields to set, history to
+ * append, an attempt to add or attempt fields to set). Terminal records drop their wire bytes and are kept, newest
+ * last, up to a retention count; memory stays bounded however many transactions pass through.
+ */
+
+export type AttemptStage = 'journaled' | BundleStage;
+
+export interface AttemptDecision {
+  mode: DecisionMode;
+  bypass: boolean;
+  escalated: boolean;
+  reason: string;
+  trace: AiDecisionTrace | null;
+  /** Who asked: the agent, the sidecar's own reflex (agent absent), bypass, or a manual call. */
+  source: 'agent' | 'fallback' | 'bypass' | 'manual';
+}
+
+export interface StoredAttempt {
+  /** 1 for the first attempt of the transaction. */
+  attempt: number;
+  bundle_id: string;
+  tip_lamports: number;
+  /** Signed tip transaction, base64; null for `"tip":"included"`; dropped once the attempt settles. */
+  tip_tx: string | null;
+  tip_signature: string | null;
+  tip_account: string | null;
+  /** Block height after which the tip transaction's blockhash is dead. */
+  tip_last_valid_block_height: number | null;
+  /** Every signature of the bundle, in bundle order (user transactions, then the tip transaction). */
+  bundle_signatures: string[];
+  created_at: number;
+  created_slot: number;
+  /** Slot when the engine acknowledged the bundle. */
+  slot_submitted: number | null;
+  /** The bundle-engine leader slot this attempt was sent for, and the last slot of that leader's window. */
+  target_slot: number | null;
+  window_end_slot: number | null;
+  leader: string | null;
+  stage: AttemptStage;
+  outcome: AttemptOutcome | null;
+  slot_landed: number | null;
+  floor_at_submit: TipFloor;
+  decision: AttemptDecision;
+  /** Tip + fee reserved against `spend-limit`; released when the attempt provably fails. */
+  reserved_lamports: number;
+  released: boolean;
+  /** The tip transaction landed without the user transactions (uncled block): the tip leaked. */
+  leaked: boolean;
+  timeline: LifecycleTimeline;
+  /** Transport failures while sending these bytes (not retries). */
+  send_errors: number;
+}
+
+export interface StoredTx {
+  tx_id: string;
+  state: TxState;
+  /** Priority as the caller gave it; the policy's `priority` key may override it at decision time. */
+  priority: Priority;
+  tip: TipMode;
+  max_tip: number | null;
+  enqueued_at: number;
+  enqueued_slot: number;
+  expires_at_slot: number;
+  /** The user transactions, base64 wire bytes, in bundle order; null once terminal. */
+  wires: string[] | null;
+  /** First signature of each user transaction. */
+  signatures: string[];
+  /** Recent blockhash (or nonce value) of each user transaction. */
+  blockhashes: string[];
+  /** Durable-nonce account of each user transaction, or null. */
+  nonce_accounts: Array<string | null>;
+  fee_payers: string[];
+  history: TxHistoryEntry[];
+  attempts: StoredAttempt[];
+  retries: number;
+  last_error: ErrorBody['error'] | null;
+  failure: AttemptOutcome | null;
+  landed_slot: number | null;
+  /** No further attempt will be made (retries or expiry exhausted); waits for proof that nothing can land. */
+  stopped: boolean;
+}
+
+export type StoreOp =
+  | { k: 'put'; tx: StoredTx }
+  | {
+      k: 'patch';
+      id: string;
+      set?: Partial<Omit<StoredTx, 'tx_id' | 'history' | 'attempts'>>;
+      history?: TxHistoryEntry[];
+      attempt?: StoredAttempt;
+      attempts?: Array<{ n: number; set: Partial<StoredAttempt> }>;
+      /** Count an eviction (left the queue without landing) under this reason. */
+      evicted?: string;
+    }
+  | { k: 'counters'; evicted: Record<string, number> }
+  | { k: 'spend'; entries: Array<[string, number, number]> };
+
+export interface StoreState {
+  records: Map<string, StoredTx>;
+  /** First signature of the first user transaction -> tx_id (idempotent enqueue). */
+  bySignature: Map<string, string>;
+  /** bundle_id -> tx_id. */
+  byBundle: Map<string, string>;
+  /** Terminal records, oldest first, for retention. */
+  terminalOrder: string[];
+  terminalHead: number;
+  /** Non-terminal count (what `max-queue` limits). */
+  active: number;
+  evicted: Record<string, number>;
+  /** Unreleased spend reservations: `${tx_id}#${attempt}` -> [reserved_at, lamports]. */
+  spend: Map<string, [number, number]>;
+}
+
+export function spendKey(txId: string, attempt: number): string {
+  return `${txId}#${attempt}`;
+}
+
+export function storeCodec(retainTerminal: number): JournalCodec<StoreState, StoreOp> {
+  return {
+    initial: () => ({
+      records: new Map(),
+      bySignature: new Map(),
+      byBundle: new Map(),
+      terminalOrder: [],
+      terminalHead: 0,
+      active: 0,
+      evicted: {},
+      spend: new Map(),
+    }),
+    apply: (state, op) => applyOp(state, op, retainTerminal),
+    *snapshot(state) {
+      yield { k: 'counters', evicted: { ...state.evicted } };
+      yield { k: 'spend', entries: [...state.spend].map(([key, [at, lamports]]) => [key, at, lamports]) };
+      // Terminal records first (oldest first) so replay rebuilds the retention order, then the active ones.
+      for (let i = state.terminalHead; i < state.terminalOrder.length; i++) {
+        const tx = state.records.get(state.terminalOrder[i] as string);
+        if (tx) yield { k: 'put', tx };
+      }
+      for (const tx of state.records.values()) if (!isTerminalTxState(tx.state)) yield { k: 'put', tx };
+    },
+  };
+}
+
+function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
+  switch (op.k) {
+    case 'counters':
+      for (const [reason, n] of Object.entries(op.evicted)) state.evicted[reason] = (state.evicted[reason] ?? 0) + n;
+      return;
+    case 'spend':
+      for (const [key, at, lamports] of op.entries) state.spend.set(key, [at, lamports]);
+      return;
+    case 'put': {
+      const tx = op.tx;
+      const existing = state.records.get(tx.tx_id);
+      if (existing && !isTerminalTxState(existing.state)) state.active--;
+      state.records.set(tx.tx_id, tx);
+      const first = tx.signatures[0];
+      if (first) state.bySignature.set(first, tx.tx_id);
+      for (const a of tx.attempts) state.byBundle.set(a.bundle_id, tx.tx_id);
+      if (isTerminalTxState(tx.state)) retire(state, tx, retainTerminal);
+      else state.active++;
+      return;
+    }
+    case 'patch': {
+      const tx = state.records.get(op.id);
+      if (!tx) return; // evicted by retention before this patch: nothing left to change
+      const wasTerminal = isTerminalTxState(tx.state);
+      if (op.set) Object.assign(tx, op.set);
+      if (op.history) tx.history.push(...op.history);
+      if (op.attempt) {
+        tx.attempts.push(op.attempt);
+        state.byBundle.set(op.attempt.bundle_id, tx.tx_id);
+        if (op.attempt.reserved_lamports > 0 && !op.attempt.released) {
+          state.spend.set(spendKey(tx.tx_id, op.attempt.attempt), [op.attempt.created_at, op.attempt.reserved_lamports]);
+        }
+      }
+      for (const change of op.attempts ?? []) {
+        const attempt = tx.attempts.find((a) => a.attempt === change.n);
+        if (!attempt) continue;
+        Object.assign(attempt, change.set);
+        if (change.set.released) state.spend.delete(spendKey(tx.tx_id, attempt.attempt));
+      }
+      if (op.evicted) state.evicted[op.evicted] = (state.evicted[op.evicted] ?? 0) + 1;
+      if (!wasTerminal && isTerminalTxState(tx.state)) {
+        state.active--;
+        retire(state, tx, retainTerminal);
+      }
+      return;
+    }
+  }
+}
+
+/** A terminal record keeps its signatures and history but not its payload; the oldest beyond retention go. */
+function retire(state: StoreState, tx: StoredTx, retainTerminal: number): void {
+  tx.wires = null;
+  for (const a of tx.attempts) a.tip_tx = null;
+  state.terminalOrder.push(tx.tx_id);
+  while (state.terminalOrder.length - state.terminalHead > retainTerminal) {
+    const oldId = state.terminalOrder[state.terminalHead++] as string;
+    const old = state.records.get(oldId);
+    if (old && isTerminalTxState(old.state)) {
+      state.records.delete(oldId);
+      if (old.signatures[0] && state.bySignature.get(old.signatures[0]) === oldId) {
+        state.bySignature.delete(old.signatures[0]);
+      }
+      for (const a of old.attempts) state.byBundle.delete(a.bundle_id);
+    }
+  }
+  // Compact the order array now and then so it does not grow without bound.
+  if (state.terminalHead > 4096 && state.terminalHead * 2 > state.terminalOrder.length) {
+    state.terminalOrder = state.terminalOrder.slice(state.terminalHead);
+    state.terminalHead = 0;
+  }
+}
