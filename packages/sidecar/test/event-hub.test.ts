@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { EventHub } from '../src/events/hub';
-import { SseReader } from './helpers/sse';
+import { SseReader } from '@solrelay/testkit';
 
 let server: Server;
 let hub: EventHub;

@@ -1,13 +1,15 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { LifecycleEntrySchema, lifecycleEntryProblems } from '@solrelay/core';
-import { SseReader } from '../helpers/sse';
-import { get, post, startStack, waitUntil, type Stack } from '../helpers/stack';
+import { SseReader } from '@solrelay/testkit';
+import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
+import type { Sidecar } from '../../src/service';
+import { startRelayStack } from '../helpers/relay-stack';
 
-let stack: Stack;
+let stack: Stack<Sidecar>;
 
 beforeAll(async () => {
-  stack = await startStack({ env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '50000' } });
+  stack = await startRelayStack({ env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '50000' } });
   await waitUntil(async () => (await get(stack.sidecar.url, '/status')).body.slot > 0, 10_000, 'first slot');
 }, 30_000);
 
@@ -17,7 +19,7 @@ afterAll(async () => {
 
 test('bypass: enqueue to finalized, every state in order, a complete lifecycle entry', async () => {
   const events = await SseReader.open(`${stack.sidecar.url}/internal/events`);
-  const tx = await stack.transfer();
+  const tx = stack.transfer();
   const enqueued = await post(stack.sidecar.url, '/tx/enqueue', { transaction: tx });
   expect(enqueued.status).toBe(202);
   const txId: string = enqueued.body.tx_id;
@@ -30,7 +32,10 @@ test('bypass: enqueue to finalized, every state in order, a complete lifecycle e
   expect(perTxStates[perTxStates.length - 1]).toBe('finalized');
 
   await events.waitFor(
-    (r) => r.events('tx_status_changed').some((m) => JSON.parse(m.data).tx_id === txId && JSON.parse(m.data).state === 'finalized'),
+    (r) =>
+      r
+        .events('tx_status_changed')
+        .some((m) => JSON.parse(m.data).tx_id === txId && JSON.parse(m.data).state === 'finalized'),
     30_000,
   );
   const states = events
@@ -40,9 +45,15 @@ test('bypass: enqueue to finalized, every state in order, a complete lifecycle e
     .map((d) => d.state);
   expect(states).toEqual(['pending', 'submitted', 'landed', 'processed', 'confirmed', 'finalized']);
   expect(events.events('tx_enqueued').map((m) => JSON.parse(m.data).tx_id)).toContain(txId);
-  const submit = events.events('submit_requested').map((m) => JSON.parse(m.data)).find((d) => d.tx_id === txId);
+  const submit = events
+    .events('submit_requested')
+    .map((m) => JSON.parse(m.data))
+    .find((d) => d.tx_id === txId);
   expect(submit).toMatchObject({ tip_lamports: 50_000, tx_id: txId });
-  const settled = events.events('bundle_settled').map((m) => JSON.parse(m.data)).find((d) => d.tx_id === txId);
+  const settled = events
+    .events('bundle_settled')
+    .map((m) => JSON.parse(m.data))
+    .find((d) => d.tx_id === txId);
   expect(settled).toMatchObject({ stage: 'finalized', failure_type: null, bundle_id: submit.bundle_id });
   const ids = events.messages.map((m) => Number(m.id!.split('-')[1]));
   expect([...ids].sort((a, b) => a - b)).toEqual(ids);
@@ -62,8 +73,16 @@ test('bypass: enqueue to finalized, every state in order, a complete lifecycle e
   expect(entry.decision_mode).toBe('reflex');
   expect(entry.bypass).toBe(true);
   expect(createHash('sha256').update(entry.transactions.join(',')).digest('hex')).toBe(entry.bundle_id);
-  expect(Object.keys(entry.timeline)).toEqual(['submitted', 'landed', 'processed', 'confirmed', 'finalized', 'failed']);
-  for (const stage of ['submitted', 'landed', 'processed', 'confirmed', 'finalized']) expect(entry.timeline[stage]).not.toBeNull();
+  expect(Object.keys(entry.timeline)).toEqual([
+    'submitted',
+    'landed',
+    'processed',
+    'confirmed',
+    'finalized',
+    'failed',
+  ]);
+  for (const stage of ['submitted', 'landed', 'processed', 'confirmed', 'finalized'])
+    expect(entry.timeline[stage]).not.toBeNull();
   expect(entry.submitted_to_processed_ms).toBeGreaterThanOrEqual(0);
   expect(entry.confirmed_to_finalized_ms).toBeGreaterThan(0);
 
@@ -72,14 +91,17 @@ test('bypass: enqueue to finalized, every state in order, a complete lifecycle e
   expect(status.value[0]?.confirmationStatus).toBe('finalized');
 
   // The audit log on disk has one whole line per stage change of this bundle.
-  const lines = (await readFile(stack.env.LIFECYCLE_PATH!, 'utf8')).trim().split('\n').map((l) => JSON.parse(l));
+  const lines = (await readFile(stack.env.LIFECYCLE_PATH!, 'utf8'))
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   const stages = lines.filter((l) => l.bundle_id === submit.bundle_id).map((l) => l.stage);
   expect(stages[stages.length - 1]).toBe('finalized');
   expect(stages[0]).toBe('submitted');
 }, 60_000);
 
 test('a repeat enqueue of the same transaction returns the same tx_id with 200', async () => {
-  const tx = await stack.transfer(7);
+  const tx = stack.transfer(7);
   const first = await post(stack.sidecar.url, '/tx/enqueue', { transaction: tx });
   const second = await post(stack.sidecar.url, '/tx/enqueue', { transactions: [tx] });
   expect(first.status).toBe(202);

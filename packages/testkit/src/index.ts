@@ -1,0 +1,2 @@
+export * from './sse';
+export * from './stack';
