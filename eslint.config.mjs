@@ -69,6 +69,13 @@ export default tseslint.config(
         { name: 'setImmediate', message: 'core has no timers; the caller drives time.' },
         { name: 'fetch', message: 'core does no I/O.' },
         { name: 'require', message: 'core is ESM source.' },
+        { name: 'Buffer', message: 'core runs in browsers too: use Uint8Array.' },
+        { name: 'global', message: 'core reads no globals; pass inputs in.' },
+        { name: '__dirname', message: 'core does no I/O.' },
+        { name: '__filename', message: 'core does no I/O.' },
+        { name: 'crypto', message: 'core takes randomness and hashing from its own pure code or inputs.' },
+        { name: 'clearTimeout', message: 'core has no timers.' },
+        { name: 'clearInterval', message: 'core has no timers.' },
       ],
       'no-restricted-properties': [
         'error',
@@ -81,6 +88,13 @@ export default tseslint.config(
         {
           selector: "NewExpression[callee.name='Date'][arguments.length=0]",
           message: 'core takes the clock as an input.',
+        },
+        { selector: "CallExpression[callee.name='Date']", message: 'core takes the clock as an input.' },
+        { selector: 'ImportExpression', message: 'core loads nothing at run time.' },
+        {
+          selector:
+            "MemberExpression[object.name='globalThis'][property.name=/^(process|Buffer|crypto|fetch|setTimeout|setInterval|Date|performance)$/]",
+          message: 'core reads no globals; pass inputs in.',
         },
       ],
     },

@@ -20,9 +20,20 @@ let failed = 0;
 let skipped = 0;
 let suitesFailed = 0;
 const perPackage = [];
+const missing = [];
 for (const dir of dirs) {
   const file = join(dir, 'test-results.json');
-  if (!existsSync(file)) continue;
+  const manifest = join(dir, 'package.json');
+  const hasTests = existsSync(manifest) && Boolean(JSON.parse(readFileSync(manifest, 'utf8')).scripts?.test);
+  if (!existsSync(file)) {
+    // A package with a test script but no results did not run its tests (crash, no tests found):
+    // that must fail the run, not silently drop out of the total.
+    if (hasTests) {
+      missing.push(dir.slice(root.length + 1));
+      perPackage.push(`${dir.slice(root.length + 1)}: no test results (tests did not run)`);
+    }
+    continue;
+  }
   const counts = JSON.parse(readFileSync(file, 'utf8'));
   passed += counts.passed;
   failed += counts.failed;
@@ -33,9 +44,10 @@ for (const dir of dirs) {
 
 for (const line of perPackage) console.log(`  ${line}`);
 if (suitesFailed > 0) console.log(`${suitesFailed} test suite(s) failed to run`);
+if (missing.length > 0) console.log(`${missing.length} package(s) ran no tests: ${missing.join(', ')}`);
 console.log(`${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ''}`);
 if (passed + failed === 0) {
   console.error('no test ran: an empty test run fails CI');
   process.exit(1);
 }
-process.exit(failed > 0 || suitesFailed > 0 ? 1 : 0);
+process.exit(failed > 0 || suitesFailed > 0 || missing.length > 0 ? 1 : 0);

@@ -9,9 +9,10 @@ const SOL_DECIMALS = 9;
 /**
  * Converts a SOL amount to integer lamports without floating-point drift.
  *
- * A number is read through its shortest round-trip decimal form (`String(x)`, e.g. `1e-05` →
- * `"0.00001"`), and that decimal is scaled by 10^9 exactly with integer arithmetic, so
- * `0.000001234` gives `1234` (multiplying by 1e9 in floating point gives `1233.9999999999998`).
+ * A number is read through its decimal form at 15 significant digits (`1e-05` → `"0.0000100000000000000"`),
+ * which drops the float noise past a double's precision (`6.001000000000001e-06` is 6,001 lamports, not
+ * 6,002), and that decimal is scaled by 10^9 exactly with integer arithmetic, so `0.000001234` gives
+ * `1234` (multiplying by 1e9 in floating point gives `1233.9999999999998`).
  * Strings are read as written, which is exact for any decimal the tip-floor JSON could carry.
  *
  * Sub-lamport remainders are rounded **up** (ceiling): a value derived from a tip floor is then
@@ -66,7 +67,10 @@ function numberToDecimalString(value: number): string {
   if (!Number.isFinite(value) || value < 0) {
     return `invalid:${String(value)}`;
   }
-  return String(value);
+  // A double carries ~15.95 significant decimal digits; anything past the 15th is binary noise from
+  // the upstream's own float arithmetic (Jito serves 6.001000000000001e-06 for 6,001 lamports).
+  // Reading 15 significant digits drops that noise before the exact integer scaling.
+  return value === 0 ? '0' : value.toPrecision(15);
 }
 
 /**

@@ -16,7 +16,8 @@ describe('solToLamports', () => {
     ['2.', 2_000_000_000],
     [4.2e-7, 420],
     ['1.234E-6', 1_234],
-    [0.1 + 0.2, 300_000_001], // 0.30000000000000004 SOL has a sub-lamport remainder: rounded up
+    [0.1 + 0.2, 300_000_000], // 0.30000000000000004: binary noise past 15 significant digits is dropped
+    [0.0000009999999999, 1_000], // a genuine sub-lamport remainder at 15 digits still rounds up
   ])('%p SOL = %p lamports', (sol, lamports) => {
     expect(solToLamports(sol)).toBe(lamports);
   });

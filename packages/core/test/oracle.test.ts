@@ -20,7 +20,7 @@ const JITO_SAMPLE: JitoTipFloorSample = {
 describe('parseJitoTipFloorResponse', () => {
   it('reads the REST array into lamports', () => {
     expect(parseJitoTipFloorResponse([JITO_SAMPLE])).toEqual({
-      p25: 6_002, // 6001.000000000001 lamports, rounded up
+      p25: 6_001, // Jito's 6.001000000000001e-06: float noise, not a sub-lamport remainder
       p50: 10_000,
       p75: 36_197,
       p95: 1_447_906,
@@ -79,7 +79,7 @@ describe('TipOracle', () => {
       updated_at: T0,
     });
     expect(oracle.floor(T0 + 10_001)).toEqual({
-      p25: 6_002,
+      p25: 6_001,
       p50: 10_000,
       p75: 36_197,
       p95: 1_447_906,
