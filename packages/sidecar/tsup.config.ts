@@ -5,6 +5,9 @@ import { libraryConfig } from '../../tooling/tsup.base';
 export default defineConfig(
   libraryConfig(
     { index: 'src/index.ts' },
-    { shims: true, onSuccess: 'mkdir -p dist/protos && cp ../../protos/geyser.proto dist/protos/ 2>/dev/null || true' },
+    {
+      shims: true,
+      onSuccess: 'mkdir -p dist/protos && cp ../../protos/geyser.proto dist/protos/ 2>/dev/null || true',
+    },
   ),
 );

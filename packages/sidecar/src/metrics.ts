@@ -82,7 +82,11 @@ export class Metrics {
     labelNames: ['upstream'] as const,
     registers: [this.registry],
   });
-  readonly slot = new Gauge({ name: 'relay_slot', help: 'Highest processed slot seen', registers: [this.registry] });
+  readonly slot = new Gauge({
+    name: 'relay_slot',
+    help: 'Highest processed slot seen',
+    registers: [this.registry],
+  });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'relay_process_' });

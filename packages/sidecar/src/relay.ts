@@ -39,7 +39,14 @@ import type { EventHub } from './events/hub';
 import type { Journal } from './journal/journal';
 import type { LifecycleLog } from './lifecycle/log';
 import type { Metrics } from './metrics';
-import { spendKey, type AttemptDecision, type StoreOp, type StoreState, type StoredAttempt, type StoredTx } from './store/records';
+import {
+  spendKey,
+  type AttemptDecision,
+  type StoreOp,
+  type StoreState,
+  type StoredAttempt,
+  type StoredTx,
+} from './store/records';
 import { SIGNATURE_FEE_LAMPORTS, TipSigner } from './engine/tip-tx';
 import type { BlockEngineTransport, BundleResultMessage } from './upstream/block-engine';
 import type { SolanaRpc } from './upstream/solana-rpc';
@@ -114,7 +121,10 @@ export class Relay {
   private readonly now: () => number;
   private readonly locks = new KeyedLock();
   private readonly rateWindow = new SlidingWindow(60_000);
-  private readonly inflightEnqueues = new Map<string, Promise<{ response: EnqueueResponse; created: boolean }>>();
+  private readonly inflightEnqueues = new Map<
+    string,
+    Promise<{ response: EnqueueResponse; created: boolean }>
+  >();
   private readonly sendQueue: SendJob[] = [];
   private readonly bucket: TokenBucket;
   private sendTimer: NodeJS.Timeout | null = null;
@@ -217,7 +227,10 @@ export class Relay {
     const started = performance.now();
     const request = parseEnqueueRequest(body);
     const policy = this.o.policy();
-    const violation = checkEnqueueAgainstPolicy({ max_tip: request.max_tip ?? null, tip: request.tip }, policy);
+    const violation = checkEnqueueAgainstPolicy(
+      { max_tip: request.max_tip ?? null, tip: request.tip },
+      policy,
+    );
     if (violation) throw policyViolationError(violation);
 
     const parsed = request.transactions.map((encoded, index) => {
@@ -240,7 +253,8 @@ export class Relay {
       if (seen.has(sig)) throw new RelayError('RELAY_E_TX_DUPLICATE_TRANSACTION', { index, signature: sig });
       seen.add(sig);
       const bad = firstInvalidSignature(tx);
-      if (bad?.reason === 'missing') throw new RelayError('RELAY_E_TX_UNSIGNED', { index, signer: bad.index });
+      if (bad?.reason === 'missing')
+        throw new RelayError('RELAY_E_TX_UNSIGNED', { index, signer: bad.index });
       if (bad) throw new RelayError('RELAY_E_TX_BAD_SIGNATURE', { index, signer: bad.index });
     });
     const signatures = parsed.map((tx) => tx.signatures[0] as string);
@@ -268,7 +282,10 @@ export class Relay {
     if (!id) {
       for (const sig of signatures.slice(1)) {
         if (this.state.bySignature.has(sig)) {
-          throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', { signature: sig, tx_id: this.state.bySignature.get(sig) });
+          throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', {
+            signature: sig,
+            tx_id: this.state.bySignature.get(sig),
+          });
         }
       }
       return null;
@@ -308,7 +325,9 @@ export class Relay {
       const nonces = parsed.map((tx) => durableNonceAccount(tx));
       for (let i = 0; i < parsed.length; i++) {
         if (nonces[i]) continue;
-        const valid = await this.blockhashStillValid((parsed[i] as { recentBlockhash: string }).recentBlockhash);
+        const valid = await this.blockhashStillValid(
+          (parsed[i] as { recentBlockhash: string }).recentBlockhash,
+        );
         if (valid === false) {
           throw new RelayError('RELAY_E_TX_BLOCKHASH_EXPIRED', {
             index: i,
@@ -357,7 +376,10 @@ export class Relay {
       });
       this.publishStatus(tx);
       if (this.o.bypass.enabled) void this.bypassSubmit(txId);
-      return { response: { tx_id: txId, state: 'pending', slot, signatures: [...signatures] }, created: true };
+      return {
+        response: { tx_id: txId, state: 'pending', slot, signatures: [...signatures] },
+        created: true,
+      };
     } catch (error) {
       this.rateWindow.removeLast();
       throw error;
@@ -417,7 +439,8 @@ export class Relay {
         policy,
       );
       if (violation) throw policyViolationError(violation, tx.tx_id);
-      if (!included && this.pausedReason) throw new RelayError('RELAY_E_NOT_READY', { reason: this.pausedReason });
+      if (!included && this.pausedReason)
+        throw new RelayError('RELAY_E_NOT_READY', { reason: this.pausedReason });
 
       const n = tx.attempts.length + 1;
       const userSignatures = tx.signatures;
@@ -425,7 +448,10 @@ export class Relay {
       let tipAccount: string | null = null;
       let tipLastValid: number | null = null;
       if (!included) {
-        const [blockhash, accounts] = await Promise.all([this.o.rpc.recentBlockhash(), this.ensureTipAccounts()]);
+        const [blockhash, accounts] = await Promise.all([
+          this.o.rpc.recentBlockhash(),
+          this.ensureTipAccounts(),
+        ]);
         tipAccount = accounts[randomInt(accounts.length)] as string;
         tip = this.tipSigner.build({
           tipAccount,
@@ -517,14 +543,26 @@ export class Relay {
   private async ensureTipAccounts(): Promise<string[]> {
     if (this.tipAccounts.length > 0) return this.tipAccounts;
     const accounts = await this.o.engine.getTipAccounts();
-    if (accounts.length === 0) throw new RelayError('RELAY_E_UPSTREAM_INVALID_RESPONSE', { upstream: 'block engine', reason: 'no tip accounts' });
+    if (accounts.length === 0)
+      throw new RelayError('RELAY_E_UPSTREAM_INVALID_RESPONSE', {
+        upstream: 'block engine',
+        reason: 'no tip accounts',
+      });
     this.tipAccounts = accounts;
     return accounts;
   }
 
   private floorNow(): TipFloor {
     const view = this.o.oracle.view(this.now());
-    return { p25: view.p25, p50: view.p50, p75: view.p75, p95: view.p95, p99: view.p99, ema: view.ema, stale: view.stale };
+    return {
+      p25: view.p25,
+      p50: view.p50,
+      p75: view.p75,
+      p95: view.p95,
+      p99: view.p99,
+      ema: view.ema,
+      stale: view.stale,
+    };
   }
 
   // ---------------------------------------------------------------- sending
@@ -561,7 +599,9 @@ export class Relay {
     this.sending = true;
     void this.locks
       .run(job.txId, () => this.sendOne(job))
-      .catch((error: unknown) => this.o.log.error({ err: error, tx_id: job.txId }, 'send failed unexpectedly'))
+      .catch((error: unknown) =>
+        this.o.log.error({ err: error, tx_id: job.txId }, 'send failed unexpectedly'),
+      )
       .finally(() => {
         this.sending = false;
         this.pumpSends();
@@ -584,17 +624,29 @@ export class Relay {
     const attempt = tx?.attempts.find((a) => a.attempt === job.attempt);
     if (!tx || !attempt || attempt.stage !== 'journaled' || isTerminalTxState(tx.state)) return;
     // The tip transaction's blockhash died before the engine took the bundle: these bytes can never land.
-    if (attempt.tip_last_valid_block_height !== null && this.blockHeight > attempt.tip_last_valid_block_height) {
-      await this.settleFailed(tx, attempt, 'dropped', { countRetry: false, detail: 'tip blockhash expired before the engine took the bundle' });
+    if (
+      attempt.tip_last_valid_block_height !== null &&
+      this.blockHeight > attempt.tip_last_valid_block_height
+    ) {
+      await this.settleFailed(tx, attempt, 'dropped', {
+        countRetry: false,
+        detail: 'tip blockhash expired before the engine took the bundle',
+      });
       return;
     }
-    const wires = [...(tx.wires ?? []).map((w) => Buffer.from(w, 'base64')), ...(attempt.tip_tx ? [Buffer.from(attempt.tip_tx, 'base64')] : [])];
+    const wires = [
+      ...(tx.wires ?? []).map((w) => Buffer.from(w, 'base64')),
+      ...(attempt.tip_tx ? [Buffer.from(attempt.tip_tx, 'base64')] : []),
+    ];
     const result = await this.o.engine.sendBundle(wires);
     this.o.crashPoint?.('attempt.sent');
     if (result.ok) {
       this.lastErrors.engine = null;
       if (result.bundleId !== attempt.bundle_id) {
-        this.o.log.warn({ tx_id: tx.tx_id, ours: attempt.bundle_id, engine: result.bundleId }, 'engine returned a different bundle id');
+        this.o.log.warn(
+          { tx_id: tx.tx_id, ours: attempt.bundle_id, engine: result.bundleId },
+          'engine returned a different bundle id',
+        );
       }
       await this.markSubmitted(tx, attempt);
       return;
@@ -607,7 +659,13 @@ export class Relay {
       await this.o.journal.commit({
         k: 'patch',
         id: tx.tx_id,
-        set: { last_error: { code: 'RELAY_E_UPSTREAM_UNREACHABLE', message: result.message, details: { upstream: 'block engine', status: result.status } } },
+        set: {
+          last_error: {
+            code: 'RELAY_E_UPSTREAM_UNREACHABLE',
+            message: result.message,
+            details: { upstream: 'block engine', status: result.status },
+          },
+        },
         attempts: [{ n: attempt.attempt, set: { send_errors: sendErrors } }],
       });
       const backoff = result.retryAfterMs ?? Math.min(5000, 250 * 2 ** Math.min(sendErrors - 1, 5));
@@ -622,9 +680,16 @@ export class Relay {
       case 'blockhash_expired': {
         const userDead = await this.anyUserBlockhashDead(tx);
         if (userDead) {
-          await this.settleFailed(tx, attempt, 'dropped', { countRetry: false, stop: true, detail: result.message });
+          await this.settleFailed(tx, attempt, 'dropped', {
+            countRetry: false,
+            stop: true,
+            detail: result.message,
+          });
         } else {
-          await this.settleFailed(tx, attempt, 'dropped', { countRetry: false, detail: `tip transaction refused: ${result.message}` });
+          await this.settleFailed(tx, attempt, 'dropped', {
+            countRetry: false,
+            detail: `tip transaction refused: ${result.message}`,
+          });
         }
         return;
       }
@@ -647,7 +712,13 @@ export class Relay {
       attempts: [
         {
           n: attempt.attempt,
-          set: { stage: 'submitted', slot_submitted: slot, target_slot: target.slot, window_end_slot: target.end, timeline },
+          set: {
+            stage: 'submitted',
+            slot_submitted: slot,
+            target_slot: target.slot,
+            window_end_slot: target.end,
+            timeline,
+          },
         },
       ],
     });
@@ -708,7 +779,11 @@ export class Relay {
         });
         this.o.metrics.transitions.inc({ state: 'pending' });
         this.publishStatus(current);
-        if (landed) await this.settleFailed(current, landed, 'dropped', { countRetry: false, detail: `slot ${slot} died` });
+        if (landed)
+          await this.settleFailed(current, landed, 'dropped', {
+            countRetry: false,
+            detail: `slot ${slot} died`,
+          });
       });
     }
   }
@@ -737,9 +812,15 @@ export class Relay {
                 ? 'insufficient_funds'
                 : 'simulation_failed'
               : 'dropped';
-        await this.settleFailed(tx, attempt, outcome, { countRetry: true, detail: 'engine rejected the bundle' });
+        await this.settleFailed(tx, attempt, outcome, {
+          countRetry: true,
+          detail: 'engine rejected the bundle',
+        });
       } else if (result.dropped) {
-        await this.settleFailed(tx, attempt, 'dropped', { countRetry: true, detail: `engine dropped the bundle (${String(result.dropped.reason)})` });
+        await this.settleFailed(tx, attempt, 'dropped', {
+          countRetry: true,
+          detail: `engine dropped the bundle (${String(result.dropped.reason)})`,
+        });
       } else if (result.processed) {
         void this.track(true);
       }
@@ -763,14 +844,23 @@ export class Relay {
         if (tx.attempts.length === 0 && tx.state === 'pending') continue;
         followed.push(tx);
         signatures.push(...tx.signatures);
-        for (const a of tx.attempts) if (a.tip_signature && !a.outcome && a.stage !== 'journaled') signatures.push(a.tip_signature);
+        for (const a of tx.attempts)
+          if (a.tip_signature && !a.outcome && a.stage !== 'journaled') signatures.push(a.tip_signature);
       }
-      let statuses = new Map<string, { slot: number; err: unknown; confirmationStatus?: string | undefined }>();
+      let statuses = new Map<
+        string,
+        { slot: number; err: unknown; confirmationStatus?: string | undefined }
+      >();
       if (signatures.length > 0) {
         const values = await this.o.rpc.getSignatureStatuses(signatures);
         statuses = new Map();
         values.forEach((v, i) => {
-          if (v) statuses.set(signatures[i] as string, { slot: v.slot, err: v.err, confirmationStatus: v.confirmationStatus });
+          if (v)
+            statuses.set(signatures[i] as string, {
+              slot: v.slot,
+              err: v.err,
+              confirmationStatus: v.confirmationStatus,
+            });
         });
       }
       for (const tx of followed) {
@@ -801,22 +891,46 @@ export class Relay {
       const tipStatus = statuses.get(a.tip_signature);
       if (tipStatus && !landedAll) {
         this.o.metrics.tipsLeaked.inc(a.tip_lamports);
-        this.o.log.warn({ tx_id: tx.tx_id, bundle_id: a.bundle_id, lamports: a.tip_lamports }, 'tip landed without its bundle (leaked)');
-        await this.o.journal.commit({ k: 'patch', id: tx.tx_id, attempts: [{ n: a.attempt, set: { leaked: true, slot_landed: tipStatus.slot } }] });
-        await this.settleFailed(tx, a, 'dropped', { countRetry: false, detail: 'tip leaked: the tip transaction landed without the bundle' });
+        this.o.log.warn(
+          { tx_id: tx.tx_id, bundle_id: a.bundle_id, lamports: a.tip_lamports },
+          'tip landed without its bundle (leaked)',
+        );
+        await this.o.journal.commit({
+          k: 'patch',
+          id: tx.tx_id,
+          attempts: [{ n: a.attempt, set: { leaked: true, slot_landed: tipStatus.slot } }],
+        });
+        await this.settleFailed(tx, a, 'dropped', {
+          countRetry: false,
+          detail: 'tip leaked: the tip transaction landed without the bundle',
+        });
       }
     }
 
     if (failedStatus) {
       // A user transaction executed and failed: it is on chain for good, nothing else can land.
       const landedAttempt = this.landedAttempt(tx, statuses);
-      for (const a of tx.attempts) if (!a.outcome && a.stage !== 'failed') await this.settleFailed(tx, a, 'simulation_failed', { countRetry: false, detail: 'a user transaction failed on chain', final: false });
-      await this.moveTo(tx, 'failed', failedStatus.slot, now, { failure: 'simulation_failed', bundleId: landedAttempt?.bundle_id ?? null });
+      for (const a of tx.attempts)
+        if (!a.outcome && a.stage !== 'failed')
+          await this.settleFailed(tx, a, 'simulation_failed', {
+            countRetry: false,
+            detail: 'a user transaction failed on chain',
+            final: false,
+          });
+      await this.moveTo(tx, 'failed', failedStatus.slot, now, {
+        failure: 'simulation_failed',
+        bundleId: landedAttempt?.bundle_id ?? null,
+      });
       return;
     }
     if (!landedAll) {
       const flying = this.inFlight(tx);
-      if (flying && flying.stage === 'submitted' && flying.window_end_slot !== null && this.currentSlot > flying.window_end_slot + WINDOW_GRACE_SLOTS) {
+      if (
+        flying &&
+        flying.stage === 'submitted' &&
+        flying.window_end_slot !== null &&
+        this.currentSlot > flying.window_end_slot + WINDOW_GRACE_SLOTS
+      ) {
         const belowFloor = flying.tip_lamports < this.o.oracle.view(now).p50;
         await this.settleFailed(tx, flying, belowFloor ? 'fee_too_low' : 'dropped', {
           countRetry: true,
@@ -832,7 +946,11 @@ export class Relay {
     const target: TxState = rank >= 2 ? 'finalized' : rank === 1 ? 'confirmed' : 'processed';
     const landedAttempt = this.landedAttempt(tx, statuses);
     if (TX_PROGRESS_PATH.indexOf(target) <= TX_PROGRESS_PATH.indexOf(tx.state)) return; // a null or lower never demotes
-    await this.moveTo(tx, target, slot, now, { bundleId: landedAttempt?.bundle_id ?? null, landedSlot: slot, attempt: landedAttempt });
+    await this.moveTo(tx, target, slot, now, {
+      bundleId: landedAttempt?.bundle_id ?? null,
+      landedSlot: slot,
+      attempt: landedAttempt,
+    });
   }
 
   /** The attempt whose tip transaction landed, or the latest sent one (tip-included bundles have no tip signature). */
@@ -855,7 +973,12 @@ export class Relay {
     to: TxState,
     slot: number,
     now: number,
-    extra: { failure?: AttemptOutcome; bundleId?: string | null; landedSlot?: number; attempt?: StoredAttempt | null },
+    extra: {
+      failure?: AttemptOutcome;
+      bundleId?: string | null;
+      landedSlot?: number;
+      attempt?: StoredAttempt | null;
+    },
   ): Promise<void> {
     const moves = this.path(tx.state, to, slot, now);
     const attempt = extra.attempt ?? null;
@@ -869,7 +992,11 @@ export class Relay {
       for (let i = from + 1; i <= order.indexOf(target); i++) {
         const stage = order[i] as BundleStage;
         stageChanges.push(stage);
-        if (!timeline[stage]) timeline[stage] = { slot: stage === 'submitted' ? (attempt.slot_submitted ?? attempt.created_slot) : slot, ts: now };
+        if (!timeline[stage])
+          timeline[stage] = {
+            slot: stage === 'submitted' ? (attempt.slot_submitted ?? attempt.created_slot) : slot,
+            ts: now,
+          };
       }
       if (stageChanges.length > 0) {
         attemptChanges.push({
@@ -904,7 +1031,8 @@ export class Relay {
     }
     if (terminal && to !== 'finalized') this.o.metrics.evicted.inc({ reason: to });
     if (attempt && stageChanges.length > 0) {
-      const fresh = this.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
+      const fresh =
+        this.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
       void this.o.lifecycle.append(this.lifecycleEntry(tx, fresh));
       if (stageChanges.includes('landed')) {
         this.o.metrics.tipsPaid.inc(fresh.tip_lamports);
@@ -927,7 +1055,11 @@ export class Relay {
       for (const other of tx.attempts) {
         if (other === attempt || other.outcome || other.stage === 'failed') continue;
         if (other.stage === 'journaled' || other.stage === 'submitted') {
-          await this.settleFailed(tx, other, 'dropped', { countRetry: false, detail: 'another attempt of this transaction landed', final: false });
+          await this.settleFailed(tx, other, 'dropped', {
+            countRetry: false,
+            detail: 'another attempt of this transaction landed',
+            final: false,
+          });
         }
       }
     }
@@ -952,14 +1084,23 @@ export class Relay {
     const retryable = isRetryableOutcome(outcome);
     const fails = !retryable && options.final !== false;
     const exhausted = retries > policy['max-retries'] || slot > tx.expires_at_slot;
-    const backToPending = !fails && (tx.state === 'submitted' || tx.state === 'pending') && options.final !== false;
-    const moves = fails ? this.path(tx.state, 'failed', slot, now) : backToPending && tx.state !== 'pending' ? this.path(tx.state, 'pending', slot, now) : [];
+    const backToPending =
+      !fails && (tx.state === 'submitted' || tx.state === 'pending') && options.final !== false;
+    const moves = fails
+      ? this.path(tx.state, 'failed', slot, now)
+      : backToPending && tx.state !== 'pending'
+        ? this.path(tx.state, 'pending', slot, now)
+        : [];
     await this.o.journal.commit({
       k: 'patch',
       id: tx.tx_id,
       set: {
         retries,
-        last_error: { code: 'RELAY_E_UPSTREAM_INVALID_RESPONSE', message: options.detail, details: { outcome, bundle_id: attempt.bundle_id } },
+        last_error: {
+          code: 'RELAY_E_UPSTREAM_INVALID_RESPONSE',
+          message: options.detail,
+          details: { outcome, bundle_id: attempt.bundle_id },
+        },
         ...(fails ? { state: 'failed' as TxState, failure: outcome, stopped: true } : {}),
         ...(!fails && backToPending && tx.state !== 'pending' ? { state: 'pending' as TxState } : {}),
         ...(options.stop || (backToPending && exhausted) ? { stopped: true } : {}),
@@ -974,7 +1115,8 @@ export class Relay {
       this.o.metrics.transitions.inc({ state: m.state });
       this.publishStatus({ ...tx, state: m.state, failure: fails ? outcome : tx.failure }, attempt.bundle_id);
     }
-    const fresh = this.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
+    const fresh =
+      this.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
     void this.o.lifecycle.append(this.lifecycleEntry(tx, fresh));
     this.o.hub.publish('bundle_settled', {
       bundle_id: attempt.bundle_id,
@@ -1005,7 +1147,12 @@ export class Relay {
         const current = this.state.records.get(tx.tx_id);
         if (!current || (current.state !== 'pending' && current.state !== 'submitted')) return;
         for (const a of current.attempts) {
-          if (!a.outcome && a.stage !== 'failed') await this.settleFailed(current, a, 'dropped', { countRetry: false, detail: 'the blockhash expired', final: false });
+          if (!a.outcome && a.stage !== 'failed')
+            await this.settleFailed(current, a, 'dropped', {
+              countRetry: false,
+              detail: 'the blockhash expired',
+              final: false,
+            });
         }
         const latest = this.state.records.get(tx.tx_id) as StoredTx;
         await this.moveTo(latest, 'expired', this.currentSlot, this.now(), {});
@@ -1038,7 +1185,11 @@ export class Relay {
     if (!tx || tx.state !== 'pending' || tx.stopped || this.inFlight(tx)) return;
     try {
       await this.submit(
-        { tx_id: txId, tip_lamports: tx.tip === 'included' ? 0 : this.o.bypass.tipLamports, reason: 'bypass: fixed tip' },
+        {
+          tx_id: txId,
+          tip_lamports: tx.tip === 'included' ? 0 : this.o.bypass.tipLamports,
+          reason: 'bypass: fixed tip',
+        },
         'bypass',
       );
     } catch (error) {
@@ -1057,7 +1208,8 @@ export class Relay {
       const floor = this.floorNow();
       const leaders = this.o.leaders.leaderView(this.currentSlot);
       for (const tx of [...this.state.records.values()]) {
-        if (tx.state !== 'pending' || tx.stopped || this.inFlight(tx) || this.locks.isBusy(tx.tx_id)) continue;
+        if (tx.state !== 'pending' || tx.stopped || this.inFlight(tx) || this.locks.isBusy(tx.tx_id))
+          continue;
         const previous = lastSettled(tx);
         const decision = decideReflex({
           tx: {
@@ -1071,7 +1223,9 @@ export class Relay {
           floor,
           leaders,
           policy,
-          previous: previous?.outcome ? { tip_lamports: previous.tip_lamports, outcome: previous.outcome } : null,
+          previous: previous?.outcome
+            ? { tip_lamports: previous.tip_lamports, outcome: previous.outcome }
+            : null,
           slot: this.currentSlot,
         });
         if (decision.action === 'stop') {
@@ -1085,7 +1239,11 @@ export class Relay {
               tx_id: tx.tx_id,
               tip_lamports: decision.tip_lamports,
               reason: decision.reason,
-              trace: { fallback_reason: 'agent_absent', rationale: decision.reason, inputs: { floor, slot: this.currentSlot } },
+              trace: {
+                fallback_reason: 'agent_absent',
+                rationale: decision.reason,
+                inputs: { floor, slot: this.currentSlot },
+              },
             },
             'fallback',
           );
@@ -1121,14 +1279,22 @@ export class Relay {
     if (!connection) return;
     this.agents.delete(id);
     if (this.agents.size === 0) this.agentAbsentSince = this.now();
-    this.o.hub.publish('agent_presence', { connected: false, model: connection.model, provider: connection.provider, ts: this.now() });
+    this.o.hub.publish('agent_presence', {
+      connected: false,
+      model: connection.model,
+      provider: connection.provider,
+      ts: this.now(),
+    });
   }
 
   /** Tipper balance from RPC. Below what one more minimal tip needs, submission pauses (never failing a user tx). */
   setTipperBalance(lamports: number): void {
     this.tipperBalance = lamports;
     const needed = RENT_EXEMPT_MINIMUM + this.o.policy()['min-tip'] + SIGNATURE_FEE_LAMPORTS;
-    const reason = lamports < needed ? `tipper balance ${lamports} lamports is below ${needed} (rent-exempt minimum + min-tip + fee)` : null;
+    const reason =
+      lamports < needed
+        ? `tipper balance ${lamports} lamports is below ${needed} (rent-exempt minimum + min-tip + fee)`
+        : null;
     if (reason !== this.pausedReason) {
       this.pausedReason = reason;
       if (reason) this.o.log.warn({ balance: lamports }, 'submission paused: tipper underfunded');
@@ -1160,7 +1326,10 @@ export class Relay {
 
   // ---------------------------------------------------------------- events and lifecycle
 
-  private publishStatus(tx: Pick<StoredTx, 'tx_id' | 'state' | 'signatures' | 'failure' | 'attempts'>, bundleId?: string | null): void {
+  private publishStatus(
+    tx: Pick<StoredTx, 'tx_id' | 'state' | 'signatures' | 'failure' | 'attempts'>,
+    bundleId?: string | null,
+  ): void {
     const last = tx.attempts[tx.attempts.length - 1];
     this.o.hub.publish('tx_status_changed', {
       tx_id: tx.tx_id,
@@ -1236,4 +1405,3 @@ export function toTxRecord(tx: StoredTx): TxRecord {
     failure: tx.failure,
   };
 }
-

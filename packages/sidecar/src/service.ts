@@ -36,7 +36,13 @@ export interface SidecarOptions {
   /** Built dashboard files to serve at `/`. */
   webDist?: string;
   /** Poll intervals (tests shorten them). */
-  intervals?: Partial<{ tipFloorMs: number; balanceMs: number; leadersMs: number; rpcSlotMs: number; blockHeightMs: number }>;
+  intervals?: Partial<{
+    tipFloorMs: number;
+    balanceMs: number;
+    leadersMs: number;
+    rpcSlotMs: number;
+    blockHeightMs: number;
+  }>;
   /** Terminal transactions kept in memory and the journal snapshot. Default 20,000. */
   retainTerminal?: number;
   /** SSE ring buffer size. Default 10,000. */
@@ -69,26 +75,46 @@ export async function loadKeypair(path: string, log?: Logger): Promise<Keypair> 
   try {
     text = await readFile(path, 'utf8');
   } catch (error) {
-    throw new RelayError('RELAY_E_CONFIG_UNREADABLE_KEYPAIR', { path, reason: (error as NodeJS.ErrnoException).code ?? 'unreadable' });
+    throw new RelayError('RELAY_E_CONFIG_UNREADABLE_KEYPAIR', {
+      path,
+      reason: (error as NodeJS.ErrnoException).code ?? 'unreadable',
+    });
   }
   let bytes: unknown;
   try {
     bytes = JSON.parse(text);
   } catch {
-    throw new RelayError('RELAY_E_CONFIG_UNREADABLE_KEYPAIR', { path, reason: 'not JSON (expected an array of 64 numbers)' });
+    throw new RelayError('RELAY_E_CONFIG_UNREADABLE_KEYPAIR', {
+      path,
+      reason: 'not JSON (expected an array of 64 numbers)',
+    });
   }
-  if (!Array.isArray(bytes) || bytes.length !== 64 || !bytes.every((b) => Number.isInteger(b) && b >= 0 && b <= 255)) {
-    throw new RelayError('RELAY_E_CONFIG_UNREADABLE_KEYPAIR', { path, reason: 'expected a JSON array of 64 numbers from 0 to 255' });
+  if (
+    !Array.isArray(bytes) ||
+    bytes.length !== 64 ||
+    !bytes.every((b) => Number.isInteger(b) && b >= 0 && b <= 255)
+  ) {
+    throw new RelayError('RELAY_E_CONFIG_UNREADABLE_KEYPAIR', {
+      path,
+      reason: 'expected a JSON array of 64 numbers from 0 to 255',
+    });
   }
   let keypair: Keypair;
   try {
     keypair = Keypair.fromSecretKey(Uint8Array.from(bytes as number[]));
   } catch {
-    throw new RelayError('RELAY_E_CONFIG_UNREADABLE_KEYPAIR', { path, reason: 'the 64 bytes are not a valid ed25519 keypair' });
+    throw new RelayError('RELAY_E_CONFIG_UNREADABLE_KEYPAIR', {
+      path,
+      reason: 'the 64 bytes are not a valid ed25519 keypair',
+    });
   }
   try {
     const mode = (await stat(path)).mode;
-    if (mode & 0o077) log?.warn({ path, mode: (mode & 0o777).toString(8) }, 'keypair file is readable by other users; chmod 600 it');
+    if (mode & 0o077)
+      log?.warn(
+        { path, mode: (mode & 0o777).toString(8) },
+        'keypair file is readable by other users; chmod 600 it',
+      );
   } catch {
     /* checked above */
   }
@@ -98,7 +124,14 @@ export async function loadKeypair(path: string, log?: Logger): Promise<Keypair> 
 /** Start a sidecar: recover the journal, connect the upstreams, serve the API. */
 export async function startSidecar(config: SidecarConfig, options: SidecarOptions = {}): Promise<Sidecar> {
   const log = options.logger ?? pino({ name: 'relay', level: 'info' });
-  const intervals = { tipFloorMs: 2000, balanceMs: 2000, leadersMs: 15_000, rpcSlotMs: 400, blockHeightMs: 1000, ...options.intervals };
+  const intervals = {
+    tipFloorMs: 2000,
+    balanceMs: 2000,
+    leadersMs: 15_000,
+    rpcSlotMs: 400,
+    blockHeightMs: 1000,
+    ...options.intervals,
+  };
   const tipper = await loadKeypair(config.keypairPath, log);
   const crashPoint = options.crashPoint;
 
@@ -109,22 +142,33 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   let relay: Relay | null = null;
   const policy = new PolicyStore(config.policyFile, (change) => {
     hub.publish('policy_changed', { ...change, ts: Date.now() });
-    if (!change.ok) log.warn({ problems: change.problems }, 'policy file refused; the last good policy stays in force');
+    if (!change.ok)
+      log.warn({ problems: change.problems }, 'policy file refused; the last good policy stays in force');
   });
   await policy.start({ watch: true });
   if (config.bypass && config.bypassTipLamports > policy.current['max-tip']) {
     policy.stop();
-    throw new RelayError('RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP', { tip: config.bypassTipLamports, maxTip: policy.current['max-tip'] });
+    throw new RelayError('RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP', {
+      tip: config.bypassTipLamports,
+      maxTip: policy.current['max-tip'],
+    });
   }
 
-  const { journal, recovery } = await Journal.open(join(config.dataDir, 'journal'), storeCodec(options.retainTerminal ?? 20_000), {
-    ...(options.compactAtBytes !== undefined ? { compactAtBytes: options.compactAtBytes } : {}),
-    ...(crashPoint ? { crashPoint } : {}),
-  });
+  const { journal, recovery } = await Journal.open(
+    join(config.dataDir, 'journal'),
+    storeCodec(options.retainTerminal ?? 20_000),
+    {
+      ...(options.compactAtBytes !== undefined ? { compactAtBytes: options.compactAtBytes } : {}),
+      ...(crashPoint ? { crashPoint } : {}),
+    },
+  );
   for (const warning of recovery.warnings) log.warn(warning);
-  const { log: lifecycle, recovery: lifecycleRecovery } = await LifecycleLog.open<LifecycleEntry>(config.lifecyclePath, {
-    ...(crashPoint ? { crashPoint } : {}),
-  });
+  const { log: lifecycle, recovery: lifecycleRecovery } = await LifecycleLog.open<LifecycleEntry>(
+    config.lifecyclePath,
+    {
+      ...(crashPoint ? { crashPoint } : {}),
+    },
+  );
   for (const warning of lifecycleRecovery.warnings) log.warn(warning);
 
   const rpc = new SolanaRpc({ url: config.rpcUrl });
@@ -308,7 +352,10 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
       upstream: {
         stream: { ...health.stream },
         rpc: { ...health.rpc },
-        block_engine: { ...health.block_engine, ...(r.lastErrors.engine ? { ok: false, detail: r.lastErrors.engine } : {}) },
+        block_engine: {
+          ...health.block_engine,
+          ...(r.lastErrors.engine ? { ok: false, detail: r.lastErrors.engine } : {}),
+        },
         tip_floor: { ...health.tip_floor },
       },
       tipper: { pubkey: tipper.publicKey.toBase58(), balance_lamports: r.balance },
@@ -323,7 +370,8 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     if (r.lastErrors.engine) reasons.push(`block engine: ${r.lastErrors.engine}`);
     if (r.paused) reasons.push(r.paused);
     if (!journal.healthy) reasons.push('journal: writes failing');
-    if (!r.bypass && !r.agent && !r.fallbackActive) reasons.push('no decider: no agent connected (and the fallback grace period has not passed)');
+    if (!r.bypass && !r.agent && !r.fallbackActive)
+      reasons.push('no decider: no agent connected (and the fallback grace period has not passed)');
     return { ready: reasons.length === 0, reasons };
   };
 
@@ -348,7 +396,10 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   });
   const port = (server.address() as AddressInfo).port;
   const url = `http://${config.apiHost.includes(':') ? `[${config.apiHost}]` : config.apiHost}:${port}`;
-  log.info({ url, tipper: tipper.publicKey.toBase58(), bypass: config.bypass, mode: config.decisionMode }, 'relay sidecar listening');
+  log.info(
+    { url, tipper: tipper.publicKey.toBase58(), bypass: config.bypass, mode: config.decisionMode },
+    'relay sidecar listening',
+  );
 
   let closed = false;
   return {
@@ -358,7 +409,12 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     hub,
     policy,
     config,
-    recovery: { replayed: recovery.operationsReplayed, resent: resumed.resent, tracked: resumed.tracked, warnings: [...recovery.warnings, ...lifecycleRecovery.warnings] },
+    recovery: {
+      replayed: recovery.operationsReplayed,
+      resent: resumed.resent,
+      tracked: resumed.tracked,
+      warnings: [...recovery.warnings, ...lifecycleRecovery.warnings],
+    },
     async close() {
       if (closed) return;
       closed = true;

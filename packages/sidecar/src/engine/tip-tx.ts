@@ -28,7 +28,11 @@ export class TipSigner {
   constructor(keypair: Keypair) {
     this.publicKey = keypair.publicKey;
     const seed = Buffer.from(keypair.secretKey.subarray(0, 32));
-    this.privateKey = createPrivateKey({ key: Buffer.concat([PKCS8_ED25519_PREFIX, seed]), format: 'der', type: 'pkcs8' });
+    this.privateKey = createPrivateKey({
+      key: Buffer.concat([PKCS8_ED25519_PREFIX, seed]),
+      format: 'der',
+      type: 'pkcs8',
+    });
   }
 
   /**

@@ -93,7 +93,8 @@ export function createApp(deps: AppDeps): express.Express {
     hub.subscribe(res, {
       initialFrames: [Hub.frame('tx_status_changed', current)],
       endAfterInitial: terminal,
-      filter: (event) => event.name === 'tx_status_changed' && (event.data as { tx_id: string }).tx_id === txId,
+      filter: (event) =>
+        event.name === 'tx_status_changed' && (event.data as { tx_id: string }).tx_id === txId,
       closeAfter: (event) => isTerminalTxState((event.data as { state: 'pending' }).state),
     });
   });
@@ -122,8 +123,16 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/internal/agent/presence', (req, res) => {
     const model = stringQuery(req, 'model');
     const provider = stringQuery(req, 'provider');
-    if (!model) throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', { field: 'model', reason: 'the agent must name its model' });
-    if (!provider) throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', { field: 'provider', reason: 'the agent must name its provider' });
+    if (!model)
+      throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', {
+        field: 'model',
+        reason: 'the agent must name its model',
+      });
+    if (!provider)
+      throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', {
+        field: 'provider',
+        reason: 'the agent must name its provider',
+      });
     const connection = relay.agentConnected(model, provider);
     res.on('close', () => relay.agentDisconnected(connection.id));
     hub.subscribe(res, {
@@ -154,14 +163,19 @@ export function createApp(deps: AppDeps): express.Express {
   });
 
   app.get('/lifecycle', (req, res) => {
-    const { last } = parseRequestBody(LifecycleQuerySchema, { last: req.query.last ?? DEFAULT_LIFECYCLE_LAST });
+    const { last } = parseRequestBody(LifecycleQuerySchema, {
+      last: req.query.last ?? DEFAULT_LIFECYCLE_LAST,
+    });
     res.json({ entries: deps.lifecycle.recent(last) });
   });
 
   app.get('/bundle/:bundleId', async (req, res) => {
     const bundleId = req.params.bundleId as string;
     if (!/^[0-9a-f]{64}$/.test(bundleId)) {
-      throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', { field: 'bundle_id', reason: 'expected 64 lowercase hex characters' });
+      throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', {
+        field: 'bundle_id',
+        reason: 'expected 64 lowercase hex characters',
+      });
     }
     const entry = await deps.lifecycle.find(bundleId);
     if (!entry) throw new RelayError('RELAY_E_BUNDLE_NOT_FOUND', { bundle_id: bundleId });
@@ -178,7 +192,10 @@ export function createApp(deps: AppDeps): express.Express {
       res.json(ready);
       return;
     }
-    const error = new RelayError('RELAY_E_NOT_READY', { reason: ready.reasons.join('; '), reasons: ready.reasons });
+    const error = new RelayError('RELAY_E_NOT_READY', {
+      reason: ready.reasons.join('; '),
+      reasons: ready.reasons,
+    });
     res.status(503).json(error.toBody());
   });
 
@@ -203,7 +220,8 @@ export function createApp(deps: AppDeps): express.Express {
       deps.log.error({ err: error }, 'request failed');
     }
     const retryAfter = relayError.details.retry_after_s;
-    if (relayError.status === 429) res.setHeader('retry-after', String(typeof retryAfter === 'number' ? retryAfter : 1));
+    if (relayError.status === 429)
+      res.setHeader('retry-after', String(typeof retryAfter === 'number' ? retryAfter : 1));
     if (res.headersSent) {
       res.end();
       return;
@@ -218,15 +236,24 @@ export function createApp(deps: AppDeps): express.Express {
 function toRelayError(error: unknown): RelayError {
   if (isRelayError(error)) return error;
   const e = error as { type?: string; status?: number; message?: string };
-  if (e?.type === 'entity.too.large') return new RelayError('RELAY_E_REQUEST_BODY_TOO_LARGE', { limitBytes: MAX_REQUEST_BODY_BYTES });
+  if (e?.type === 'entity.too.large')
+    return new RelayError('RELAY_E_REQUEST_BODY_TOO_LARGE', { limitBytes: MAX_REQUEST_BODY_BYTES });
   if (e?.type === 'entity.parse.failed') {
-    return new RelayError('RELAY_E_REQUEST_MALFORMED_JSON', { reason: (e.message ?? 'unparsable').slice(0, 200) });
+    return new RelayError('RELAY_E_REQUEST_MALFORMED_JSON', {
+      reason: (e.message ?? 'unparsable').slice(0, 200),
+    });
   }
   if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') {
-    return new RelayError('RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE', { contentType: e.message ?? 'unsupported encoding' });
+    return new RelayError('RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE', {
+      contentType: e.message ?? 'unsupported encoding',
+    });
   }
-  if (e?.type === 'request.aborted') return new RelayError('RELAY_E_REQUEST_MALFORMED_JSON', { reason: 'the request was aborted' });
-  if (e?.status === 400) return new RelayError('RELAY_E_REQUEST_MALFORMED_JSON', { reason: (e.message ?? 'bad request').slice(0, 200) });
+  if (e?.type === 'request.aborted')
+    return new RelayError('RELAY_E_REQUEST_MALFORMED_JSON', { reason: 'the request was aborted' });
+  if (e?.status === 400)
+    return new RelayError('RELAY_E_REQUEST_MALFORMED_JSON', {
+      reason: (e.message ?? 'bad request').slice(0, 200),
+    });
   return new RelayError('RELAY_E_INTERNAL_ERROR', { reason: 'unexpected error; see the sidecar log' });
 }
 
@@ -240,7 +267,9 @@ function bearerAuth(token: string) {
       return;
     }
     const match = /^Bearer\s+(.+)$/i.exec(header);
-    const given = createHash('sha256').update(match?.[1] ?? '').digest();
+    const given = createHash('sha256')
+      .update(match?.[1] ?? '')
+      .digest();
     if (!match || !timingSafeEqual(given, expected)) {
       next(new RelayError('RELAY_E_AUTH_INVALID_TOKEN', {}));
       return;

@@ -24,11 +24,28 @@ export function openApiDocument(): Record<string, unknown> {
   };
   const errors = (...statuses: number[]) =>
     Object.fromEntries(
-      statuses.map((s) => [String(s), { description: statusText(s), content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } } }]),
+      statuses.map((s) => [
+        String(s),
+        {
+          description: statusText(s),
+          content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+        },
+      ]),
     );
-  const json = (schema: unknown, description = 'OK') => ({ description, content: { 'application/json': { schema } } });
-  const sse = (description: string) => ({ description, content: { 'text/event-stream': { schema: { type: 'string' } } } });
-  const txId = { name: 'tx_id', in: 'path', required: true, schema: { type: 'string', pattern: '^tx_[0-9A-HJKMNP-TV-Z]{26}$' } };
+  const json = (schema: unknown, description = 'OK') => ({
+    description,
+    content: { 'application/json': { schema } },
+  });
+  const sse = (description: string) => ({
+    description,
+    content: { 'text/event-stream': { schema: { type: 'string' } } },
+  });
+  const txId = {
+    name: 'tx_id',
+    in: 'path',
+    required: true,
+    schema: { type: 'string', pattern: '^tx_[0-9A-HJKMNP-TV-Z]{26}$' },
+  };
 
   return {
     openapi: '3.1.0',
@@ -39,7 +56,13 @@ export function openApiDocument(): Record<string, unknown> {
     },
     servers: [{ url: 'http://127.0.0.1:7777' }],
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'Required on every route but /healthz when RELAY_API_TOKEN is set' } },
+      securitySchemes: {
+        bearer: {
+          type: 'http',
+          scheme: 'bearer',
+          description: 'Required on every route but /healthz when RELAY_API_TOKEN is set',
+        },
+      },
       schemas: {
         Error: error,
         LifecycleEntry: z.toJSONSchema(LifecycleEntrySchema, { io: 'output' }),
@@ -59,7 +82,12 @@ export function openApiDocument(): Record<string, unknown> {
         EnqueueResponse: {
           type: 'object',
           required: ['tx_id', 'state', 'slot', 'signatures'],
-          properties: { tx_id: { type: 'string' }, state: { type: 'string' }, slot: { type: 'integer' }, signatures: { type: 'array', items: { type: 'string' } } },
+          properties: {
+            tx_id: { type: 'string' },
+            state: { type: 'string' },
+            slot: { type: 'integer' },
+            signatures: { type: 'array', items: { type: 'string' } },
+          },
         },
         SubmitRequest: {
           type: 'object',
@@ -75,9 +103,17 @@ export function openApiDocument(): Record<string, unknown> {
         SubmitResponse: {
           type: 'object',
           required: ['tx_id', 'bundle_id', 'tip_lamports'],
-          properties: { tx_id: { type: 'string' }, bundle_id: { type: 'string' }, tip_lamports: { type: 'integer' } },
+          properties: {
+            tx_id: { type: 'string' },
+            bundle_id: { type: 'string' },
+            tip_lamports: { type: 'integer' },
+          },
         },
-        Mode: { type: 'object', required: ['decision_mode'], properties: { decision_mode: { type: 'string', enum: ['cortex', 'reflex'] } } },
+        Mode: {
+          type: 'object',
+          required: ['decision_mode'],
+          properties: { decision_mode: { type: 'string', enum: ['cortex', 'reflex'] } },
+        },
       },
     },
     security: [{ bearer: [] }],
@@ -85,18 +121,31 @@ export function openApiDocument(): Record<string, unknown> {
       '/tx/enqueue': {
         post: {
           summary: 'Enqueue 1 to 4 signed transactions that land together',
-          requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/EnqueueRequest' } } } },
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/EnqueueRequest' } } },
+          },
           responses: {
             '202': json({ $ref: '#/components/schemas/EnqueueResponse' }, 'Accepted'),
-            '200': json({ $ref: '#/components/schemas/EnqueueResponse' }, 'Already accepted (same first signature)'),
+            '200': json(
+              { $ref: '#/components/schemas/EnqueueResponse' },
+              'Already accepted (same first signature)',
+            ),
             ...errors(400, 401, 409, 413, 415, 422, 429),
           },
         },
       },
-      '/tx/{tx_id}': { get: { summary: 'The full record of one transaction', parameters: [txId], responses: { '200': json({ type: 'object' }), ...errors(401, 404) } } },
+      '/tx/{tx_id}': {
+        get: {
+          summary: 'The full record of one transaction',
+          parameters: [txId],
+          responses: { '200': json({ type: 'object' }), ...errors(401, 404) },
+        },
+      },
       '/tx/events/{tx_id}': {
         get: {
-          summary: 'tx_status_changed for one transaction: current state first, closes after a terminal state',
+          summary:
+            'tx_status_changed for one transaction: current state first, closes after a terminal state',
           parameters: [txId],
           responses: { '200': sse('Event stream'), ...errors(401, 404) },
         },
@@ -111,15 +160,27 @@ export function openApiDocument(): Record<string, unknown> {
       '/internal/submit': {
         post: {
           summary: 'Submit an attempt at a tip (policy enforced; never clamped)',
-          requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/SubmitRequest' } } } },
-          responses: { '202': json({ $ref: '#/components/schemas/SubmitResponse' }, 'Accepted'), ...errors(400, 401, 404, 409, 415, 422, 503) },
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/SubmitRequest' } } },
+          },
+          responses: {
+            '202': json({ $ref: '#/components/schemas/SubmitResponse' }, 'Accepted'),
+            ...errors(400, 401, 404, 409, 415, 422, 503),
+          },
         },
       },
       '/internal/mode': {
-        get: { summary: 'Current decision mode', responses: { '200': json({ $ref: '#/components/schemas/Mode' }), ...errors(401) } },
+        get: {
+          summary: 'Current decision mode',
+          responses: { '200': json({ $ref: '#/components/schemas/Mode' }), ...errors(401) },
+        },
         post: {
           summary: 'Switch the decision mode at runtime',
-          requestBody: { required: true, content: { 'application/json': { schema: { $ref: '#/components/schemas/Mode' } } } },
+          requestBody: {
+            required: true,
+            content: { 'application/json': { schema: { $ref: '#/components/schemas/Mode' } } },
+          },
           responses: { '200': json({ $ref: '#/components/schemas/Mode' }), ...errors(400, 401, 415) },
         },
       },
@@ -137,32 +198,97 @@ export function openApiDocument(): Record<string, unknown> {
         get: {
           summary: 'The connected agent',
           responses: {
-            '200': json({ type: 'object', properties: { model: { type: 'string' }, provider: { type: 'string' }, connected_since: { type: 'integer' } } }),
+            '200': json({
+              type: 'object',
+              properties: {
+                model: { type: 'string' },
+                provider: { type: 'string' },
+                connected_since: { type: 'integer' },
+              },
+            }),
             ...errors(401, 404),
           },
         },
       },
-      '/status': { get: { summary: 'Slot, leader, tip, mode, queue, agent, upstream health, tipper', responses: { '200': json({ type: 'object' }), ...errors(401) } } },
-      '/tip': { get: { summary: 'Tip floor percentiles in lamports', responses: { '200': json({ type: 'object' }), ...errors(401) } } },
-      '/queue': { get: { summary: 'Pending transactions and evicted_total', responses: { '200': json({ type: 'object' }), ...errors(401) } } },
+      '/status': {
+        get: {
+          summary: 'Slot, leader, tip, mode, queue, agent, upstream health, tipper',
+          responses: { '200': json({ type: 'object' }), ...errors(401) },
+        },
+      },
+      '/tip': {
+        get: {
+          summary: 'Tip floor percentiles in lamports',
+          responses: { '200': json({ type: 'object' }), ...errors(401) },
+        },
+      },
+      '/queue': {
+        get: {
+          summary: 'Pending transactions and evicted_total',
+          responses: { '200': json({ type: 'object' }), ...errors(401) },
+        },
+      },
       '/lifecycle': {
         get: {
           summary: 'Recent lifecycle entries, most recent last',
-          parameters: [{ name: 'last', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 10000, default: 10 } }],
-          responses: { '200': json({ type: 'object', properties: { entries: { type: 'array', items: { $ref: '#/components/schemas/LifecycleEntry' } } } }), ...errors(400, 401) },
+          parameters: [
+            {
+              name: 'last',
+              in: 'query',
+              required: false,
+              schema: { type: 'integer', minimum: 1, maximum: 10000, default: 10 },
+            },
+          ],
+          responses: {
+            '200': json({
+              type: 'object',
+              properties: {
+                entries: { type: 'array', items: { $ref: '#/components/schemas/LifecycleEntry' } },
+              },
+            }),
+            ...errors(400, 401),
+          },
         },
       },
       '/bundle/{bundle_id}': {
         get: {
           summary: 'One bundle’s full lifecycle entry',
-          parameters: [{ name: 'bundle_id', in: 'path', required: true, schema: { type: 'string', pattern: '^[0-9a-f]{64}$' } }],
-          responses: { '200': json({ $ref: '#/components/schemas/LifecycleEntry' }), ...errors(400, 401, 404) },
+          parameters: [
+            {
+              name: 'bundle_id',
+              in: 'path',
+              required: true,
+              schema: { type: 'string', pattern: '^[0-9a-f]{64}$' },
+            },
+          ],
+          responses: {
+            '200': json({ $ref: '#/components/schemas/LifecycleEntry' }),
+            ...errors(400, 401, 404),
+          },
         },
       },
-      '/policy': { get: { summary: 'Resolved policy, overrides, file path, problems', responses: { '200': json({ type: 'object' }), ...errors(401) } } },
-      '/healthz': { get: { summary: 'Liveness (no token needed)', security: [], responses: { '200': json({ type: 'object' }) } } },
-      '/readyz': { get: { summary: 'Readiness', responses: { '200': json({ type: 'object' }), ...errors(401, 503) } } },
-      '/metrics': { get: { summary: 'Prometheus metrics', responses: { '200': { description: 'text/plain exposition' }, ...errors(401) } } },
+      '/policy': {
+        get: {
+          summary: 'Resolved policy, overrides, file path, problems',
+          responses: { '200': json({ type: 'object' }), ...errors(401) },
+        },
+      },
+      '/healthz': {
+        get: {
+          summary: 'Liveness (no token needed)',
+          security: [],
+          responses: { '200': json({ type: 'object' }) },
+        },
+      },
+      '/readyz': {
+        get: { summary: 'Readiness', responses: { '200': json({ type: 'object' }), ...errors(401, 503) } },
+      },
+      '/metrics': {
+        get: {
+          summary: 'Prometheus metrics',
+          responses: { '200': { description: 'text/plain exposition' }, ...errors(401) },
+        },
+      },
       '/openapi.json': { get: { summary: 'This document', responses: { '200': json({ type: 'object' }) } } },
     },
   };

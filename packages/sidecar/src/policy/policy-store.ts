@@ -29,7 +29,12 @@ export class PolicyStore {
 
   constructor(
     readonly path: string,
-    private readonly onChange: (change: { ok: boolean; values: Policy; overridden: PolicyKey[]; problems: PolicyProblem[] }) => void = () => undefined,
+    private readonly onChange: (change: {
+      ok: boolean;
+      values: Policy;
+      overridden: PolicyKey[];
+      problems: PolicyProblem[];
+    }) => void = () => undefined,
   ) {}
 
   get current(): Policy {
@@ -38,7 +43,13 @@ export class PolicyStore {
 
   view(): PolicyView {
     const resolved = resolvePolicy(Object.fromEntries(this.overridden.map((k) => [k, this.values[k]])));
-    return { values: { ...this.values }, overridden: [...this.overridden], entries: resolved.entries, path: this.path, problems: [...this.problems] };
+    return {
+      values: { ...this.values },
+      overridden: [...this.overridden],
+      entries: resolved.entries,
+      path: this.path,
+      problems: [...this.problems],
+    };
   }
 
   /** Load once; with `watch`, keep following the file. Throws nothing: a bad file keeps the defaults in force. */

@@ -164,7 +164,8 @@ export function storeCodec(retainTerminal: number): JournalCodec<StoreState, Sto
 function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
   switch (op.k) {
     case 'counters':
-      for (const [reason, n] of Object.entries(op.evicted)) state.evicted[reason] = (state.evicted[reason] ?? 0) + n;
+      for (const [reason, n] of Object.entries(op.evicted))
+        state.evicted[reason] = (state.evicted[reason] ?? 0) + n;
       return;
     case 'spend':
       for (const [key, at, lamports] of op.entries) state.spend.set(key, [at, lamports]);
@@ -191,7 +192,10 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
         tx.attempts.push(op.attempt);
         state.byBundle.set(op.attempt.bundle_id, tx.tx_id);
         if (op.attempt.reserved_lamports > 0 && !op.attempt.released) {
-          state.spend.set(spendKey(tx.tx_id, op.attempt.attempt), [op.attempt.created_at, op.attempt.reserved_lamports]);
+          state.spend.set(spendKey(tx.tx_id, op.attempt.attempt), [
+            op.attempt.created_at,
+            op.attempt.reserved_lamports,
+          ]);
         }
       }
       for (const change of op.attempts ?? []) {

@@ -191,9 +191,11 @@ export class Auction {
     const competitors = this.competitorRng.int(params.competitors[0], params.competitors[1]);
     // Competitors that win pay at least the clearing tip; many bid just enough (bots tip the floor), so the tips
     // bunch at the clearing price and the landed-tip percentiles land near the snapshots in calm (p50 ≈ 10k).
+    // A pinned clearing tip binds the competitors too, so the published tip floor follows it as it would on mainnet.
+    const floor = this.fixedClearingTip ?? clearing;
     const landed: number[] = [];
     for (let i = 0; i < competitors; i++) {
-      landed.push(Math.max(clearing, Math.round(params.multiplier * tipQuantile(this.competitorRng.next()))));
+      landed.push(Math.max(floor, Math.round(params.multiplier * tipQuantile(this.competitorRng.next()))));
     }
     this.slots.set(slot, {
       slot,
