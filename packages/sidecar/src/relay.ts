@@ -449,7 +449,12 @@ export class Relay {
       let tipLastValid: number | null = null;
       if (!included) {
         const [blockhash, accounts] = await Promise.all([
-          this.o.rpc.recentBlockhash(),
+          this.o.rpc.recentBlockhash().catch((error: unknown) => {
+            throw new RelayError('RELAY_E_UPSTREAM_UNREACHABLE', {
+              upstream: 'rpc',
+              reason: `getLatestBlockhash: ${(error as Error).message}`,
+            });
+          }),
           this.ensureTipAccounts(),
         ]);
         tipAccount = accounts[randomInt(accounts.length)] as string;
@@ -540,14 +545,24 @@ export class Relay {
     return total;
   }
 
-  private async ensureTipAccounts(): Promise<string[]> {
+  /** Tip accounts, cached: they change only with a network, and the engine's request budget is for bundles. */
+  async ensureTipAccounts(): Promise<string[]> {
     if (this.tipAccounts.length > 0) return this.tipAccounts;
-    const accounts = await this.o.engine.getTipAccounts();
-    if (accounts.length === 0)
+    let accounts: string[];
+    try {
+      accounts = await this.o.engine.getTipAccounts();
+    } catch (error) {
+      throw new RelayError('RELAY_E_UPSTREAM_UNREACHABLE', {
+        upstream: 'block engine',
+        reason: `getTipAccounts: ${(error as Error).message}`,
+      });
+    }
+    if (accounts.length === 0) {
       throw new RelayError('RELAY_E_UPSTREAM_INVALID_RESPONSE', {
         upstream: 'block engine',
-        reason: 'no tip accounts',
+        reason: 'getTipAccounts returned no accounts',
       });
+    }
     this.tipAccounts = accounts;
     return accounts;
   }

@@ -224,6 +224,11 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     timers.push(t);
   };
 
+  // Tip accounts, fetched until known (then cached by the relay).
+  every(1000, async () => {
+    await r.ensureTipAccounts();
+  });
+
   // Tip floor.
   every(intervals.tipFloorMs, async () => {
     try {

@@ -101,7 +101,9 @@ test('415 without application/json, 413 over 256 KiB', async () => {
     body: '{}',
   });
   expect(wrongType.status).toBe(415);
-  expect((await wrongType.json()).error.code).toBe('RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE');
+  expect(((await wrongType.json()) as { error: { code: string } }).error.code).toBe(
+    'RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE',
+  );
   const huge = await post(url, '/tx/enqueue', { transaction: 'A'.repeat(300 * 1024) });
   expect(huge.status).toBe(413);
   expect(huge.body.error.code).toBe('RELAY_E_REQUEST_BODY_TOO_LARGE');
