@@ -1,13 +1,7 @@
 import { defineConfig } from 'tsup';
-import { libraryConfig } from '../../tooling/tsup.base';
+import { copyGeyserProto, libraryConfig } from '../../tooling/tsup.base';
 
 // The geyser proto is read at run time; ship a copy beside the built files so the published package is whole.
 export default defineConfig(
-  libraryConfig(
-    { index: 'src/index.ts' },
-    {
-      shims: true,
-      onSuccess: 'mkdir -p dist/protos && cp ../../protos/geyser.proto dist/protos/ 2>/dev/null || true',
-    },
-  ),
+  libraryConfig({ index: 'src/index.ts' }, { shims: true, onSuccess: copyGeyserProto }),
 );

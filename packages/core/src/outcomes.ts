@@ -70,7 +70,8 @@ export interface GrpcBundleResult {
   dropped?: { reason?: number | string } | undefined;
 }
 
-const INSUFFICIENT_FUNDS = /insufficientfundsforfee|insufficient funds for fee|insufficient lamports/i;
+const INSUFFICIENT_FUNDS =
+  /insufficientfundsforfee|insufficient funds for fee|insufficient lamports|accountnotfound|account not found/i;
 
 /**
  * Classifies a gRPC bundle result (DESIGN §2 table). Auction rejections are `fee_too_low`;

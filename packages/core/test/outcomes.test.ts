@@ -43,6 +43,12 @@ describe('classifyGrpcBundleResult', () => {
       'insufficient_funds',
     ],
     [
+      // A fee payer that was never funded: the runtime reports AccountNotFound.
+      { rejected: { simulationFailure: { txSignature: 's', msg: 'transaction 0 failed: AccountNotFound' } } },
+      'outcome',
+      'insufficient_funds',
+    ],
+    [
       { rejected: { droppedBundle: { msg: 'Bundle Dropped, no connected leader up soon.' } } },
       'outcome',
       'dropped',

@@ -5,6 +5,8 @@ import {
   TX_PROGRESS_PATH,
   checkEnqueueAgainstPolicy,
   checkSubmitAgainstPolicy,
+  classifyGrpcBundleResult,
+  classifyTransactionError,
   decideReflex,
   deriveBundleId,
   effectivePriority,
@@ -40,7 +42,6 @@ import type { Journal } from './journal/journal';
 import type { LifecycleLog } from './lifecycle/log';
 import type { Metrics } from './metrics';
 import {
-  spendKey,
   type AttemptDecision,
   type StoreOp,
   type StoreState,
@@ -537,10 +538,8 @@ export class Relay {
 
   private spentInWindow(now: number): number {
     let total = 0;
-    for (const [key, [at, lamports]] of this.state.spend) {
-      if (now - at > ROLLING_HOUR_MS) continue;
-      total += lamports;
-      void key;
+    for (const [at, lamports] of this.state.spend.values()) {
+      if (now - at <= ROLLING_HOUR_MS) total += lamports;
     }
     return total;
   }
@@ -809,36 +808,24 @@ export class Relay {
     if (this.state.byBundle.size > 0) void this.track(true, signature);
   }
 
-  /** The gRPC transport's push results: auction losses and drops settle an attempt at once. */
+  /** The gRPC transport's push results: auction losses, simulation failures and drops settle an attempt at once. */
   async onBundleResult(result: BundleResultMessage): Promise<void> {
     const txId = this.state.byBundle.get(result.bundleId);
     if (!txId) return;
+    const report = classifyGrpcBundleResult(result);
+    if (report.kind === 'landed') {
+      void this.track(true);
+      return;
+    }
+    if (report.kind !== 'outcome') return;
     await this.locks.run(txId, async () => {
       const tx = this.state.records.get(txId);
       const attempt = tx?.attempts.find((a) => a.bundle_id === result.bundleId);
       if (!tx || !attempt || attempt.stage !== 'submitted') return;
-      if (result.rejected) {
-        const r = result.rejected;
-        const outcome: AttemptOutcome =
-          r.stateAuctionBidRejected || r.winningBatchBidRejected
-            ? 'fee_too_low'
-            : r.simulationFailure
-              ? /insufficient/i.test(r.simulationFailure.msg ?? '')
-                ? 'insufficient_funds'
-                : 'simulation_failed'
-              : 'dropped';
-        await this.settleFailed(tx, attempt, outcome, {
-          countRetry: true,
-          detail: 'engine rejected the bundle',
-        });
-      } else if (result.dropped) {
-        await this.settleFailed(tx, attempt, 'dropped', {
-          countRetry: true,
-          detail: `engine dropped the bundle (${String(result.dropped.reason)})`,
-        });
-      } else if (result.processed) {
-        void this.track(true);
-      }
+      await this.settleFailed(tx, attempt, report.outcome, {
+        countRetry: true,
+        detail: `engine: ${report.detail}`,
+      });
     });
   }
 
@@ -946,6 +933,16 @@ export class Relay {
         flying.window_end_slot !== null &&
         this.currentSlot > flying.window_end_slot + WINDOW_GRACE_SLOTS
       ) {
+        // JSON-RPC has no push channel: before blaming the tip, check whether the user transactions themselves
+        // can execute (an unfunded fee payer or a failing program never lands, whatever the tip).
+        const userFault = await this.diagnoseUserTransactions(tx);
+        if (userFault) {
+          await this.settleFailed(tx, flying, userFault.outcome, {
+            countRetry: true,
+            detail: userFault.detail,
+          });
+          return;
+        }
         const belowFloor = flying.tip_lamports < this.o.oracle.view(now).p50;
         await this.settleFailed(tx, flying, belowFloor ? 'fee_too_low' : 'dropped', {
           countRetry: true,
@@ -966,6 +963,38 @@ export class Relay {
       landedSlot: slot,
       attempt: landedAttempt,
     });
+  }
+
+  /**
+   * Why the user transactions cannot land, if they cannot: a fee payer that cannot pay the fee, or (for a single
+   * transaction, which can be simulated on its own) an execution error. Null when they look fine or RPC cannot say.
+   */
+  private async diagnoseUserTransactions(
+    tx: StoredTx,
+  ): Promise<{ outcome: AttemptOutcome; detail: string } | null> {
+    try {
+      for (let i = 0; i < tx.fee_payers.length; i++) {
+        const balance = await this.o.rpc.getBalance(tx.fee_payers[i] as string);
+        if (balance < SIGNATURE_FEE_LAMPORTS) {
+          return {
+            outcome: 'insufficient_funds',
+            detail: `fee payer ${tx.fee_payers[i]} of transaction #${i} holds ${balance} lamports`,
+          };
+        }
+      }
+      if (tx.wires && tx.wires.length === 1) {
+        const err = await this.o.rpc.simulate(Buffer.from(tx.wires[0] as string, 'base64'));
+        if (err !== null && !/BlockhashNotFound|AlreadyProcessed/.test(JSON.stringify(err))) {
+          return {
+            outcome: classifyTransactionError(err),
+            detail: `the transaction fails when executed: ${JSON.stringify(err)}`,
+          };
+        }
+      }
+    } catch {
+      /* RPC cannot say now: do not guess */
+    }
+    return null;
   }
 
   /** The attempt whose tip transaction landed, or the latest sent one (tip-included bundles have no tip signature). */
@@ -1330,6 +1359,9 @@ export class Relay {
       } else if (tx.attempts.length > 0) {
         tracked++;
       }
+      // Bypass decides at enqueue; a transaction accepted just before a crash has had no decision yet.
+      if (!flying && tx.state === 'pending' && !tx.stopped && this.o.bypass.enabled)
+        void this.bypassSubmit(tx.tx_id);
     }
     return { resent, tracked };
   }

@@ -139,7 +139,6 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   const bootId = randomBytes(6).toString('hex');
   const hub = new EventHub({ bootId, ringSize: options.eventRingSize ?? 10_000 });
 
-  let relay: Relay | null = null;
   const policy = new PolicyStore(config.policyFile, (change) => {
     hub.publish('policy_changed', { ...change, ts: Date.now() });
     if (!change.ok)
@@ -191,7 +190,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     metrics.upstreamUp.set({ upstream: name }, ok ? 1 : 0);
   };
 
-  relay = new Relay({
+  const r = new Relay({
     journal,
     lifecycle,
     hub,
@@ -209,7 +208,6 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     bundleEngineRps: config.bundleEngineRps,
     ...(crashPoint ? { crashPoint: (name: CrashPointName) => crashPoint(name) } : {}),
   });
-  const r = relay;
 
   const timers: NodeJS.Timeout[] = [];
   const every = (ms: number, work: () => Promise<void> | void) => {
@@ -322,16 +320,29 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   stream.start();
 
   let stopResults: (() => void) | null = null;
+  let resubscribe: NodeJS.Timeout | null = null;
+  let stopping = false;
   if (engine.subscribeBundleResults) {
+    const retry = () => {
+      if (stopping) return;
+      resubscribe = setTimeout(subscribe, 1000);
+      resubscribe.unref();
+    };
     const subscribe = () => {
-      stopResults = engine.subscribeBundleResults!(
-        (result) => void r.onBundleResult(result),
-        (error) => {
-          log.warn({ err: error.message }, 'bundle result stream failed; resubscribing');
-          const t = setTimeout(subscribe, 1000);
-          t.unref();
-        },
-      );
+      if (stopping) return;
+      try {
+        stopResults = engine.subscribeBundleResults!(
+          (result) => void r.onBundleResult(result),
+          (error) => {
+            if (stopping) return;
+            log.warn({ err: error.message }, 'bundle result stream failed; resubscribing');
+            retry();
+          },
+        );
+      } catch (error) {
+        log.warn({ err: (error as Error).message }, 'cannot open the bundle result stream; retrying');
+        retry();
+      }
     };
     subscribe();
   }
@@ -423,6 +434,8 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     async close() {
       if (closed) return;
       closed = true;
+      stopping = true;
+      if (resubscribe) clearTimeout(resubscribe);
       for (const t of timers) clearInterval(t);
       stopResults?.();
       stream.stop();

@@ -67,7 +67,11 @@ test('an id older than the ring, from another boot, or from the future gets resy
     const reader = await SseReader.open(base, { 'last-event-id': id });
     await reader.waitFor((r) => r.messages.length === 1);
     expect(reader.messages[0]!.event).toBe('resync');
-    expect(JSON.parse(reader.messages[0]!.data)).toMatchObject({ boot_id: 'boot1', last_id: 'boot1-9' });
+    expect(JSON.parse(reader.messages[0]!.data)).toMatchObject({
+      boot_id: 'boot1',
+      last_id: 'boot1-9',
+      reason: id.startsWith('boot1-') ? 'too_old' : 'unknown_boot',
+    });
     reader.close();
   }
   // The oldest id still replayable: everything after 4 is in the ring.

@@ -136,8 +136,9 @@ describe('Journal', () => {
     const snapshot = join(dir, 'snapshot-1.jsonl');
     const text = await readFile(snapshot, 'utf8');
     await writeFile(snapshot, text.split('\n').slice(0, -2).join('\n') + '\n'); // drop the {"end":N} line
-    const { recovery } = await Journal.open(dir, codec);
+    const { journal: reopened, recovery } = await Journal.open(dir, codec);
     expect(recovery.warnings.join()).toMatch(/incomplete/);
+    await reopened.close();
   });
 
   test('commits after close are refused', async () => {

@@ -23,12 +23,38 @@ function rate(count: number, ms: number): number {
   return Math.round((count / ms) * 1000);
 }
 
-async function main(): Promise<void> {
-  const cluster = new SimCluster({ seed: 1 });
-  const payers = Array.from({ length: PAYERS }, () => TestKeypair.generate());
+/** Submit and execute `wires` on `cluster`, PER_BLOCK per block; returns the time spent in each phase. */
+function runBank(cluster: SimCluster, wires: Uint8Array[]): { submitMs: number; executeMs: number } {
+  let submitMs = 0;
+  let executeMs = 0;
+  for (let offset = 0; offset < wires.length; offset += PER_BLOCK) {
+    let start = performance.now();
+    for (const wire of wires.slice(offset, offset + PER_BLOCK)) {
+      const result = cluster.submitTransaction(wire);
+      if (!result.ok) throw new Error(`submit failed: ${JSON.stringify(result.err)}`);
+    }
+    submitMs += performance.now() - start;
+    start = performance.now();
+    cluster.advance(1);
+    executeMs += performance.now() - start;
+  }
+  const landed = wires.filter((wire) => cluster.signatureStatus(signatureOf(wire))?.err === null).length;
+  if (landed !== wires.length) throw new Error(`only ${landed} of ${wires.length} landed`);
+  return { submitMs, executeMs };
+}
+
+/** A seeded cluster with funded payers, advanced one slot; the same seed gives the same blockhash. */
+function fundedCluster(payers: TestKeypair[], bankSigverify: boolean): SimCluster {
+  const cluster = new SimCluster({ seed: 1, bankSigverify });
   for (const payer of payers) cluster.airdrop(payer.publicKey, 1_000_000_000_000);
-  const recipients = Array.from({ length: 50 }, () => TestKeypair.generate().publicKey);
   cluster.advance(1);
+  return cluster;
+}
+
+async function main(): Promise<void> {
+  const payers = Array.from({ length: PAYERS }, () => TestKeypair.generate());
+  const cluster = fundedCluster(payers, true);
+  const recipients = Array.from({ length: 50 }, () => TestKeypair.generate().publicKey);
   const blockhash = cluster.latestBlockhash('processed').blockhash;
 
   let start = performance.now();
@@ -44,21 +70,12 @@ async function main(): Promise<void> {
   }
   const signMs = performance.now() - start;
 
-  let submitMs = 0;
-  let executeMs = 0;
-  for (let offset = 0; offset < TRANSACTIONS; offset += PER_BLOCK) {
-    start = performance.now();
-    for (const wire of wires.slice(offset, offset + PER_BLOCK)) {
-      const result = cluster.submitTransaction(wire);
-      if (!result.ok) throw new Error(`submit failed: ${JSON.stringify(result.err)}`);
-    }
-    submitMs += performance.now() - start;
-    start = performance.now();
-    cluster.advance(1);
-    executeMs += performance.now() - start;
-  }
-  const landed = wires.filter((wire) => cluster.signatureStatus(signatureOf(wire))?.err === null).length;
-  if (landed !== TRANSACTIONS) throw new Error(`only ${landed} of ${TRANSACTIONS} landed`);
+  const { submitMs, executeMs } = runBank(cluster, wires);
+  const unverified = fundedCluster(payers, false);
+  if (unverified.latestBlockhash('processed').blockhash !== blockhash)
+    throw new Error('seeded blockhash differs');
+  const withoutBankSigverify = runBank(unverified, wires);
+  unverified.close();
 
   const server = await startRpcServer({ cluster });
   const signatures = wires.map(signatureOf);
@@ -100,6 +117,11 @@ async function main(): Promise<void> {
     ['submit (parse + sigverify + checks), tx/s', String(rate(TRANSACTIONS, submitMs))],
     ['execute in blocks (LiteSVM), tx/s', String(rate(TRANSACTIONS, executeMs))],
     ['bank end to end (submit + execute), tx/s', String(rate(TRANSACTIONS, submitMs + executeMs))],
+    ['execute, bankSigverify: false, tx/s', String(rate(TRANSACTIONS, withoutBankSigverify.executeMs))],
+    [
+      'end to end, bankSigverify: false, tx/s',
+      String(rate(TRANSACTIONS, withoutBankSigverify.submitMs + withoutBankSigverify.executeMs)),
+    ],
     [`getSignatureStatuses x${BATCH}, requests/s`, String(rate(requests, rpcMs))],
     ['getSignatureStatuses, signatures/s', String(rate(requests * BATCH, rpcMs))],
   ];

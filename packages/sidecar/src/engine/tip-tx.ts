@@ -1,5 +1,5 @@
 import { createPrivateKey, randomInt, sign } from 'node:crypto';
-import { ComputeBudgetProgram, Keypair, PublicKey, SystemProgram, Transaction } from '@solana/web3.js';
+import { ComputeBudgetProgram, type Keypair, PublicKey, SystemProgram, Transaction } from '@solana/web3.js';
 import bs58 from 'bs58';
 
 /** Compute-unit limits used as per-transaction nonces: [BASE, BASE + SPAN). A transfer needs ~300 CU. */

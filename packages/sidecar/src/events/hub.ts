@@ -128,9 +128,10 @@ export class EventHub {
       const replay = this.eventsAfter(options.lastEventId);
       if (replay === null) {
         this.counters.resyncsSent++;
+        const fromThisBoot = options.lastEventId.startsWith(`${this.bootId}-`);
         res.write(
           EventHub.frame('resync', {
-            reason: 'last_event_id_unknown',
+            reason: fromThisBoot ? 'too_old' : 'unknown_boot',
             boot_id: this.bootId,
             last_id: this.lastId,
             ts: this.now(),

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import {
   credentials,
@@ -90,7 +90,13 @@ export function findGeyserProto(start: string = __dirname): string {
     candidates.push(join(dir, 'protos', 'geyser.proto'));
     dir = dirname(dir);
   }
-  const found = candidates.find((c) => existsSync(c));
+  const found = candidates.find((c) => {
+    try {
+      return statSync(c).isFile();
+    } catch {
+      return false;
+    }
+  });
   if (!found) throw new Error(`protos/geyser.proto not found (looked in ${candidates.join(', ')})`);
   return found;
 }

@@ -1,4 +1,10 @@
-import { Connection, PublicKey, type Commitment, type SignatureStatus } from '@solana/web3.js';
+import {
+  Connection,
+  PublicKey,
+  VersionedTransaction,
+  type Commitment,
+  type SignatureStatus,
+} from '@solana/web3.js';
 
 /** Solana's getSignatureStatuses takes at most this many signatures per call. */
 export const MAX_SIGNATURES_PER_STATUS_CALL = 256;
@@ -78,6 +84,19 @@ export class SolanaRpc {
   async isBlockhashValid(blockhash: string, commitment: Commitment = 'processed'): Promise<boolean> {
     const { value } = await this.track(() => this.connection.isBlockhashValid(blockhash, { commitment }));
     return value;
+  }
+
+  /** Simulate a signed transaction as it stands (no signature check, no blockhash swap); its error or null. */
+  async simulate(wire: Uint8Array): Promise<unknown> {
+    const tx = VersionedTransaction.deserialize(wire);
+    const { value } = await this.track(() =>
+      this.connection.simulateTransaction(tx, {
+        sigVerify: false,
+        replaceRecentBlockhash: false,
+        commitment: 'processed',
+      }),
+    );
+    return value.err;
   }
 
   async getSlot(commitment: Commitment = 'processed'): Promise<number> {

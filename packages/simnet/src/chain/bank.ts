@@ -27,6 +27,9 @@ export interface AccountData {
 
 const SYSTEM_PROGRAM = new Uint8Array(32);
 const EMPTY = new Uint8Array(0);
+/** SPL Memo v3 (the one wallets and most programs use) and the original SPL Memo v1. */
+export const MEMO_PROGRAM_ID = 'MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr';
+export const MEMO_V1_PROGRAM_ID = 'Memo1UhkJRfHyvLMcVucJwxXeuD728EqVDDwQDxFMNo';
 
 /**
  * The account state, executed for real by LiteSVM 0.8.0 from wire bytes (as a VersionedTransaction, which covers
@@ -42,18 +45,55 @@ export class Bank {
     this.svm.setBlockhashCheck(false);
     this.svm.setTransactionHistory(0n);
     this.svm.setSigverify(sigverify);
+    this.replaceMemoProgram();
+  }
+
+  /**
+   * LiteSVM 0.8.0 bundles the SPL Memo v3 ELF, and running it corrupts the native heap: after a few invocations
+   * (executed or simulated) the process dies with `std::bad_alloc`, which no JS code can catch. Memo v1's ELF,
+   * bundled too, runs cleanly, so the v3 address executes v1's code: a memo still has to be valid UTF-8 (else
+   * `InvalidInstructionData`), and the transaction executes and charges its fee as on mainnet. Not modelled: v3's
+   * rule that every account passed to a memo instruction must have signed (`MissingRequiredSignature`) and its
+   * `Signed by` / `Memo (len N)` log lines.
+   */
+  private replaceMemoProgram(): void {
+    const v1 = this.svm.getAccount(this.key(MEMO_V1_PROGRAM_ID));
+    if (!v1) throw new Error(`LiteSVM has no ${MEMO_V1_PROGRAM_ID} program to stand in for SPL Memo v3`);
+    this.svm.setAccount(
+      this.key(MEMO_PROGRAM_ID),
+      new Account(v1.lamports(), v1.data(), v1.owner(), true, v1.rentEpoch()),
+    );
   }
 
   execute(parsed: ParsedTransaction): ExecutionResult {
-    return toResult(this.svm.sendVersionedTransaction(parsed.wire));
+    return this.guard(() => toResult(this.svm.sendVersionedTransaction(parsed.wire)));
+  }
+
+  /**
+   * Bytes reach LiteSVM only after the strict parse in wire.ts (its napi binding aborts on undecodable input); an
+   * error LiteSVM does throw as a JS exception is answered as a refused transaction rather than thrown into the
+   * slot clock.
+   */
+  private guard(run: () => ExecutionResult): ExecutionResult {
+    try {
+      return run();
+    } catch (error) {
+      return {
+        err: 'SanitizeFailure',
+        logs: [`simnet: the bank refused the transaction: ${(error as Error).message}`],
+        unitsConsumed: 0,
+      };
+    }
   }
 
   /** Run without committing. `sigVerify` false also lets a transaction with a replaced blockhash through. */
   simulate(wire: Uint8Array, sigVerify: boolean): ExecutionResult {
     this.svm.setSigverify(sigVerify);
     try {
-      const outcome = this.svm.simulateVersionedTransaction(wire);
-      return toResult(outcome instanceof FailedTransactionMetadata ? outcome : outcome.meta());
+      return this.guard(() => {
+        const outcome = this.svm.simulateVersionedTransaction(wire);
+        return toResult(outcome instanceof FailedTransactionMetadata ? outcome : outcome.meta());
+      });
     } finally {
       this.svm.setSigverify(this.sigverify);
     }

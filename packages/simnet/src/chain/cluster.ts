@@ -266,7 +266,16 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
 
   start(): void {
     if (this.timer) return;
-    this.timer = setInterval(() => this.produceSlot(), this.slotMs);
+    this.timer = setInterval(() => {
+      // A throwing listener must not take the whole simnet down from a timer callback (an uncaught exception).
+      try {
+        this.produceSlot();
+      } catch (error) {
+        process.emitWarning(
+          `simnet: producing slot ${this.clockSlot} failed: ${(error as Error).stack ?? error}`,
+        );
+      }
+    }, this.slotMs);
     // The clock alone must not keep a process alive; servers and callers do.
     this.timer.unref();
   }

@@ -4,16 +4,30 @@ import bs58 from 'bs58';
 /** DER prefix of an Ed25519 SubjectPublicKeyInfo; append the raw 32-byte key. */
 const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 
-/** Solana's compact-u16 length prefix: returns [value, bytes used]. */
+/**
+ * Solana's compact-u16 length prefix: returns [value, bytes used]. Strict, as the validator's (and LiteSVM's)
+ * bincode decoder is: no redundant continuation byte ("alias encoding") and nothing above 0xffff. A laxer reading
+ * would let bytes through that LiteSVM cannot decode, and its napi binding aborts the process on those.
+ */
 function readCompactU16(bytes: Uint8Array, offset: number): [number, number] {
   let value = 0;
   for (let i = 0; i < 3; i++) {
     const byte = bytes[offset + i];
     if (byte === undefined) throw new Error('truncated compact-u16');
+    if (i > 0 && byte === 0) throw new Error('compact-u16 alias encoding');
+    if (i === 2 && byte > 0x03) throw new Error('compact-u16 overflow');
     value |= (byte & 0x7f) << (7 * i);
     if ((byte & 0x80) === 0) return [value, i + 1];
   }
   throw new Error('compact-u16 too long');
+}
+
+/** Skip a compact-u16-prefixed byte array (account indexes, instruction data); returns the offset after it. */
+function skipByteArray(wire: Uint8Array, offset: number): number {
+  const [length, prefix] = readCompactU16(wire, offset);
+  const end = offset + prefix + length;
+  if (end > wire.length) throw new Error('truncated message');
+  return end;
 }
 
 /**
@@ -41,10 +55,11 @@ export class ParsedTransaction {
     for (let i = 0; i < signatureCount; i++)
       this.signatures.push(wire.subarray(prefix + 64 * i, prefix + 64 * (i + 1)));
     const messageStart = prefix + 64 * signatureCount;
-    this.messageBytes = wire.subarray(messageStart);
+    if (messageStart + 4 > wire.length) throw new Error('truncated transaction');
     let offset = messageStart;
     // A v0 message starts with 0x80 | version; a legacy one with its header.
-    if (((wire[offset] ?? 0) & 0x80) !== 0) {
+    const versioned = ((wire[offset] ?? 0) & 0x80) !== 0;
+    if (versioned) {
       if (((wire[offset] as number) & 0x7f) !== 0) throw new Error('unsupported transaction version');
       offset += 1;
     }
@@ -68,6 +83,27 @@ export class ParsedTransaction {
       );
     }
     this.blockhashOffset = offset + 32 * keyCount;
+    // Walk the instructions (and a v0 message's lookup tables) to the end of the message: LiteSVM is handed these
+    // bytes as they are, and a truncated or non-canonical message must be refused here rather than reach it.
+    offset = this.blockhashOffset + 32;
+    const [instructionCount, instructionPrefix] = readCompactU16(wire, offset);
+    offset += instructionPrefix;
+    for (let i = 0; i < instructionCount; i++) {
+      if (offset >= wire.length) throw new Error('truncated message');
+      offset = skipByteArray(wire, offset + 1); // program id index, then account indexes
+      offset = skipByteArray(wire, offset); // data
+    }
+    if (versioned) {
+      const [lookupCount, lookupPrefix] = readCompactU16(wire, offset);
+      offset += lookupPrefix;
+      for (let i = 0; i < lookupCount; i++) {
+        if (offset + 32 > wire.length) throw new Error('truncated message');
+        offset = skipByteArray(wire, offset + 32); // writable indexes
+        offset = skipByteArray(wire, offset); // readonly indexes
+      }
+    }
+    // Trailing bytes are tolerated (as Agave's decoder does) but are not part of what the signatures sign.
+    this.messageBytes = wire.subarray(messageStart, offset);
   }
 
   /** First signature, base58 (the transaction id). */

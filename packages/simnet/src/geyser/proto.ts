@@ -7,9 +7,11 @@ import protobuf from 'protobufjs';
 const PROTO_RELATIVE = join('protos', 'geyser.proto');
 
 /**
- * Find protos/geyser.proto by walking up from this module's directory (src/geyser under jest, dist after the
- * build) and then from the working directory. In the monorepo both reach the root `protos/`, the one file the
- * sidecar loads too, so there is no copy to drift. Pass `protoPath` to point elsewhere.
+ * Find protos/geyser.proto, walking up from this module's directory and then from the working directory. The built
+ * package carries its own copy in dist/protos (the build copies the repository's protos/geyser.proto, and tsup shims
+ * `__dirname` in the ESM build too), so an installed package finds it next to its module file wherever it is loaded
+ * from; under jest the walk from src/geyser reaches the repository's protos/, the file the sidecar reads as well.
+ * Pass `protoPath` to point elsewhere.
  */
 export function findGeyserProto(): string {
   const starts = [typeof __dirname === 'string' ? __dirname : null, process.cwd()].filter(

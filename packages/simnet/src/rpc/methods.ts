@@ -301,6 +301,9 @@ export class RpcMethods {
       const wire = decodeTransaction(params, config);
       if (!config.skipPreflight) {
         const simulated = this.cluster.simulateTransaction(wire, { sigVerify: true });
+        if (transactionErrorName(simulated.err ?? '') === 'SanitizeFailure') {
+          throw invalidParams('invalid transaction: failed to deserialize');
+        }
         if (simulated.err !== null)
           throw preflightError(simulated.err, simulated.logs, simulated.unitsConsumed);
       }

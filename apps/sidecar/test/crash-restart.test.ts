@@ -1,0 +1,153 @@
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
+import { startSimnet, type Simnet } from '@solrelay/simnet';
+import { get, post, waitUntil } from '@solrelay/testkit';
+import { spawnSidecar, type RunningSidecar } from './process';
+
+/**
+ * The promise: a crash at any point loses nothing and never pays a second tip. The real process is killed with
+ * SIGKILL at named points (RELAY_CRASH_AT), restarted on the same files, and must land the transaction with
+ * exactly one tip paid.
+ */
+let simnet: Simnet;
+
+beforeAll(async () => {
+  simnet = await startSimnet({ slotMs: 60, rateLimit: false });
+}, 20_000);
+
+afterAll(async () => {
+  await simnet?.stop();
+});
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function setup(): Promise<{
+  env: Record<string, string>;
+  tipper: Keypair;
+  payer: Keypair;
+  dir: string;
+}> {
+  const dir = await mkdtemp(join(tmpdir(), 'relay-crash-'));
+  const tipper = simnet.fundedKeypair(10_000_000_000);
+  const payer = simnet.fundedKeypair(10_000_000_000);
+  await writeFile(join(dir, 'tipper.json'), JSON.stringify([...tipper.secretKey]), { mode: 0o600 });
+  const env = {
+    ...simnet.env(),
+    KEYPAIR_PATH: join(dir, 'tipper.json'),
+    API_PORT: String(await freePort()),
+    RELAY_DATA_DIR: join(dir, 'data'),
+    LIFECYCLE_PATH: join(dir, 'lifecycle.jsonl'),
+    RELAY_POLICY_FILE: join(dir, 'relay.policy.json'),
+    BUNDLE_ENGINE_RPS: '100',
+    BYPASS_AGENT: '1',
+    BYPASS_TIP_LAMPORTS: '250000',
+  };
+  return { env, tipper, payer, dir };
+}
+
+function transfer(payer: Keypair): string {
+  const tx = new Transaction({
+    feePayer: payer.publicKey,
+    recentBlockhash: simnet.cluster.latestBlockhash().blockhash,
+  });
+  tx.add(
+    SystemProgram.transfer({
+      fromPubkey: payer.publicKey,
+      toPubkey: Keypair.generate().publicKey,
+      lamports: 2_000_000,
+    }),
+  );
+  tx.sign(payer);
+  return tx.serialize().toString('base64');
+}
+
+describe.each(['attempt.journaled', 'attempt.sent'])('SIGKILL at %s', (point) => {
+  test('restart lands the transaction with exactly one tip paid', async () => {
+    const { env, tipper, payer, dir } = await setup();
+    const balanceBefore = simnet.cluster.getBalance(tipper.publicKey.toBase58());
+    const first: RunningSidecar = await spawnSidecar({ ...env, RELAY_CRASH_AT: point });
+    const wire = transfer(payer);
+    const enqueued = await post(first.url, '/tx/enqueue', { transaction: wire });
+    expect(enqueued.status).toBe(202);
+    const txId = enqueued.body.tx_id;
+    expect(await first.exited).toBe('SIGKILL');
+    expect(first.output()).toContain(`crash point ${point} reached`);
+
+    const second = await spawnSidecar(env);
+    try {
+      await waitUntil(
+        async () => (await get(second.url, `/tx/${txId}`)).body.state === 'finalized',
+        30_000,
+        'finalized after restart',
+      );
+      const record = (await get(second.url, `/tx/${txId}`)).body;
+      expect(record.attempts).toHaveLength(1);
+      expect(record.retries).toBe(0);
+      // Exactly one tip (plus one signature fee) left the tipper.
+      await waitUntil(
+        () => simnet.cluster.getBalance(tipper.publicKey.toBase58()) < balanceBefore,
+        5000,
+        'the tip to be paid',
+      );
+      expect(balanceBefore - simnet.cluster.getBalance(tipper.publicKey.toBase58())).toBe(250_000 + 5000);
+      // The user transaction is on chain once.
+      const status = simnet.cluster.signatureStatus(record.tx_signatures[0]);
+      expect(status?.err).toBeNull();
+      const lifecycle = (await readFile(join(dir, 'lifecycle.jsonl'), 'utf8'))
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      expect(new Set(lifecycle.map((e) => e.bundle_id)).size).toBe(1);
+      expect(lifecycle[lifecycle.length - 1].stage).toBe('finalized');
+    } finally {
+      await second.stop();
+    }
+  }, 60_000);
+});
+
+test('SIGKILL right after an enqueue is journaled: the repeat enqueue finds it and it lands', async () => {
+  const { env, tipper, payer } = await setup();
+  const balanceBefore = simnet.cluster.getBalance(tipper.publicKey.toBase58());
+  const first = await spawnSidecar({ ...env, RELAY_CRASH_AT: 'enqueue.journaled' });
+  const wire = transfer(payer);
+  // The process dies before answering: the caller sees a failed request and retries after the restart.
+  await expect(post(first.url, '/tx/enqueue', { transaction: wire })).rejects.toThrow();
+  expect(await first.exited).toBe('SIGKILL');
+  const second = await spawnSidecar(env);
+  try {
+    const repeat = await post(second.url, '/tx/enqueue', { transaction: wire });
+    expect(repeat.status).toBe(200);
+    await waitUntil(
+      async () => (await get(second.url, `/tx/${repeat.body.tx_id}`)).body.state === 'finalized',
+      30_000,
+      'finalized',
+    );
+    expect(balanceBefore - simnet.cluster.getBalance(tipper.publicKey.toBase58())).toBe(250_000 + 5000);
+  } finally {
+    await second.stop();
+  }
+}, 60_000);
+
+test('a bad environment stops start-up with one clear line', async () => {
+  const { env } = await setup();
+  const { RPC_URL: _omit, ...withoutRpc } = env;
+  await expect(spawnSidecar(withoutRpc)).rejects.toThrow(
+    /RELAY_E_CONFIG_MISSING_ENV: Environment variable RPC_URL is required/,
+  );
+  await expect(spawnSidecar({ ...env, KEYPAIR_PATH: '/nonexistent/id.json' })).rejects.toThrow(
+    /RELAY_E_CONFIG_UNREADABLE_KEYPAIR/,
+  );
+  await expect(spawnSidecar({ ...env, BYPASS_TIP_LAMPORTS: '5000000' })).rejects.toThrow(
+    /RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP/,
+  );
+}, 30_000);

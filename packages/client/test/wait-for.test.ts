@@ -1,0 +1,76 @@
+import { RelayClient, isWaitTimeoutError, type FetchFunction, type TxRecord, type TxState } from '../src';
+
+// waitFor's deadline logic with a scripted sidecar (no network): the stream never delivers, so only the final
+// read at the deadline can tell the truth.
+
+function record(state: TxState): TxRecord {
+  return {
+    tx_id: 'tx_1',
+    state,
+    priority: 'normal',
+    tip: 'auto',
+    max_tip: null,
+    enqueued_slot: 1,
+    expires_at_slot: 151,
+    tx_signatures: ['sig1'],
+    bundle_id: null,
+    history: [{ state, slot: 1, ts: 5 }],
+    attempts: [],
+    retries: 0,
+    last_error: null,
+    failure: null,
+  };
+}
+
+function sidecarWith(states: TxState[]): FetchFunction {
+  return async (input) => {
+    if (String(input).includes('/tx/events/')) throw new TypeError('fetch failed');
+    const state = states.length > 1 ? (states.shift() as TxState) : (states[0] as TxState);
+    return new Response(JSON.stringify(record(state)), {
+      status: 200,
+      headers: { 'content-type': 'application/json' },
+    });
+  };
+}
+
+test('at the deadline waitFor re-reads the record: a transaction that got there meanwhile resolves, not times out', async () => {
+  const relay = new RelayClient({
+    baseUrl: 'http://relay.test',
+    fetch: sidecarWith(['submitted', 'confirmed']),
+  });
+  await expect(relay.handle('tx_1').waitFor('confirmed', { timeoutMs: 300 })).resolves.toMatchObject({
+    state: 'confirmed',
+  });
+  relay.close();
+});
+
+test('a real timeout names the verified last state', async () => {
+  const relay = new RelayClient({ baseUrl: 'http://relay.test', fetch: sidecarWith(['processed']) });
+  const error = await relay
+    .handle('tx_1')
+    .waitFor('finalized', { timeoutMs: 300 })
+    .catch((e: unknown) => e);
+  expect(isWaitTimeoutError(error)).toBe(true);
+  expect(error).toMatchObject({
+    tx_id: 'tx_1',
+    target: 'finalized',
+    last_state: 'processed',
+    verified: true,
+  });
+  relay.close();
+});
+
+test('abort and close reject a pending wait with the signal reason / ClientClosedError', async () => {
+  const relay = new RelayClient({ baseUrl: 'http://relay.test', fetch: sidecarWith(['pending']) });
+  const controller = new AbortController();
+  const aborted = relay.handle('tx_1').waitFor('finalized', { signal: controller.signal });
+  controller.abort(new Error('caller gave up'));
+  await expect(aborted).rejects.toThrow('caller gave up');
+  const closed = relay.handle('tx_1').waitFor('finalized');
+  relay.close();
+  await expect(closed).rejects.toMatchObject({ name: 'ClientClosedError' });
+  // @ts-expect-error -- failed is not a state one waits for
+  await expect(new RelayClient({ baseUrl: 'http://x' }).handle('tx_1').waitFor('failed')).rejects.toThrow(
+    TypeError,
+  );
+});
