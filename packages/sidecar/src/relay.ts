@@ -49,10 +49,11 @@ import {
   type StoredTx,
 } from './store/records';
 import { SIGNATURE_FEE_LAMPORTS, TipSigner } from './engine/tip-tx';
-import type { BlockEngineTransport, BundleResultMessage } from './upstream/block-engine';
+import type { BlockEngineTransport, BundleResultMessage, SendBundleResult } from './upstream/block-engine';
 import type { SolanaRpc } from './upstream/solana-rpc';
 import { KeyedLock } from './util/keyed-lock';
 import { SlidingWindow, TokenBucket } from './util/rate';
+import { MAX_SIGNATURES_PER_STATUS_CALL } from './upstream/solana-rpc';
 import {
   WireFormatError,
   decodeTransactionString,
@@ -76,7 +77,11 @@ const RENT_EXEMPT_MINIMUM = 890_880;
 /** With no bundle-engine leader data, an attempt is judged after this many slots. */
 const UNKNOWN_WINDOW_SLOTS = 8;
 const ROLLING_HOUR_MS = 3_600_000;
+/** Slots after which a tip transaction's blockhash is surely dead (150 blocks, with room for skipped slots). */
+const TIP_LANDING_HORIZON_SLOTS = 300;
 const PRIORITY_RANK = { high: 0, normal: 1, low: 2 } as const;
+/** Bundles on the wire to the engine at once (the token bucket still sets the rate). */
+const MAX_CONCURRENT_SENDS = 16;
 
 export interface RelayOptions {
   journal: Journal<StoreState, StoreOp>;
@@ -129,7 +134,10 @@ export class Relay {
   private readonly sendQueue: SendJob[] = [];
   private readonly bucket: TokenBucket;
   private sendTimer: NodeJS.Timeout | null = null;
-  private sending = false;
+  private sendsInFlight = 0;
+  private acceptsInFlight = 0;
+  private readonly deadSlots = new Set<number>();
+  private lastSpendPrune = 0;
   private tipAccounts: string[] = [];
   private readonly blockhashValidity = new Map<string, { valid: boolean; checkedAt: number }>();
   private readonly enqueuedAt = new Map<string, number>();
@@ -311,7 +319,8 @@ export class Relay {
     started: number,
   ): Promise<{ response: EnqueueResponse; created: boolean }> {
     const now = this.now();
-    if (this.state.active >= policy['max-queue']) {
+    // Count enqueues still being validated and journaled too, or concurrent requests could all pass the check.
+    if (this.state.active + this.acceptsInFlight >= policy['max-queue']) {
       throw new RelayError('RELAY_E_QUEUE_FULL', { limit: policy['max-queue'], retry_after_s: 1 });
     }
     if (this.rateWindow.count(now) >= policy['rate-limit']) {
@@ -322,6 +331,7 @@ export class Relay {
       });
     }
     this.rateWindow.add(now); // reserve the slot; released if the enqueue fails below
+    this.acceptsInFlight++;
     try {
       const nonces = parsed.map((tx) => durableNonceAccount(tx));
       for (let i = 0; i < parsed.length; i++) {
@@ -384,6 +394,8 @@ export class Relay {
     } catch (error) {
       this.rateWindow.removeLast();
       throw error;
+    } finally {
+      this.acceptsInFlight--;
     }
   }
 
@@ -592,34 +604,39 @@ export class Relay {
     this.pumpSends();
   }
 
-  /** Send queued bundles as the token bucket allows: highest priority first, then the nearest deadline. */
+  /**
+   * Send queued bundles as the token bucket allows, highest priority first, then the nearest deadline. Several
+   * sends may be on the wire at once (a slow engine answer must not hold up the rest), and no transaction lock is
+   * held while waiting for the engine.
+   */
   private pumpSends(): void {
-    if (this.sending || this.closed) return;
-    const now = this.now();
-    const ready = this.sendQueue.filter((j) => j.notBefore <= now);
-    if (ready.length === 0) {
-      this.armSendTimer();
-      return;
+    if (this.closed) return;
+    while (this.sendsInFlight < MAX_CONCURRENT_SENDS) {
+      const now = this.now();
+      const ready = this.sendQueue.filter((j) => j.notBefore <= now);
+      if (ready.length === 0) {
+        this.armSendTimer();
+        return;
+      }
+      const wait = this.bucket.waitMs(now);
+      if (wait > 0) {
+        this.armSendTimer(wait);
+        return;
+      }
+      ready.sort((x, y) => x.priority - y.priority || x.deadline - y.deadline || x.notBefore - y.notBefore);
+      const job = ready[0] as SendJob;
+      this.sendQueue.splice(this.sendQueue.indexOf(job), 1);
+      this.bucket.take(now);
+      this.sendsInFlight++;
+      void this.sendOne(job)
+        .catch((error: unknown) =>
+          this.o.log.error({ err: error, tx_id: job.txId }, 'send failed unexpectedly'),
+        )
+        .finally(() => {
+          this.sendsInFlight--;
+          this.pumpSends();
+        });
     }
-    const wait = this.bucket.waitMs(now);
-    if (wait > 0) {
-      this.armSendTimer(wait);
-      return;
-    }
-    ready.sort((a, b) => a.priority - b.priority || a.deadline - b.deadline || a.notBefore - b.notBefore);
-    const job = ready[0] as SendJob;
-    this.sendQueue.splice(this.sendQueue.indexOf(job), 1);
-    this.bucket.take(now);
-    this.sending = true;
-    void this.locks
-      .run(job.txId, () => this.sendOne(job))
-      .catch((error: unknown) =>
-        this.o.log.error({ err: error, tx_id: job.txId }, 'send failed unexpectedly'),
-      )
-      .finally(() => {
-        this.sending = false;
-        this.pumpSends();
-      });
   }
 
   private armSendTimer(ms?: number): void {
@@ -634,38 +651,38 @@ export class Relay {
   }
 
   private async sendOne(job: SendJob): Promise<void> {
+    // Under the lock: is this attempt still to be sent, and with which bytes?
+    const wires = await this.locks.run(job.txId, async () => {
+      const tx = this.state.records.get(job.txId);
+      const attempt = tx?.attempts.find((a) => a.attempt === job.attempt);
+      if (!tx || !attempt || attempt.stage !== 'journaled' || isTerminalTxState(tx.state)) return null;
+      // The tip transaction's blockhash died before the engine took the bundle: these bytes can never land.
+      if (
+        attempt.tip_last_valid_block_height !== null &&
+        this.blockHeight > attempt.tip_last_valid_block_height
+      ) {
+        await this.settleFailed(tx, attempt, 'dropped', {
+          countRetry: false,
+          detail: 'tip blockhash expired before the engine took the bundle',
+        });
+        return null;
+      }
+      return [
+        ...(tx.wires ?? []).map((w) => Buffer.from(w, 'base64')),
+        ...(attempt.tip_tx ? [Buffer.from(attempt.tip_tx, 'base64')] : []),
+      ];
+    });
+    if (!wires) return;
+    const result = await this.o.engine.sendBundle(wires);
+    this.o.crashPoint?.('attempt.sent');
+    await this.locks.run(job.txId, () => this.recordSendResult(job, result));
+  }
+
+  private async recordSendResult(job: SendJob, result: SendBundleResult): Promise<void> {
     const tx = this.state.records.get(job.txId);
     const attempt = tx?.attempts.find((a) => a.attempt === job.attempt);
     if (!tx || !attempt || attempt.stage !== 'journaled' || isTerminalTxState(tx.state)) return;
-    // The tip transaction's blockhash died before the engine took the bundle: these bytes can never land.
-    if (
-      attempt.tip_last_valid_block_height !== null &&
-      this.blockHeight > attempt.tip_last_valid_block_height
-    ) {
-      await this.settleFailed(tx, attempt, 'dropped', {
-        countRetry: false,
-        detail: 'tip blockhash expired before the engine took the bundle',
-      });
-      return;
-    }
-    const wires = [
-      ...(tx.wires ?? []).map((w) => Buffer.from(w, 'base64')),
-      ...(attempt.tip_tx ? [Buffer.from(attempt.tip_tx, 'base64')] : []),
-    ];
-    const result = await this.o.engine.sendBundle(wires);
-    this.o.crashPoint?.('attempt.sent');
-    if (result.ok) {
-      this.lastErrors.engine = null;
-      if (result.bundleId !== attempt.bundle_id) {
-        this.o.log.warn(
-          { tx_id: tx.tx_id, ours: attempt.bundle_id, engine: result.bundleId },
-          'engine returned a different bundle id',
-        );
-      }
-      await this.markSubmitted(tx, attempt);
-      return;
-    }
-    if (result.kind === 'transport') {
+    if (!result.ok && result.kind === 'transport') {
       // Not an attempt: resend the identical bytes after a backoff.
       this.lastErrors.engine = result.message;
       this.o.metrics.transportErrors.inc({ status: String(result.status ?? 'unknown') });
@@ -686,6 +703,18 @@ export class Relay {
       this.queueSend(tx, attempt.attempt, backoff);
       return;
     }
+    // The engine answered (with an id or a verdict): it is reachable.
+    this.lastErrors.engine = null;
+    if (result.ok) {
+      if (result.bundleId !== attempt.bundle_id) {
+        this.o.log.warn(
+          { tx_id: tx.tx_id, ours: attempt.bundle_id, engine: result.bundleId },
+          'engine returned a different bundle id',
+        );
+      }
+      await this.markSubmitted(tx, attempt);
+      return;
+    }
     switch (result.rejection) {
       case 'already_processed':
         // Something of this bundle already executed: follow the signatures to find out what.
@@ -693,22 +722,22 @@ export class Relay {
         return;
       case 'blockhash_expired': {
         const userDead = await this.anyUserBlockhashDead(tx);
-        if (userDead) {
-          await this.settleFailed(tx, attempt, 'dropped', {
-            countRetry: false,
-            stop: true,
-            detail: result.message,
-          });
-        } else {
-          await this.settleFailed(tx, attempt, 'dropped', {
-            countRetry: false,
-            detail: `tip transaction refused: ${result.message}`,
-          });
-        }
+        await this.settleFailed(tx, attempt, 'dropped', {
+          countRetry: false,
+          ...(userDead ? { stop: true } : {}),
+          detail: userDead ? result.message : `tip transaction refused: ${result.message}`,
+        });
         return;
       }
       case 'invalid_bundle':
         await this.settleFailed(tx, attempt, 'invalid_bundle', { countRetry: false, detail: result.message });
+        return;
+      case 'dropped':
+        // A refusal that says nothing about the bundle's form: an attempt that did not land, worth a retry.
+        await this.settleFailed(tx, attempt, 'dropped', {
+          countRetry: true,
+          detail: `engine: ${result.message}`,
+        });
         return;
     }
   }
@@ -736,7 +765,7 @@ export class Relay {
         },
       ],
     });
-    void this.o.lifecycle.append(this.lifecycleEntry(tx, attempt));
+    this.appendLifecycle(tx, attempt);
     for (const _ of moves) this.o.metrics.transitions.inc({ state: 'submitted' });
     if (moves.length) this.publishStatus(tx, attempt.bundle_id);
   }
@@ -770,6 +799,46 @@ export class Relay {
       ts: this.now(),
     });
     if (this.fallbackActive) void this.runFallback();
+    // Bypass decides at enqueue, but a refusal then (tipper paused, RPC down, spend limit) must not strand the
+    // transaction: every slot, retry the ones still waiting for an attempt.
+    if (this.o.bypass.enabled) this.sweepBypass();
+    const now = this.now();
+    if (now - this.lastSpendPrune > 60_000) {
+      this.lastSpendPrune = now;
+      void this.pruneSpend(now);
+    }
+  }
+
+  private sweepBypass(): void {
+    for (const tx of this.state.records.values()) {
+      if (tx.state === 'pending' && !tx.stopped && !this.inFlight(tx) && !this.locks.isBusy(tx.tx_id)) {
+        void this.bypassSubmit(tx.tx_id);
+      }
+    }
+  }
+
+  /** Spend older than the rolling hour no longer counts against `spend-limit`: drop it from the journal state. */
+  private async pruneSpend(now: number): Promise<void> {
+    const before = now - ROLLING_HOUR_MS;
+    for (const [at] of this.state.spend.values()) {
+      if (at < before) {
+        await this.o.journal.commit({ k: 'prune-spend', before }).catch(() => undefined);
+        return;
+      }
+    }
+  }
+
+  /**
+   * Fee payers of live `"tip":"included"` transactions: they carry no relay tip transaction, so the stream must
+   * watch their payers to see them land (DESIGN §8).
+   */
+  includedPayers(): string[] {
+    const payers = new Set<string>();
+    for (const tx of this.state.records.values()) {
+      if (tx.tip === 'included' && !isTerminalTxState(tx.state))
+        for (const payer of tx.fee_payers) payers.add(payer);
+    }
+    return [...payers];
   }
 
   setBlockHeight(height: number): void {
@@ -778,6 +847,9 @@ export class Relay {
 
   /** A slot was abandoned: whatever landed in it is back to pending. */
   async onDeadSlot(slot: number): Promise<void> {
+    // Status reads taken before this moment may still show the slot's signatures: ignore them from now on.
+    this.deadSlots.add(slot);
+    if (this.deadSlots.size > 1024) this.deadSlots.delete(this.deadSlots.values().next().value as number);
     for (const tx of [...this.state.records.values()]) {
       if (tx.landed_slot !== slot || (tx.state !== 'landed' && tx.state !== 'processed')) continue;
       await this.locks.run(tx.tx_id, async () => {
@@ -805,7 +877,7 @@ export class Relay {
   /** A transaction status seen on the stream (tip transactions, and payers of tip-included transactions). */
   onStreamTransaction(signature: string): void {
     // A status on the stream is a hint to read statuses now rather than at the next poll.
-    if (this.state.byBundle.size > 0) void this.track(true, signature);
+    void this.track(true, signature);
   }
 
   /** The gRPC transport's push results: auction losses, simulation failures and drops settle an attempt at once. */
@@ -840,25 +912,42 @@ export class Relay {
     this.lastTrackedSlot = this.currentSlot;
     try {
       const followed: StoredTx[] = [];
-      const signatures: string[] = [];
+      // One group per transaction (its user signatures, then the tip signatures of attempts that could still land),
+      // packed into calls without splitting a group: a tip and its bundle are then always read at the same moment,
+      // so a landed bundle is never mistaken for a tip that landed alone.
+      const chunks: string[][] = [[]];
       for (const tx of this.state.records.values()) {
         if (isTerminalTxState(tx.state)) continue;
         if (tx.attempts.length === 0 && tx.state === 'pending') continue;
         followed.push(tx);
-        signatures.push(...tx.signatures);
-        for (const a of tx.attempts)
-          if (a.tip_signature && !a.outcome && a.stage !== 'journaled') signatures.push(a.tip_signature);
+        const group = [...tx.signatures];
+        for (const a of tx.attempts) {
+          // A tip transaction is only good for ~150 blocks; older ones cannot land any more.
+          if (
+            a.tip_signature &&
+            !a.leaked &&
+            this.currentSlot - a.created_slot <= TIP_LANDING_HORIZON_SLOTS
+          ) {
+            group.push(a.tip_signature);
+          }
+        }
+        let current = chunks[chunks.length - 1] as string[];
+        if (current.length + group.length > MAX_SIGNATURES_PER_STATUS_CALL) {
+          current = [];
+          chunks.push(current);
+        }
+        current.push(...group);
       }
-      let statuses = new Map<
+      const statuses = new Map<
         string,
         { slot: number; err: unknown; confirmationStatus?: string | undefined }
       >();
-      if (signatures.length > 0) {
-        const values = await this.o.rpc.getSignatureStatuses(signatures);
-        statuses = new Map();
+      for (const chunk of chunks) {
+        if (chunk.length === 0) continue;
+        const values = await this.o.rpc.getSignatureStatuses(chunk);
         values.forEach((v, i) => {
           if (v)
-            statuses.set(signatures[i] as string, {
+            statuses.set(chunk[i] as string, {
               slot: v.slot,
               err: v.err,
               confirmationStatus: v.confirmationStatus,
@@ -882,6 +971,9 @@ export class Relay {
   ): Promise<void> {
     const tx = this.state.records.get(txId);
     if (!tx || isTerminalTxState(tx.state)) return;
+    // Statuses read before a slot was declared dead describe a fork that is gone.
+    for (const [signature, status] of statuses)
+      if (this.deadSlots.has(status.slot)) statuses.delete(signature);
     const userStatuses = tx.signatures.map((s) => statuses.get(s));
     const landedAll = userStatuses.every((s) => s !== undefined);
     const failedStatus = userStatuses.find((s) => s && s.err);
@@ -889,7 +981,7 @@ export class Relay {
 
     // Tips that landed without their bundle (an uncled block broke it up): leaked.
     for (const a of tx.attempts) {
-      if (!a.tip_signature || a.outcome || a.leaked) continue;
+      if (!a.tip_signature || a.leaked) continue;
       const tipStatus = statuses.get(a.tip_signature);
       if (tipStatus && !landedAll) {
         this.o.metrics.tipsLeaked.inc(a.tip_lamports);
@@ -897,15 +989,20 @@ export class Relay {
           { tx_id: tx.tx_id, bundle_id: a.bundle_id, lamports: a.tip_lamports },
           'tip landed without its bundle (leaked)',
         );
+        // The tip was paid: it stays counted against spend-limit even if the attempt was settled before.
         await this.o.journal.commit({
           k: 'patch',
           id: tx.tx_id,
-          attempts: [{ n: a.attempt, set: { leaked: true, slot_landed: tipStatus.slot } }],
+          attempts: [{ n: a.attempt, set: { leaked: true, slot_landed: tipStatus.slot, released: false } }],
         });
-        await this.settleFailed(tx, a, 'dropped', {
-          countRetry: false,
-          detail: 'tip leaked: the tip transaction landed without the bundle',
-        });
+        if (!a.outcome) {
+          await this.settleFailed(tx, a, 'dropped', {
+            countRetry: false,
+            detail: 'tip leaked: the tip transaction landed without the bundle',
+          });
+        } else {
+          this.appendLifecycle(tx, a);
+        }
       }
     }
 
@@ -998,11 +1095,18 @@ export class Relay {
   }
 
   /** The attempt whose tip transaction landed, or the latest sent one (tip-included bundles have no tip signature). */
+  /**
+   * The attempt whose bundle landed: the one whose tip transaction is on chain (a leaked tip excepted). A
+   * tip-included transaction has no tip transaction, so its latest sent attempt. Null when the user transactions
+   * landed some other way (sent elsewhere, or re-broadcast one by one after an uncled block): then no bundle of
+   * relay's is credited with it.
+   */
   private landedAttempt(tx: StoredTx, statuses: Map<string, unknown>): StoredAttempt | null {
-    for (const a of tx.attempts) if (a.tip_signature && statuses.has(a.tip_signature)) return a;
+    for (const a of tx.attempts) if (a.tip_signature && !a.leaked && statuses.has(a.tip_signature)) return a;
+    if (tx.tip !== 'included') return null;
     for (let i = tx.attempts.length - 1; i >= 0; i--) {
       const a = tx.attempts[i] as StoredAttempt;
-      if (a.stage !== 'journaled' && !a.leaked) return a;
+      if (a.stage !== 'journaled') return a;
     }
     return null;
   }
@@ -1028,10 +1132,13 @@ export class Relay {
     const attempt = extra.attempt ?? null;
     const attemptChanges: Array<{ n: number; set: Partial<StoredAttempt> }> = [];
     const stageChanges: BundleStage[] = [];
-    if (attempt && attempt.stage !== 'failed') {
+    if (attempt && !attempt.leaked) {
       const target = to as BundleStage;
       const order: BundleStage[] = ['submitted', 'landed', 'processed', 'confirmed', 'finalized'];
-      const from = attempt.stage === 'journaled' ? -1 : order.indexOf(attempt.stage);
+      // An attempt judged lost (window passed) whose tip is on chain after all landed: the chain wins over the
+      // inference, so it continues from `submitted`.
+      const resurrected = attempt.stage === 'failed';
+      const from = attempt.stage === 'journaled' ? -1 : resurrected ? 0 : order.indexOf(attempt.stage);
       const timeline = { ...attempt.timeline };
       for (let i = from + 1; i <= order.indexOf(target); i++) {
         const stage = order[i] as BundleStage;
@@ -1049,7 +1156,9 @@ export class Relay {
             stage: target,
             timeline,
             ...(extra.landedSlot !== undefined ? { slot_landed: extra.landedSlot } : {}),
-            ...(target === 'finalized' ? { released: true } : {}),
+            ...(resurrected
+              ? { outcome: null, released: false, timeline: { ...timeline, failed: null } }
+              : {}),
           },
         });
       }
@@ -1077,7 +1186,7 @@ export class Relay {
     if (attempt && stageChanges.length > 0) {
       const fresh =
         this.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
-      void this.o.lifecycle.append(this.lifecycleEntry(tx, fresh));
+      this.appendLifecycle(tx, fresh);
       if (stageChanges.includes('landed')) {
         this.o.metrics.tipsPaid.inc(fresh.tip_lamports);
         if (fresh.tip_lamports > 0) this.o.oracle.ingestLandedTip(fresh.tip_lamports, now);
@@ -1150,7 +1259,9 @@ export class Relay {
         ...(options.stop || (backToPending && exhausted) ? { stopped: true } : {}),
       },
       history: moves,
-      attempts: [{ n: attempt.attempt, set: { stage: 'failed', outcome, released: true, timeline } }],
+      attempts: [
+        { n: attempt.attempt, set: { stage: 'failed', outcome, released: !attempt.leaked, timeline } },
+      ],
       ...(fails ? { evicted: 'failed' } : {}),
     });
     this.o.metrics.attemptOutcomes.inc({ outcome });
@@ -1161,7 +1272,7 @@ export class Relay {
     }
     const fresh =
       this.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
-    void this.o.lifecycle.append(this.lifecycleEntry(tx, fresh));
+    this.appendLifecycle(tx, fresh);
     this.o.hub.publish('bundle_settled', {
       bundle_id: attempt.bundle_id,
       stage: 'failed',
@@ -1183,20 +1294,32 @@ export class Relay {
       if (tx.state !== 'pending' && tx.state !== 'submitted') continue;
       const pastExpiry = this.currentSlot > tx.expires_at_slot;
       if (!tx.stopped && !pastExpiry) continue;
-      if (!tx.stopped && pastExpiry && !this.inFlight(tx)) {
-        await this.o.journal.commit({ k: 'patch', id: tx.tx_id, set: { stopped: true } });
-      }
-      if (!(await this.anyUserBlockhashDead(tx))) continue;
+      if (this.locks.isBusy(tx.tx_id)) continue; // busy now: look again next slot
+      const dead = await this.anyUserBlockhashDead(tx, 'finalized');
       await this.locks.run(tx.tx_id, async () => {
         const current = this.state.records.get(tx.tx_id);
         if (!current || (current.state !== 'pending' && current.state !== 'submitted')) return;
+        if (!dead) {
+          // No further attempt after the expiry slot; the transaction waits for proof one way or the other.
+          if (!current.stopped && this.currentSlot > current.expires_at_slot && !this.inFlight(current)) {
+            await this.o.journal.commit({ k: 'patch', id: current.tx_id, set: { stopped: true } });
+          }
+          return;
+        }
+        // The proof, read under the lock: no user signature is anywhere in the chain's history. (A durable-nonce
+        // transaction's own landing advances its nonce, so the nonce alone proves nothing.)
+        const onChain = await this.o.rpc.getSignatureStatuses(current.signatures, {
+          searchTransactionHistory: true,
+        });
+        if (onChain.some((status) => status !== null)) return; // it landed: the tracker moves it forward
         for (const a of current.attempts) {
-          if (!a.outcome && a.stage !== 'failed')
+          if (!a.outcome && a.stage !== 'failed') {
             await this.settleFailed(current, a, 'dropped', {
               countRetry: false,
               detail: 'the blockhash expired',
               final: false,
             });
+          }
         }
         const latest = this.state.records.get(tx.tx_id) as StoredTx;
         await this.moveTo(latest, 'expired', this.currentSlot, this.now(), {});
@@ -1204,7 +1327,14 @@ export class Relay {
     }
   }
 
-  private async anyUserBlockhashDead(tx: StoredTx): Promise<boolean> {
+  /**
+   * Whether a user transaction can no longer be processed: its blockhash is invalid (at `commitment`; `finalized`
+   * is the proof that no fork can still take it) or its durable nonce has moved on.
+   */
+  private async anyUserBlockhashDead(
+    tx: StoredTx,
+    commitment: 'processed' | 'finalized' = 'processed',
+  ): Promise<boolean> {
     for (let i = 0; i < tx.signatures.length; i++) {
       const nonce = tx.nonce_accounts[i];
       if (nonce) {
@@ -1216,8 +1346,16 @@ export class Relay {
         }
         continue;
       }
-      const valid = await this.blockhashStillValid(tx.blockhashes[i] as string);
-      if (valid === false) return true;
+      const blockhash = tx.blockhashes[i] as string;
+      if (commitment === 'finalized') {
+        try {
+          if (!(await this.o.rpc.isBlockhashValid(blockhash, 'finalized'))) return true;
+        } catch {
+          /* unknown: not proof */
+        }
+        continue;
+      }
+      if ((await this.blockhashStillValid(blockhash)) === false) return true;
     }
     return false;
   }
@@ -1273,7 +1411,12 @@ export class Relay {
           slot: this.currentSlot,
         });
         if (decision.action === 'stop') {
-          await this.o.journal.commit({ k: 'patch', id: tx.tx_id, set: { stopped: true } });
+          await this.locks.run(tx.tx_id, async () => {
+            const current = this.state.records.get(tx.tx_id);
+            if (current && current.state === 'pending' && !current.stopped && !this.inFlight(current)) {
+              await this.o.journal.commit({ k: 'patch', id: tx.tx_id, set: { stopped: true } });
+            }
+          });
           continue;
         }
         if (decision.action !== 'submit') continue;
@@ -1377,6 +1520,7 @@ export class Relay {
     tx: Pick<StoredTx, 'tx_id' | 'state' | 'signatures' | 'failure' | 'attempts'>,
     bundleId?: string | null,
   ): void {
+    if (isTerminalTxState(tx.state)) this.enqueuedAt.delete(tx.tx_id);
     const last = tx.attempts[tx.attempts.length - 1];
     this.o.hub.publish('tx_status_changed', {
       tx_id: tx.tx_id,
@@ -1385,6 +1529,13 @@ export class Relay {
       tx_signatures: tx.state === 'pending' || tx.state === 'submitted' ? [] : [...tx.signatures],
       failure: tx.state === 'failed' ? tx.failure : null,
       ts: this.now(),
+    });
+  }
+
+  /** Write the attempt's entry to the audit log. A write failure is logged, never thrown into the caller's flow. */
+  private appendLifecycle(tx: StoredTx, attempt: StoredAttempt): void {
+    this.o.lifecycle.append(this.lifecycleEntry(tx, attempt)).catch((error: unknown) => {
+      this.o.log.error({ err: error, bundle_id: attempt.bundle_id }, 'lifecycle log write failed');
     });
   }
 

@@ -303,6 +303,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
       if (update.status === 'processed') {
         r.onSlot(update.slot);
         void r.track();
+        if (update.slot % 8 === 0) stream.setPayerAccounts(r.includedPayers());
       } else if (update.status === 'dead') {
         void r.onDeadSlot(update.slot);
       }

@@ -61,7 +61,11 @@ export interface StoredAttempt {
   slot_landed: number | null;
   floor_at_submit: TipFloor;
   decision: AttemptDecision;
-  /** Tip + fee reserved against `spend-limit`; released when the attempt provably fails. */
+  /**
+   * Tip + fee reserved against `spend-limit` when the attempt is built. Released only when the attempt provably
+   * paid nothing (it failed without landing); a landed or leaked tip stays counted until it ages out of the
+   * rolling hour.
+   */
   reserved_lamports: number;
   released: boolean;
   /** The tip transaction landed without the user transactions (uncled block): the tip leaked. */
@@ -113,7 +117,9 @@ export type StoreOp =
       evicted?: string;
     }
   | { k: 'counters'; evicted: Record<string, number> }
-  | { k: 'spend'; entries: Array<[string, number, number]> };
+  | { k: 'spend'; entries: Array<[string, number, number]> }
+  /** Forget spend older than the rolling window (`before` is a wall-clock ms; the caller decides the window). */
+  | { k: 'prune-spend'; before: number };
 
 export interface StoreState {
   records: Map<string, StoredTx>;
@@ -127,7 +133,7 @@ export interface StoreState {
   /** Non-terminal count (what `max-queue` limits). */
   active: number;
   evicted: Record<string, number>;
-  /** Unreleased spend reservations: `${tx_id}#${attempt}` -> [reserved_at, lamports]. */
+  /** Spend counted against `spend-limit` (reserved, landed or leaked): `${tx_id}#${attempt}` -> [reserved_at, lamports]. */
   spend: Map<string, [number, number]>;
 }
 
@@ -170,6 +176,9 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
     case 'spend':
       for (const [key, at, lamports] of op.entries) state.spend.set(key, [at, lamports]);
       return;
+    case 'prune-spend':
+      for (const [key, [at]] of state.spend) if (at < op.before) state.spend.delete(key);
+      return;
     case 'put': {
       const tx = op.tx;
       const existing = state.records.get(tx.tx_id);
@@ -202,7 +211,12 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
         const attempt = tx.attempts.find((a) => a.attempt === change.n);
         if (!attempt) continue;
         Object.assign(attempt, change.set);
-        if (change.set.released) state.spend.delete(spendKey(tx.tx_id, attempt.attempt));
+        const key = spendKey(tx.tx_id, attempt.attempt);
+        if (change.set.released === true) state.spend.delete(key);
+        // A tip found paid after its reservation was released (a late landing, a leak) counts again.
+        if (change.set.released === false && attempt.reserved_lamports > 0 && !state.spend.has(key)) {
+          state.spend.set(key, [attempt.created_at, attempt.reserved_lamports]);
+        }
       }
       if (op.evicted) state.evicted[op.evicted] = (state.evicted[op.evicted] ?? 0) + 1;
       if (!wasTerminal && isTerminalTxState(tx.state)) {

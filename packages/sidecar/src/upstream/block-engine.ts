@@ -11,8 +11,10 @@ export type BundleRejection =
   | 'already_processed'
   /** A transaction's blockhash is unknown or too old. */
   | 'blockhash_expired'
-  /** Malformed: bad signature, no tip account, too many transactions, undecodable. */
-  | 'invalid_bundle';
+  /** Malformed: bad or missing signature, no tip account, too many transactions, undecodable, too many locks. */
+  | 'invalid_bundle'
+  /** Any other refusal (no leader up soon, an engine-side condition): the attempt did not land; retry. */
+  | 'dropped';
 
 export type SendBundleResult =
   | { ok: true; bundleId: string }
@@ -69,12 +71,17 @@ export interface BlockEngineTransport {
 const REJECTION_PATTERNS: Array<[RegExp, BundleRejection]> = [
   [/already processed/i, 'already_processed'],
   [/expired blockhash|invalid blockhash|blockhash not found|blockhashnotfound/i, 'blockhash_expired'],
+  // Only what is provably wrong with the bundle itself fails the user's transaction (jito.md §1.8).
+  [
+    /tip account|could not be decoded|exceeded maximum number of transactions|exceeds max transaction|transaction \S+ is invalid|duplicate transactions|must be signed|signature|too many account locks|bundle does not lock/i,
+    'invalid_bundle',
+  ],
 ];
 
-/** Classify the text of an engine refusal that is not a transport failure. */
+/** Classify the text of an engine refusal that is not a transport failure; unknown refusals are `dropped`. */
 export function classifyRejection(message: string): BundleRejection {
   for (const [pattern, rejection] of REJECTION_PATTERNS) if (pattern.test(message)) return rejection;
-  return 'invalid_bundle';
+  return 'dropped';
 }
 
 /** `Retry after 1606ms` (Jito's rate-limit text) or a `retry-after` header in seconds. */

@@ -54,11 +54,18 @@ export class SolanaRpc {
   }
 
   /** Statuses for any number of signatures, batched 256 per call, in input order. */
-  async getSignatureStatuses(signatures: string[]): Promise<Array<SignatureStatus | null>> {
+  async getSignatureStatuses(
+    signatures: string[],
+    options: { searchTransactionHistory?: boolean } = {},
+  ): Promise<Array<SignatureStatus | null>> {
     const out: Array<SignatureStatus | null> = [];
     for (let i = 0; i < signatures.length; i += MAX_SIGNATURES_PER_STATUS_CALL) {
       const chunk = signatures.slice(i, i + MAX_SIGNATURES_PER_STATUS_CALL);
-      const { value } = await this.track(() => this.connection.getSignatureStatuses(chunk));
+      const { value } = await this.track(() =>
+        this.connection.getSignatureStatuses(chunk, {
+          searchTransactionHistory: options.searchTransactionHistory ?? false,
+        }),
+      );
       out.push(...value);
     }
     return out;

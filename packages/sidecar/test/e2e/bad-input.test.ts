@@ -1,0 +1,93 @@
+import { get, post, type Stack } from '@solrelay/testkit';
+import type { Sidecar } from '../../src/service';
+import { startRelayStack } from '../helpers/relay-stack';
+
+/** DESIGN §3: "A 500 is a bug." Every malformed request gets a 4xx with a RELAY_E_ code. */
+let stack: Stack<Sidecar>;
+
+beforeAll(async () => {
+  stack = await startRelayStack({ env: { RELAY_AGENT_GRACE_S: '0' } });
+}, 30_000);
+
+afterAll(async () => {
+  await stack?.close();
+});
+
+test('no malformed request is answered with a 5xx', async () => {
+  const { url } = stack.sidecar;
+  const good = stack.transfer(5);
+  const wire = Buffer.from(good, 'base64');
+  const truncated = wire.subarray(0, wire.length - 10).toString('base64');
+  const zeroSigs = Buffer.concat([Buffer.from([0]), wire.subarray(65)]).toString('base64');
+  const bodies: unknown[] = [
+    null,
+    'null',
+    '"a string"',
+    '[]',
+    '123',
+    {},
+    { transaction: 123 },
+    { transactions: [] },
+    { transactions: [good, good, good, good, good] },
+    { transactions: [null] },
+    { transactions: 'x' },
+    { transaction: good, encoding: 'hex' },
+    { transaction: good, encoding: 'base58' },
+    { transaction: '!!!!', encoding: 'base58' },
+    { transaction: truncated },
+    { transaction: zeroSigs },
+    { transaction: good, priority: {} },
+    { transaction: good, tip: 'sometimes' },
+    { transaction: good, expiry_slots: -1 },
+    { transaction: good, expiry_slots: 1e308 },
+    { transaction: good, expiry_slots: 1.5 },
+    { transaction: good, max_tip: 1e30 },
+    { transaction: good, max_tip: '1000' },
+    { transaction: good, transactions: [good] },
+    { transaction: '' },
+    { transaction: 'AA==' },
+  ];
+  const failures: string[] = [];
+  for (const body of bodies) {
+    const answer = await post(url, '/tx/enqueue', typeof body === 'string' ? body : JSON.stringify(body));
+    if (answer.status >= 500 || (answer.status >= 400 && !answer.body?.error?.code))
+      failures.push(`enqueue ${JSON.stringify(body)?.slice(0, 80)} -> ${answer.status}`);
+  }
+  const submits: unknown[] = [
+    {},
+    { tx_id: 'tx_nope', tip_lamports: 1000, reason: 'x' },
+    { tx_id: 'tx_nope', tip_lamports: -5, reason: 'x' },
+    { tx_id: 'tx_nope', tip_lamports: 1e20, reason: 'x' },
+    { tx_id: 'tx_nope', tip_lamports: 1.5, reason: 'x' },
+    { tx_id: 5, tip_lamports: 1000, reason: 'x' },
+    { tx_id: 'tx_nope', tip_lamports: 1000, reason: 'x', trace: 'str' },
+  ];
+  for (const body of submits) {
+    const answer = await post(url, '/internal/submit', body);
+    if (answer.status >= 500) failures.push(`submit ${JSON.stringify(body)} -> ${answer.status}`);
+  }
+  for (const path of [
+    '/lifecycle?last=abc',
+    '/lifecycle?last=-1',
+    '/lifecycle?last=1e12',
+    '/lifecycle?last=1&last=2',
+    '/bundle/zz',
+    '/tx/%E0%A4%A',
+    '/tx/events/%E0%A4%A',
+    '/internal/agent/presence?model=a&model=b&provider=c',
+  ]) {
+    const answer = await get(url, path);
+    if (answer.status >= 500) failures.push(`GET ${path} -> ${answer.status}`);
+  }
+  for (const body of ['{"decision_mode":"turbo"}', '{}', '[1]']) {
+    const answer = await post(url, '/internal/mode', body);
+    if (answer.status >= 500) failures.push(`mode ${body} -> ${answer.status}`);
+  }
+  const charset = await fetch(`${url}/tx/enqueue`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json; charset=utf-16' },
+    body: '{}',
+  });
+  if (charset.status >= 500) failures.push(`charset utf-16 -> ${charset.status}`);
+  expect(failures).toEqual([]);
+}, 30_000);
