@@ -1,0 +1,64 @@
+/**
+ * The agent process: the one place that reads the environment. It builds @solrelay/agent from it, writes one plain
+ * line per event to stdout (errors to stderr; `relay up` / `relay agent` prefix them with `[ AGENT ]`), and stops
+ * cleanly on SIGINT / SIGTERM.
+ */
+import { AGENT_DEFAULTS, createRelayAgent } from '@solrelay/agent';
+
+/** A positive integer from the environment, or the default; a bad value stops start-up with one clear line. */
+function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new Error(`${name} must be a positive integer (got "${raw}")`);
+  }
+  return value;
+}
+
+function main(): void {
+  const env = process.env;
+  const relayUrl = env.RELAY_URL || `http://127.0.0.1:${env.API_PORT || '7777'}`;
+  const write = (stream: NodeJS.WriteStream) => (text: string) => stream.write(`${text}\n`);
+  const log = { line: write(process.stdout), error: write(process.stderr) };
+  const { agent, close } = createRelayAgent({
+    relayUrl,
+    ...(env.RELAY_API_TOKEN ? { token: env.RELAY_API_TOKEN } : {}),
+    ...(env.ANTHROPIC_API_KEY ? { anthropicApiKey: env.ANTHROPIC_API_KEY } : {}),
+    ...(env.ANTHROPIC_BASE_URL ? { anthropicBaseUrl: env.ANTHROPIC_BASE_URL } : {}),
+    ...(env.AGENT_MODEL ? { model: env.AGENT_MODEL } : {}),
+    cortexDeadlineMs: positiveInt(env, 'AGENT_CORTEX_DEADLINE_MS', AGENT_DEFAULTS.cortexDeadlineMs),
+    escalationDeadlineMs: positiveInt(
+      env,
+      'AGENT_ESCALATION_DEADLINE_MS',
+      AGENT_DEFAULTS.escalationDeadlineMs,
+    ),
+    watchdogMs: positiveInt(env, 'AGENT_WATCHDOG_MS', AGENT_DEFAULTS.watchdogMs),
+    log,
+  });
+  log.line(`starting relay=${relayUrl}`);
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.line(`stopping (${signal})`);
+    close();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  agent.start().catch((error: unknown) => {
+    log.error(`agent stopped: ${error instanceof Error ? error.message : String(error)}`);
+    close();
+    process.exit(1);
+  });
+}
+
+try {
+  main();
+} catch (error) {
+  process.stderr.write(
+    `relay agent: cannot start: ${error instanceof Error ? error.message : String(error)}\n`,
+  );
+  process.exit(1);
+}
