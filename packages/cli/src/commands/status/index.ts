@@ -1,0 +1,25 @@
+import type { StatusResponse } from '@solrelay/client';
+import { keyValueTable, lamports, yesNo, type CliContext, type CommandResult } from '../../output';
+import { withSidecar } from '../../sidecar-api';
+
+/** `relay status`: the spec's summary of a running sidecar, boxed; `--json` prints `GET /status` as is. */
+export async function status(ctx: CliContext): Promise<CommandResult> {
+  const data = await withSidecar(ctx, (client) => client.status());
+  return { data, text: renderStatus(data, ctx.color) };
+}
+
+export function renderStatus(s: StatusResponse, color: boolean): string {
+  const rows: Array<[string, string]> = [
+    ['slot', String(s.slot)],
+    ['leader', s.leader ?? 'unknown'],
+    ['bundle-engine leader', yesNo(s.bundle_engine_leader)],
+    ['tip p50 (lamports)', lamports(s.tip.p50)],
+    ['tip p75 (lamports)', lamports(s.tip.p75)],
+    ['stale', yesNo(s.stale)],
+    ['decision mode', s.bypass ? `${s.decision_mode} (bypass on)` : s.decision_mode],
+    ['queue', String(s.queue)],
+    ['agent', s.agent.connected ? `${s.agent.model ?? '?'} (${s.agent.provider ?? '?'})` : 'not connected'],
+  ];
+  if (s.paused_reason) rows.push(['paused', s.paused_reason]);
+  return keyValueTable(rows, color);
+}

@@ -1,0 +1,181 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { isRelayError } from '@solrelay/core';
+import { configFromEnv, startSidecar, type Sidecar, type SidecarConfig } from '@solrelay/sidecar';
+import pino from 'pino';
+import { resolveAppDir } from '../env';
+import { EXIT_CODES, ExitError } from '../errors';
+import type { CliContext } from '../output';
+import { startDemoTraffic, type DemoTraffic } from './demo-traffic';
+import { spawnGroup, untilSignal, type ChildGroup, type GroupExit } from './process-group';
+import { startSimulatedCluster, type SimFlags, type SimulatedCluster } from './simulated-cluster';
+
+export const AGENT_PREFIX = '[ AGENT ]';
+
+export interface RunSidecarOptions {
+  /** `relay up`: also run the agent (`npm run dev` in AGENT_DIR) with its lines prefixed. */
+  withAgent: boolean;
+  bypass: boolean;
+  /** Bypass tip in lamports; only with `bypass`. */
+  tip?: number | undefined;
+  /** Run the simulated cluster in this process (`--sim`); null for real upstreams from the environment. */
+  sim: SimFlags | null;
+  /** Demo traffic (only with `sim`). */
+  demo: boolean;
+}
+
+/**
+ * `relay up` and `relay start`: the sidecar runs in this process (from @solrelay/sidecar, as apps/sidecar runs it),
+ * so Ctrl-C stops it directly and its logs share the terminal. Resolves with the exit code once everything it
+ * started has stopped: on SIGINT / SIGTERM (0), or when the agent exits on its own (1).
+ */
+export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): Promise<number> {
+  const out = (line: string) => ctx.io.stdout(`${line}\n`);
+  const err = (line: string) => ctx.io.stderr(`${line}\n`);
+
+  // Fail before starting anything when the agent cannot be started.
+  let agentDir: string | null = null;
+  if (options.withAgent) {
+    const resolved = resolveAppDir(ctx, 'AGENT_DIR');
+    if (!resolved.dir) {
+      throw new ExitError(EXIT_CODES.failure, 'cannot start the agent: no agent package found', {
+        details: resolved.tried.map((dir) => `tried ${dir}`),
+        hint: 'Set AGENT_DIR to the agent app (the directory whose package.json has a "dev" script), or run `relay start` for the sidecar alone.',
+      });
+    }
+    agentDir = resolved.dir;
+  }
+
+  const stack: Array<() => Promise<unknown>> = [];
+  const stopAll = async () => {
+    for (const stop of stack.splice(0).reverse())
+      await stop().catch((e: unknown) => err(`relay: while stopping: ${(e as Error).message}`));
+  };
+
+  const signal = untilSignal();
+  try {
+    let cluster: SimulatedCluster | null = null;
+    let env: Record<string, string | undefined> = { ...ctx.env };
+    if (options.sim) {
+      cluster = await startSimulatedCluster(options.sim);
+      const started = cluster;
+      stack.push(() => started.stop());
+      // The cluster is new each run, so its journal and lifecycle log are too (unless set explicitly); the
+      // policy file stays where it always is, so `relay policy` keeps working on it.
+      env = {
+        ...env,
+        ...cluster.env,
+        RELAY_DATA_DIR: ctx.env.RELAY_DATA_DIR ?? join(cluster.dir, 'data'),
+        LIFECYCLE_PATH: ctx.env.LIFECYCLE_PATH ?? join(cluster.dir, 'lifecycle.jsonl'),
+      };
+    }
+
+    let config: SidecarConfig;
+    try {
+      config = configFromEnv(env, ctx.cwd);
+    } catch (error) {
+      throw startError(error, options.sim === null);
+    }
+    if (options.bypass) {
+      config = { ...config, bypass: true, bypassTipLamports: options.tip ?? config.bypassTipLamports };
+    }
+
+    const webDir = resolveAppDir(ctx, 'WEB_DIR').dir;
+    const webDist =
+      env.RELAY_WEB_DIST ?? (webDir && existsSync(join(webDir, 'dist')) ? join(webDir, 'dist') : undefined);
+    const logger = pino(
+      { name: 'relay', level: env.LOG_LEVEL ?? 'info' },
+      pino.destination({ dest: 2, sync: true }),
+    );
+    let sidecar: Sidecar;
+    try {
+      sidecar = await startSidecar(config, { logger, ...(webDist ? { webDist } : {}) });
+    } catch (error) {
+      throw startError(error, false);
+    }
+    stack.push(() => sidecar.close());
+
+    const local = sidecar.url.replace('://127.0.0.1:', '://localhost:');
+    out(
+      `relay: sidecar listening on ${sidecar.url}${config.bypass ? ` (bypass, tip ${config.bypassTipLamports} lamports)` : ''}`,
+    );
+    out(
+      `relay: dashboard ${local}/${webDist ? '' : ' (no built dashboard found; `relay web` runs the dev server)'}`,
+    );
+    out(`relay: api       ${local}  (try \`API_PORT=${sidecar.port} relay status\`)`);
+    if (cluster) for (const line of cluster.lines()) out(line);
+
+    let agent: ChildGroup | null = null;
+    if (agentDir) {
+      const agentEnv = {
+        ...env,
+        RELAY_URL: sidecar.url,
+        API_PORT: String(sidecar.port),
+      };
+      try {
+        agent = await spawnGroup('npm', ['run', 'dev'], {
+          cwd: agentDir,
+          env: agentEnv,
+          onStdoutLine: (line) => out(`${AGENT_PREFIX} ${line}`),
+          onStderrLine: (line) => err(`${AGENT_PREFIX} ${line}`),
+        });
+      } catch (error) {
+        throw new ExitError(
+          EXIT_CODES.failure,
+          `cannot start the agent in ${agentDir}: ${(error as Error).message}`,
+        );
+      }
+      const started = agent;
+      stack.push(() => started.stop());
+      out(`relay: agent started in ${agentDir} (npm run dev, pid ${agent.pid})`);
+    }
+
+    let demo: DemoTraffic | null = null;
+    if (cluster && options.demo) {
+      demo = startDemoTraffic({
+        baseUrl: sidecar.url,
+        token: config.apiToken,
+        rpcUrl: cluster.simnet.endpoints.rpcUrl,
+        payer: cluster.simnet.fundedKeypair(10_000_000_000),
+        print: out,
+        log: err,
+      });
+      const started = demo;
+      stack.push(() => started.stop());
+      out('relay: demo traffic on: a self-transfer every 2 s (--no-demo turns it off)');
+    }
+
+    const agentExit: Promise<GroupExit | null> = agent ? agent.exited : new Promise(() => undefined);
+    const ended = await Promise.race([
+      signal.promise.then((name) => ({ kind: 'signal' as const, name })),
+      agentExit.then((exit) => ({ kind: 'agent' as const, exit })),
+    ]);
+    if (ended.kind === 'signal') {
+      err(`relay: ${ended.name}: stopping`);
+      await stopAll();
+      return EXIT_CODES.ok;
+    }
+    err(
+      `relay: the agent exited (${ended.exit?.signal ?? `code ${ended.exit?.code}`}); stopping the sidecar`,
+    );
+    await stopAll();
+    return EXIT_CODES.failure;
+  } catch (error) {
+    await stopAll();
+    throw error;
+  } finally {
+    signal.cancel();
+  }
+}
+
+/** A sidecar that cannot start is a failure (1) naming the cause; a missing variable gets the `--sim` hint. */
+function startError(error: unknown, suggestSim: boolean): unknown {
+  if (!isRelayError(error)) return error;
+  const missing = error.code === 'RELAY_E_CONFIG_MISSING_ENV';
+  return new ExitError(EXIT_CODES.failure, `cannot start the sidecar: ${error.code}: ${error.message}`, {
+    ...(missing && suggestSim
+      ? { hint: 'Set it (see the env table in the README), or add --sim to run on a simulated cluster.' }
+      : {}),
+    cause: error,
+  });
+}
