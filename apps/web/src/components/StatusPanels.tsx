@@ -1,0 +1,208 @@
+import { useState } from 'react';
+import type { DecisionMode, UpstreamHealth } from '@solrelay/core';
+import { formatAgo, formatInteger, formatLamportsCompact, formatSol } from '../format';
+import type { DashboardState, DashboardStore } from '../store';
+import { Dot, Id, Panel, type Tone } from './common';
+
+export function SlotPanel({ state }: { state: DashboardState }) {
+  const slot = state.slot;
+  const beTone: Tone =
+    slot?.bundle_engine_leader === true ? 'good' : slot?.bundle_engine_leader === false ? 'idle' : 'warn';
+  const beText =
+    slot?.bundle_engine_leader === true
+      ? 'bundle engine'
+      : slot?.bundle_engine_leader === false
+        ? 'no bundle engine'
+        : 'bundle engine unknown';
+  const nextBe = slot?.next_bundle_engine_slot ?? null;
+  return (
+    <Panel title="Slot" className="area-slot" testId="panel-slot">
+      <div className="slot-number" data-testid="slot" data-slot={slot?.slot ?? ''}>
+        {formatInteger(slot?.slot)}
+      </div>
+      <dl className="kv">
+        <dt>leader</dt>
+        <dd data-testid="leader">{slot?.leader ? <Id value={slot.leader} /> : '—'}</dd>
+        <dt>engine</dt>
+        <dd data-testid="bundle-engine">
+          <Dot tone={beTone} label={beText} /> {beText}
+        </dd>
+        <dt>next BE slot</dt>
+        <dd>
+          {nextBe === null
+            ? '—'
+            : slot && nextBe <= slot.slot
+              ? 'now'
+              : `${formatInteger(nextBe)} (in ${nextBe - (slot?.slot ?? nextBe)})`}
+        </dd>
+      </dl>
+    </Panel>
+  );
+}
+
+const UPSTREAM_LABELS: Array<[keyof NonNullable<DashboardState['status']>['upstream'], string]> = [
+  ['stream', 'geyser stream'],
+  ['rpc', 'solana rpc'],
+  ['block_engine', 'block engine'],
+  ['tip_floor', 'tip floor'],
+];
+
+function HealthRow({ name, health, now }: { name: string; health: UpstreamHealth; now: number }) {
+  return (
+    <li className="health-row" data-testid={`health-${name.replace(/\s/g, '-')}`}>
+      <Dot tone={health.ok ? 'good' : 'bad'} label={health.ok ? 'ok' : 'down'} />
+      <span className="health-name">{name}</span>
+      <span className={`health-detail ${health.ok ? '' : 'text-bad'}`}>
+        {health.ok ? 'ok' : 'down'}
+        {health.detail ? ` · ${health.detail}` : ''}
+        {!health.ok ? ` · last ok ${formatAgo(health.last_ok_at, now)}` : ''}
+      </span>
+    </li>
+  );
+}
+
+export function HealthPanel({ state, now }: { state: DashboardState; now: number }) {
+  const status = state.status;
+  const connection = state.connection?.state ?? 'idle';
+  const connectionTone: Tone =
+    connection === 'open' ? 'good' : connection === 'reconnecting' ? 'bad' : 'warn';
+  return (
+    <Panel title="Health" className="area-health" testId="panel-health">
+      <ul className="health-list">
+        <li className="health-row" data-testid="health-events">
+          <Dot tone={connectionTone} label={connection} />
+          <span className="health-name">event stream</span>
+          <span className="health-detail">
+            {connection}
+            {connection === 'reconnecting' && state.connection?.delay_ms != null
+              ? ` · retry in ${state.connection.delay_ms} ms`
+              : ''}
+          </span>
+        </li>
+        {status
+          ? UPSTREAM_LABELS.map(([key, label]) => (
+              <HealthRow key={key} name={label} health={status.upstream[key]} now={now} />
+            ))
+          : null}
+        {status ? (
+          <li className="health-row">
+            <Dot
+              tone={status.tipper.balance_lamports === null ? 'warn' : status.paused_reason ? 'bad' : 'good'}
+              label="tipper"
+            />
+            <span className="health-name">tipper</span>
+            <span className="health-detail">
+              <Id value={status.tipper.pubkey} />{' '}
+              <span title={`${formatInteger(status.tipper.balance_lamports)} lamports`}>
+                {formatSol(status.tipper.balance_lamports, 4)}
+              </span>
+            </span>
+          </li>
+        ) : null}
+      </ul>
+      {state.pollError ? <p className="text-bad small">last poll failed: {state.pollError}</p> : null}
+    </Panel>
+  );
+}
+
+export function ModePanel({
+  state,
+  store,
+  now,
+}: {
+  state: DashboardState;
+  store: DashboardStore;
+  now: number;
+}) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const mode = state.mode;
+  const status = state.status;
+  const next: DecisionMode = mode === 'cortex' ? 'reflex' : 'cortex';
+  const agentConnected = status?.agent.connected ?? false;
+  return (
+    <Panel title="Decision" className="area-mode" testId="panel-mode">
+      <div className="mode-row">
+        <span className={`mode-name ${mode ?? ''}`} data-testid="mode">
+          {mode ?? '—'}
+        </span>
+        <button
+          type="button"
+          role="switch"
+          aria-checked={mode === 'cortex'}
+          aria-label="decision mode: reflex or cortex"
+          className={`switch ${mode === 'cortex' ? 'switch-on' : ''}`}
+          data-testid="mode-switch"
+          disabled={busy || mode === null}
+          title={`switch to ${next}`}
+          onClick={() => {
+            setBusy(true);
+            setError(null);
+            store
+              .setMode(next)
+              .catch((e: unknown) => setError(e instanceof Error ? e.message : String(e)))
+              .finally(() => setBusy(false));
+          }}
+        >
+          <span className={mode === 'reflex' ? 'switch-side active' : 'switch-side'}>reflex</span>
+          <span className={mode === 'cortex' ? 'switch-side active' : 'switch-side'}>cortex</span>
+        </button>
+      </div>
+      {status?.bypass ? (
+        <p className="badge-line">
+          <span className="tag tag-warn">bypass</span> every enqueue is submitted at once at a fixed tip
+        </p>
+      ) : null}
+      <dl className="kv" data-testid="agent">
+        <dt>agent</dt>
+        <dd>
+          <Dot tone={agentConnected ? 'good' : 'idle'} label={agentConnected ? 'connected' : 'absent'} />{' '}
+          {agentConnected ? 'connected' : 'absent'}
+          {agentConnected && state.agent
+            ? ` · ${formatAgo(state.agent.connected_since, now).replace(' ago', '')}`
+            : ''}
+        </dd>
+        <dt>model</dt>
+        <dd className="mono">{status?.agent.model ?? '—'}</dd>
+        <dt>provider</dt>
+        <dd className="mono">{status?.agent.provider ?? '—'}</dd>
+      </dl>
+      {error ? <p className="text-bad small">mode change failed: {error}</p> : null}
+    </Panel>
+  );
+}
+
+const PERCENTILES = ['p25', 'p50', 'p75', 'p95', 'p99', 'ema'] as const;
+
+export function TipNowPanel({ state, now }: { state: DashboardState; now: number }) {
+  const tip = state.tip;
+  return (
+    <Panel
+      title="Tip floor (lamports)"
+      className="area-tipnow"
+      testId="panel-tipnow"
+      actions={
+        tip ? (
+          <span className={tip.stale ? 'tag tag-bad' : 'tag'}>
+            {tip.stale ? 'stale' : 'fresh'} · {tip.source}
+          </span>
+        ) : null
+      }
+    >
+      <div className="tip-grid">
+        {PERCENTILES.map((p) => (
+          <div key={p} className="tip-cell">
+            <span className="tip-label">{p}</span>
+            <span className="tip-value" title={tip ? `${formatInteger(tip[p])} lamports` : ''}>
+              {formatLamportsCompact(tip?.[p])}
+            </span>
+          </div>
+        ))}
+      </div>
+      <p className="small muted">
+        updated {formatAgo(tip?.updated_at ?? null, now)}
+        {state.status ? ` · queue ${state.status.queue}` : ''}
+      </p>
+    </Panel>
+  );
+}
