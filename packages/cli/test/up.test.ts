@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +5,6 @@ import { waitUntil } from '@solrelay/testkit';
 import { RelayProcess, baseEnv, freePort, portInUse, processAlive, runRelay } from './helpers/relay-bin';
 
 const FIXTURE_AGENT = join(__dirname, 'fixtures', 'agent');
-const REAL_AGENT = join(__dirname, '..', '..', '..', 'apps', 'agents');
 const running: RelayProcess[] = [];
 
 afterEach(async () => {
@@ -74,25 +72,18 @@ test('relay up stops the sidecar and exits 1 when the agent exits on its own', a
   expect(await portInUse(port)).toBe(false);
 }, 30_000);
 
-// The real agent (apps/agents) is being built separately; this runs as soon as it exists.
-const withRealAgent = existsSync(join(REAL_AGENT, 'package.json')) ? test : test.skip;
-
-withRealAgent(
-  'relay up --sim with apps/agents: the agent registers through presence and the demo finalizes',
-  async () => {
-    const { relay, port } = await up({});
-    await relay.waitForStdout(/^\[ AGENT \] .+$/m, 30_000);
-    await waitUntil(
-      async () => {
-        const status = await runRelay(['status', '--json'], { env: baseEnv({ API_PORT: String(port) }) });
-        return status.code === 0 && JSON.parse(status.stdout).agent.connected === true;
-      },
-      30_000,
-      'the agent to register',
-    );
-    await relay.waitForStdout(/^\[ DEMO \] tx_\w+ finalized in [\d.]+ s/m, 60_000);
-    expect(await relay.stop('SIGINT')).toBe(0);
-    expect(await portInUse(port)).toBe(false);
-  },
-  120_000,
-);
+test('relay up --sim with apps/agents: the agent registers through presence and the demo finalizes', async () => {
+  const { relay, port } = await up({});
+  await relay.waitForStdout(/^\[ AGENT \] .+$/m, 30_000);
+  await waitUntil(
+    async () => {
+      const status = await runRelay(['status', '--json'], { env: baseEnv({ API_PORT: String(port) }) });
+      return status.code === 0 && JSON.parse(status.stdout).agent.connected === true;
+    },
+    30_000,
+    'the agent to register',
+  );
+  await relay.waitForStdout(/^\[ DEMO \] tx_\w+ finalized in [\d.]+ s/m, 60_000);
+  expect(await relay.stop('SIGINT')).toBe(0);
+  expect(await portInUse(port)).toBe(false);
+}, 120_000);
