@@ -249,7 +249,7 @@ test('rejects with TxFailedError (state expired, last attempt class) when attemp
     expect(['fee_too_low', 'dropped']).toContain((error as { failure: string }).failure);
     expect((error as { record: { state: string } }).record.state).toBe('expired');
   } finally {
-    stack.simnet.engine.auction.setFixedClearingTip(null);
+    stack.resetAuction();
   }
 }, 25_000);
 

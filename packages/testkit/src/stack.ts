@@ -25,6 +25,8 @@ export interface Stack<S extends SidecarLike> {
   connection(): Connection;
   /** Stop the sidecar and start it again on the same files (a restart). */
   restart(extraEnv?: Record<string, string>): Promise<S>;
+  /** Put the auction back as the stack started it (the default pinned clearing tip, no pinned regime). */
+  resetAuction(): void;
   close(): Promise<void>;
 }
 
@@ -34,6 +36,12 @@ export interface StackOptions<S extends SidecarLike> {
   env?: Record<string, string>;
   /** Written as the policy file before the sidecar starts. */
   policy?: Record<string, unknown>;
+  /**
+   * The auction's clearing tip, pinned so that whether a bundle lands does not depend on which regime the seeded
+   * auction happens to be in when a slow machine gets to it. Default 5,000 lamports (every tip a test sends wins);
+   * null runs the seeded calm / busy / spike auction.
+   */
+  clearingTip?: number | null;
 }
 
 /**
@@ -42,6 +50,8 @@ export interface StackOptions<S extends SidecarLike> {
  */
 export async function startStack<S extends SidecarLike>(options: StackOptions<S>): Promise<Stack<S>> {
   const simnet = await startSimnet({ slotMs: 60, rateLimit: false, ...options.simnet });
+  const clearingTip = options.clearingTip === undefined ? 5_000 : options.clearingTip;
+  simnet.engine.auction.setFixedClearingTip(clearingTip);
   const dir = await mkdtemp(join(tmpdir(), 'relay-stack-'));
   const tipper = simnet.fundedKeypair(50_000_000_000);
   const payer = simnet.fundedKeypair(50_000_000_000);
@@ -91,6 +101,10 @@ export async function startStack<S extends SidecarLike>(options: StackOptions<S>
     },
     connection() {
       return new Connection(simnet.endpoints.rpcUrl, 'confirmed');
+    },
+    resetAuction() {
+      simnet.engine.auction.setFixedClearingTip(clearingTip);
+      simnet.engine.auction.setRegime(null);
     },
     async restart(extraEnv = {}) {
       await sidecar.close();

@@ -21,7 +21,7 @@ afterAll(async () => {
 
 afterEach(() => {
   stack.simnet.faults.reset();
-  stack.simnet.engine.auction.setFixedClearingTip(null);
+  stack.resetAuction();
 });
 
 test('a 429 storm consumes no retry: the same bytes are resent until the engine takes them', async () => {
