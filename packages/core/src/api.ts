@@ -69,6 +69,11 @@ export const SubmitRequestSchema = z.strictObject({
   reason: z.string().min(1).max(2_000),
   escalated: z.boolean().optional(),
   trace: AiDecisionTraceSchema.nullable().optional(),
+  /**
+   * The tier that actually produced this decision (a cortex agent that fell back to reflex says `reflex`). The
+   * lifecycle records it; without it the sidecar records its own current mode.
+   */
+  decision_mode: z.enum(DECISION_MODES).optional(),
 });
 
 /** A validated submit request. */

@@ -112,3 +112,23 @@ describe('submit and mode bodies', () => {
     ).toBe(true);
   });
 });
+
+describe('submit decision_mode', () => {
+  it('accepts the tier that decided and refuses anything else, naming the field', () => {
+    expect(
+      parseSubmitRequest({ tx_id: 't', tip_lamports: 1000, reason: 'r', decision_mode: 'reflex' })
+        .decision_mode,
+    ).toBe('reflex');
+    expect(parseSubmitRequest({ tx_id: 't', tip_lamports: 1000, reason: 'r' }).decision_mode).toBeUndefined();
+    let caught: unknown;
+    try {
+      parseSubmitRequest({ tx_id: 't', tip_lamports: 1000, reason: 'r', decision_mode: 'bypass' });
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toMatchObject({
+      code: 'RELAY_E_REQUEST_INVALID_FIELD',
+      details: { field: 'decision_mode' },
+    });
+  });
+});

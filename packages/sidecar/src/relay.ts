@@ -481,7 +481,10 @@ export class Relay {
       const bundleSignatures = tip ? [...userSignatures, tip.signature] : [...userSignatures];
       const bundleId = deriveBundleId(bundleSignatures);
       const floor = this.floorNow();
-      const mode: DecisionMode = source === 'bypass' || source === 'fallback' ? 'reflex' : this.mode;
+      // The tier that actually decided: bypass and the sidecar's own fallback are reflex; an agent says which tier
+      // produced its answer (a cortex agent that fell back to reflex says reflex); otherwise the current mode.
+      const mode: DecisionMode =
+        source === 'bypass' || source === 'fallback' ? 'reflex' : (request.decision_mode ?? this.mode);
       const leader = this.o.leaders.leaderAt(this.currentSlot);
       const attempt: StoredAttempt = {
         attempt: n,

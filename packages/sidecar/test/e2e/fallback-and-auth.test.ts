@@ -118,3 +118,47 @@ describe('RELAY_API_TOKEN guards every route but /healthz', () => {
     expect(JSON.stringify(status.body)).not.toContain(token);
   });
 });
+
+describe('the lifecycle records the tier that decided', () => {
+  let stack: Stack<Sidecar>;
+
+  beforeAll(async () => {
+    stack = await startRelayStack({ env: { RELAY_AGENT_GRACE_S: '0', AGENT_DECISION_MODE: 'cortex' } });
+  }, 30_000);
+
+  afterAll(async () => {
+    await stack?.close();
+  });
+
+  test('a submit saying decision_mode reflex is recorded as reflex while the sidecar is in cortex mode', async () => {
+    const { url } = stack.sidecar;
+    const { tx_id } = (await post(url, '/tx/enqueue', { transaction: stack.transfer(9) })).body;
+    const submit = await post(url, '/internal/submit', {
+      tx_id,
+      tip_lamports: 20_000,
+      reason: 'model timed out; reflex decision',
+      decision_mode: 'reflex',
+      trace: { fallback_reason: 'timeout' },
+    });
+    expect(submit.status).toBe(202);
+    const entry = await waitUntil(async () => {
+      const answer = await get(url, `/bundle/${submit.body.bundle_id}`);
+      return answer.status === 200 ? answer.body : null;
+    }, 10_000);
+    expect(entry.decision_mode).toBe('reflex');
+    const other = (await post(url, '/tx/enqueue', { transaction: stack.transfer(10) })).body.tx_id;
+    const implicit = await post(url, '/internal/submit', { tx_id: other, tip_lamports: 20_000, reason: 'x' });
+    const implicitEntry = await waitUntil(async () => {
+      const answer = await get(url, `/bundle/${implicit.body.bundle_id}`);
+      return answer.status === 200 ? answer.body : null;
+    }, 10_000);
+    expect(implicitEntry.decision_mode).toBe('cortex');
+    const bad = await post(url, '/internal/submit', {
+      tx_id: other,
+      tip_lamports: 20_000,
+      reason: 'x',
+      decision_mode: 'bypass',
+    });
+    expect(bad.status).toBe(400);
+  }, 30_000);
+});
