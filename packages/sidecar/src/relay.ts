@@ -70,8 +70,13 @@ import {
  * only when nothing can land any more. Every change is journaled (fsync) before it is acted on or announced.
  */
 
-/** Slots after an attempt's target window before it is judged not to have landed (status propagation). */
-const WINDOW_GRACE_SLOTS = 3;
+/**
+ * An attempt is judged not to have landed only once its target window is this many slots behind and at least
+ * WINDOW_GRACE_MS have passed since it was sent: statuses take a moment to show, and on a busy machine slots can
+ * outrun the status poll.
+ */
+const WINDOW_GRACE_SLOTS = 4;
+const WINDOW_GRACE_MS = 1200;
 /** Rent-exempt minimum of a 0-byte system account: the tipper must keep it. */
 const RENT_EXEMPT_MINIMUM = 890_880;
 /** With no bundle-engine leader data, an attempt is judged after this many slots. */
@@ -1031,7 +1036,8 @@ export class Relay {
         flying &&
         flying.stage === 'submitted' &&
         flying.window_end_slot !== null &&
-        this.currentSlot > flying.window_end_slot + WINDOW_GRACE_SLOTS
+        this.currentSlot > flying.window_end_slot + WINDOW_GRACE_SLOTS &&
+        now - (flying.timeline.submitted?.ts ?? flying.created_at) >= WINDOW_GRACE_MS
       ) {
         // JSON-RPC has no push channel: before blaming the tip, check whether the user transactions themselves
         // can execute (an unfunded fee payer or a failing program never lands, whatever the tip).

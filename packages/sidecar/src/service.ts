@@ -407,10 +407,52 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   });
   const server: Server = createServer(app);
   server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.apiPort, config.apiHost, () => resolve());
-  });
+  let closed = false;
+  let listening = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    stopping = true;
+    if (resubscribe) clearTimeout(resubscribe);
+    for (const t of timers) clearInterval(t);
+    stopResults?.();
+    stream.stop();
+    policy.stop();
+    r.close();
+    hub.dispose();
+    if (listening) {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+    engine.close();
+    if (leaderSource !== engine) leaderSource.close();
+    await journal.close();
+    await lifecycle.close();
+  };
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(config.apiPort, config.apiHost, () => resolve());
+    });
+    listening = true;
+  } catch (error) {
+    // Release everything already started (stream, timers, journal) so a failed start leaves nothing running.
+    await close();
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
+      const reason =
+        code === 'EADDRINUSE'
+          ? `${config.apiHost}:${config.apiPort} is already in use (another relay?)`
+          : code === 'EACCES'
+            ? `not allowed to listen on ${config.apiHost}:${config.apiPort}`
+            : `${config.apiHost} is not an address of this machine`;
+      throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+        name: code === 'EADDRNOTAVAIL' ? 'API_HOST' : 'API_PORT',
+        reason,
+      });
+    }
+    throw error;
+  }
   const port = (server.address() as AddressInfo).port;
   const url = `http://${config.apiHost.includes(':') ? `[${config.apiHost}]` : config.apiHost}:${port}`;
   log.info(
@@ -418,7 +460,6 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     'relay sidecar listening',
   );
 
-  let closed = false;
   return {
     url,
     port,
@@ -432,23 +473,6 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
       tracked: resumed.tracked,
       warnings: [...recovery.warnings, ...lifecycleRecovery.warnings],
     },
-    async close() {
-      if (closed) return;
-      closed = true;
-      stopping = true;
-      if (resubscribe) clearTimeout(resubscribe);
-      for (const t of timers) clearInterval(t);
-      stopResults?.();
-      stream.stop();
-      policy.stop();
-      r.close();
-      hub.dispose();
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      engine.close();
-      if (leaderSource !== engine) leaderSource.close();
-      await journal.close();
-      await lifecycle.close();
-    },
+    close,
   };
 }

@@ -16,14 +16,16 @@ test('each stage change is a whole line; the latest line of a bundle is its entr
   await log.append({ bundle_id: 'b2', stage: 'submitted', n: 2 });
   await log.append({ bundle_id: 'b1', stage: 'landed', n: 3 });
   expect(log.get('b1')).toEqual({ bundle_id: 'b1', stage: 'landed', n: 3 });
-  expect(log.recent(10).map((e) => e.n)).toEqual([2, 3]);
+  // Ordered by submission (first entry), each at its latest stage: b1 was submitted first.
+  expect(log.recent(10).map((e) => e.n)).toEqual([3, 2]);
+  expect(log.recent(1)[0]!.bundle_id).toBe('b2');
   await log.close();
   const lines = (await readFile(path, 'utf8')).trim().split('\n');
   expect(lines).toHaveLength(3);
   const { log: reopened, recovery } = await LifecycleLog.open<Entry>(path);
   expect(recovery.entriesIndexed).toBe(2);
   expect(reopened.get('b1')!.stage).toBe('landed');
-  expect(reopened.recent(1)[0]!.bundle_id).toBe('b1');
+  expect(reopened.recent(1)[0]!.bundle_id).toBe('b2');
   await reopened.close();
 });
 

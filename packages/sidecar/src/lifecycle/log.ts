@@ -29,7 +29,7 @@ interface Keyed {
 }
 
 export class LifecycleLog<TEntry extends Keyed> {
-  /** Insertion-ordered: re-setting a key moves it to the end, so iteration order is "least recently written first". */
+  /** Insertion-ordered by each bundle's first entry (its submission); the oldest submissions are evicted first. */
   private readonly index = new Map<string, TEntry>();
   private file!: FileHandle;
   private pending: Array<{ line: string; resolve: () => void; reject: (e: unknown) => void }> = [];
@@ -91,7 +91,7 @@ export class LifecycleLog<TEntry extends Keyed> {
     return found;
   }
 
-  /** The `n` most recently written entries, most recent last. */
+  /** The latest entries of the `n` most recently submitted bundles, most recent last. */
   recent(n: number): TEntry[] {
     const all = [...this.index.values()];
     return n >= all.length ? all : all.slice(all.length - n);
@@ -111,7 +111,8 @@ export class LifecycleLog<TEntry extends Keyed> {
   }
 
   private remember(entry: TEntry): void {
-    this.index.delete(entry.bundle_id);
+    // Setting an existing key keeps its place: the index stays in order of each bundle's first entry (its
+    // submission), so "most recent last" means most recently submitted, not most recently updated.
     this.index.set(entry.bundle_id, entry);
     if (this.index.size > this.indexSize) {
       const oldest = this.index.keys().next().value as string;

@@ -229,3 +229,24 @@ test('Last-Event-ID resumes the global stream; an unknown id gets resync', async
   expect(stale.messages[0]!.event).toBe('resync');
   stale.close();
 });
+
+test('a second sidecar on a port in use stops with a clear error and leaves nothing running', async () => {
+  const { startSidecar } = await import('../../src/service');
+  const { configFromEnv } = await import('../../src/config');
+  const { quietLogger } = await import('../helpers/relay-stack');
+  const port = new URL(url).port;
+  const env = {
+    ...stack.env,
+    API_PORT: port,
+    RELAY_DATA_DIR: `${stack.dir}/second`,
+    LIFECYCLE_PATH: `${stack.dir}/second.jsonl`,
+  };
+  const attempt = startSidecar(configFromEnv(env, stack.dir), { logger: quietLogger });
+  await expect(attempt).rejects.toMatchObject({
+    code: 'RELAY_E_CONFIG_INVALID_ENV',
+    details: { name: 'API_PORT' },
+  });
+  await expect(attempt).rejects.toThrow(/already in use/);
+  // The first sidecar is untouched.
+  expect((await get(url, '/healthz')).status).toBe(200);
+});
