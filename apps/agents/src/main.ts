@@ -3,7 +3,7 @@
  * line per event to stdout (errors to stderr; `relay up` / `relay agent` prefix them with `[ AGENT ]`), and stops
  * cleanly on SIGINT / SIGTERM.
  */
-import { AGENT_DEFAULTS, createRelayAgent } from '@solrelay/agent';
+import { AGENT_DEFAULTS, createRelayAgent, isTokenRefusal } from '@solrelay/agent';
 
 /** A positive integer from the environment, or the default; a bad value stops start-up with one clear line. */
 function positiveInt(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -35,6 +35,8 @@ function main(): void {
     ),
     watchdogMs: positiveInt(env, 'AGENT_WATCHDOG_MS', AGENT_DEFAULTS.watchdogMs),
     log,
+    // A refused token cannot heal by retrying: the agent has stopped itself, so the process ends too.
+    onUnauthorized: (error) => fail(error),
   });
   log.line(`starting relay=${relayUrl}`);
   let stopping = false;
@@ -45,13 +47,21 @@ function main(): void {
     close();
     process.exit(0);
   };
+  /** Exit non-zero with one line; a 401 says plainly that the token is the problem. */
+  function fail(error: unknown): void {
+    if (stopping) return;
+    stopping = true;
+    close();
+    process.stderr.write(
+      isTokenRefusal(error)
+        ? `agent: the sidecar refused the token (${error.code})\n`
+        : `agent stopped: ${error instanceof Error ? error.message : String(error)}\n`,
+    );
+    process.exit(1);
+  }
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
-  agent.start().catch((error: unknown) => {
-    log.error(`agent stopped: ${error instanceof Error ? error.message : String(error)}`);
-    close();
-    process.exit(1);
-  });
+  agent.start().catch(fail);
 }
 
 try {

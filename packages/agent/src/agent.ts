@@ -5,6 +5,7 @@ import {
   isTerminalTxState,
   type AiDecisionTrace,
   type DecisionMode,
+  type RelayError,
   type RelayEventMap,
   type StatusResponse,
   type TipFloor,
@@ -22,6 +23,7 @@ import {
   type TrackedTx,
 } from './decision';
 import { ConcurrencyLimiter } from './limiter';
+import { RerunAfterCurrent } from './rerun';
 import {
   globalIntervalTimers,
   systemClock,
@@ -50,12 +52,20 @@ export const AGENT_DEFAULTS = {
   holdCooldownSlots: 4,
   /** After the sidecar refuses a submit (422, 503, network), wait this many slots before deciding again. */
   refusedCooldownSlots: 10,
-  /** Tip-floor data older than this (by the agent's clock) is re-read with `GET /tip` before deciding. */
+  /** Tip-floor data this old or older (by the agent's clock) is re-read with `GET /tip` before deciding; 0: always. */
   floorMaxAgeMs: 2_000,
 } as const;
 
 /** Extra time past the deadline before the agent stops waiting for a model adapter that ignores its own deadline. */
 const DEADLINE_GRACE_MS = 250;
+
+/**
+ * How many transactions reflex stopped are remembered (oldest forgotten first). They stay in the sidecar's queue
+ * until it expires them; without this the watchdog would re-decide and stop each one on every run.
+ */
+const STOPPED_IDS_KEPT = 1_000;
+
+type SweepResult = { checked: number; redecided: number };
 
 export interface RelayAgentOptions {
   client: AgentRelayClient;
@@ -76,6 +86,11 @@ export interface RelayAgentOptions {
   floorMaxAgeMs?: number;
   /** Called after every accepted submit (measurements, tests). */
   onSubmit?: (record: SubmitRecord) => void;
+  /**
+   * Called once if the sidecar refuses the token (401) after `start()` resolved; the agent has then stopped itself
+   * (retrying cannot fix a token). A refusal during start-up rejects `start()` instead.
+   */
+  onUnauthorized?: (error: RelayError) => void;
 }
 
 /** One accepted submission, as reported to `onSubmit`. */
@@ -83,8 +98,13 @@ export interface SubmitRecord {
   tx_id: string;
   bundle_id: string;
   tip_lamports: number;
-  /** The tier whose rules decided (what the trace records as `decision_mode`). */
+  /** The tier the sidecar's mode chose for this decision (what the trace records as `decision_mode`). */
   tier: DecisionMode;
+  /**
+   * The tier that produced the submitted tip, sent as the submit's `decision_mode` (the lifecycle records it):
+   * `cortex` when the model's answer was used, `reflex` for reflex's own decision, including every fallback.
+   */
+  decision_mode: DecisionMode;
   escalated: boolean;
   fallback_reason: string | null;
   /** From the start of the decision cycle (enqueue, a failed attempt's settle, or the watchdog) to the 202. */
@@ -94,7 +114,10 @@ export interface SubmitRecord {
 
 /** The trace sent with every submit (lands in the lifecycle entry's `ai_decision_trace`). */
 export type AgentDecisionTrace = AiDecisionTrace & {
-  /** The tier the agent used; the sidecar records its own current mode as the entry's `decision_mode`. */
+  /**
+   * The tier the agent's mode chose (what was attempted; with `fallback_reason` set, reflex's decision was sent). The
+   * tier that produced the tip goes in the submit's own `decision_mode`.
+   */
   decision_mode: DecisionMode;
   escalated: boolean;
   inputs: DecisionSnapshot;
@@ -106,6 +129,8 @@ interface Decided {
   tip: number;
   reason: string;
   tier: DecisionMode;
+  /** The tier whose answer is submitted: `cortex` only when the model's answer is used. */
+  decidedBy: DecisionMode;
   escalated: boolean;
   fallback: string | null;
   trace: AgentDecisionTrace;
@@ -147,17 +172,25 @@ export class RelayAgent {
   private readonly deciding = new Set<string>();
   private readonly redecide = new Set<string>();
   private readonly holdLogged = new Set<string>();
+  /** Transactions reflex stopped (insertion order = age); the watchdog skips them. */
+  private readonly stoppedIds = new Set<string>();
   private readonly offs: Array<() => void> = [];
   private world: DecisionWorld | null = null;
   private floorAtMs = 0;
   private floorRefresh: Promise<void> | null = null;
   private currentMode: DecisionMode | null = null;
+  /** Counts mode / policy changes seen on events, so a re-read that was out meanwhile does not undo them. */
+  private modeChanges = 0;
+  private policyChanges = 0;
   private registrations = 0;
   private watchdogTimer: unknown = null;
-  private sweeping: Promise<{ checked: number; redecided: number }> | null = null;
+  private readonly sweeps = new RerunAfterCurrent<string, SweepResult>((reason) => this.runSweep(reason));
+  private readonly worldReads = new RerunAfterCurrent<string, void>((why) => this.readWorld(why));
   private eventsDown = false;
   private started = false;
+  private startedUp = false;
   private stopped = false;
+  private refusal: RelayError | null = null;
 
   constructor(private readonly options: RelayAgentOptions) {
     this.client = options.client;
@@ -203,7 +236,8 @@ export class RelayAgent {
       );
     }
     this.subscribe();
-    await this.bootstrap();
+    await this.worldReads.request('start');
+    if (this.refusal) throw this.refusal;
     if (this.stopped) return;
     this.options.presence.open({
       registered: (registration) => this.onRegistered(registration),
@@ -212,9 +246,12 @@ export class RelayAgent {
         this.log.error(
           `presence lost (${error?.message ?? 'disconnected'}); reconnecting in ${delay_ms} ms (attempt ${attempt})`,
         ),
+      unauthorized: (error) => this.refuse(error),
     });
     this.watchdogTimer = this.timers.setInterval(() => void this.sweep('interval'), this.o.watchdogMs);
     await this.sweep('start');
+    if (this.refusal) throw this.refusal;
+    this.startedUp = true;
   }
 
   /** Stop deciding, close the presence stream and the watchdog. The client is the caller's to close. */
@@ -229,21 +266,28 @@ export class RelayAgent {
   /**
    * The watchdog: read `/queue` and, for every transaction that is pending at the sidecar with no attempt in flight
    * and that the agent is not already deciding (missed `tx_enqueued` / `bundle_settled` during a reconnect gap or
-   * before a restart), rebuild its state from `/tx/{id}` and decide it. Overlapping calls share one sweep.
+   * before a restart), rebuild its state from `/tx/{id}` and decide it. A call while a sweep runs gets one more
+   * sweep after it (shared by all such calls): the running one may have read `/queue` before what the caller
+   * reacts to (a reconnect, a resync).
    */
-  sweep(reason: string): Promise<{ checked: number; redecided: number }> {
-    if (this.sweeping) return this.sweeping;
-    const run = this.runSweep(reason).finally(() => {
-      this.sweeping = null;
-    });
-    this.sweeping = run;
-    return run;
+  sweep(reason: string): Promise<SweepResult> {
+    return this.sweeps.request(reason);
   }
 
-  // ------------------------------------------------------------------ start-up
+  // ------------------------------------------------------------------ start-up and re-reads
 
-  private async bootstrap(): Promise<void> {
+  /**
+   * Read `/policy`, `/status`, `/tip` and `/internal/mode` until they answer (the client's reconnect schedule
+   * between tries). At start-up, and again whenever the agent may have missed changes: a `resync`, a presence
+   * re-registration, an event-stream reconnect (the sidecar may have restarted with another policy), a 422.
+   */
+  private async readWorld(why: string): Promise<void> {
     for (let attempt = 1; !this.stopped; attempt += 1) {
+      const before = {
+        modeChanges: this.modeChanges,
+        policyChanges: this.policyChanges,
+        readStartedMs: this.clock.now(),
+      };
       try {
         const [policy, status, mode, tip] = await Promise.all([
           this.client.policy(),
@@ -251,11 +295,14 @@ export class RelayAgent {
           this.client.mode(),
           this.client.tip(),
         ]);
-        this.world = worldFromStatus(status, tip, policy.values);
-        this.floorAtMs = this.clock.now();
-        if (this.currentMode === null) this.setMode(mode.decision_mode);
+        if (this.stopped) return;
+        this.applyWorld(why, worldFromStatus(status, tip, policy.values), mode.decision_mode, before);
         return;
       } catch (error) {
+        if (isTokenRefusal(error)) {
+          this.refuse(error);
+          return;
+        }
         const delay = reconnectDelay(attempt);
         this.log.error(
           `sidecar not answering (${messageOf(error)}); retrying in ${delay} ms (attempt ${attempt})`,
@@ -263,6 +310,55 @@ export class RelayAgent {
         await new Promise<void>((resolve) => this.timers.setTimeout(resolve, delay));
       }
     }
+  }
+
+  private applyWorld(
+    why: string,
+    read: DecisionWorld,
+    mode: DecisionMode,
+    before: { modeChanges: number; policyChanges: number; readStartedMs: number },
+  ): void {
+    const world = this.world;
+    if (!world) {
+      this.world = read;
+      this.floorAtMs = this.clock.now();
+    } else {
+      // An event that arrived while the reads were out is newer than what they returned: keep it.
+      if (this.policyChanges === before.policyChanges) world.policy = read.policy;
+      if (this.floorAtMs <= before.readStartedMs) {
+        world.floor = read.floor;
+        this.floorAtMs = this.clock.now();
+      }
+      if (read.slot >= world.slot) {
+        world.slot = read.slot;
+        world.leaders = read.leaders;
+        world.leader = read.leader;
+      }
+      const p = world.policy;
+      this.log.line(
+        `re-read sidecar state (${why}) slot=${world.slot} tip-percentile=${p['tip-percentile']} min-tip=${p['min-tip']} max-tip=${p['max-tip']} escalation-step=${p['escalation-step']}`,
+      );
+    }
+    if (this.modeChanges === before.modeChanges) this.setMode(mode);
+  }
+
+  /**
+   * Re-read the sidecar's state, then sweep the queue: after a gap in which events (a policy change, a mode
+   * change, a settle) may have been lost or the sidecar restarted. Decisions wait for the re-read.
+   */
+  private catchUp(why: string): void {
+    void this.worldReads.request(why).then(() => this.sweep(why));
+  }
+
+  /** The sidecar refused the token: retrying cannot help, so stop and say so once. */
+  private refuse(error: RelayError): void {
+    if (this.refusal) return;
+    this.refusal = error;
+    this.stop();
+    // Whoever learns of it (start()'s rejection, onUnauthorized) reports it; only otherwise is it said here.
+    if (!this.startedUp) return;
+    if (this.options.onUnauthorized) this.options.onUnauthorized(error);
+    else this.log.error(`the sidecar refused the token (${error.code}); the agent stopped`);
   }
 
   private subscribe(): void {
@@ -273,13 +369,16 @@ export class RelayAgent {
     on('bundle_settled', (e) => this.onSettled(e));
     on('slot_update', (e) => this.onSlot(e));
     on('tx_status_changed', (e) => {
-      if (!isTerminalTxState(e.state) || !this.txs.has(e.tx_id)) return;
+      if (!isTerminalTxState(e.state)) return;
+      this.stoppedIds.delete(e.tx_id);
+      if (!this.txs.has(e.tx_id)) return;
       if (e.state !== 'finalized') this.log.line(`${e.state} ${e.tx_id} failure=${e.failure ?? 'none'}`);
       this.forget(e.tx_id);
     });
     on('mode_changed', (e) => this.setMode(e.decision_mode));
     on('policy_changed', (e) => {
       if (!e.ok || !this.world) return;
+      this.policyChanges += 1;
       this.world.policy = e.values;
       this.log.line(
         `policy reloaded tip-percentile=${e.values['tip-percentile']} min-tip=${e.values['min-tip']} max-tip=${e.values['max-tip']} escalation-step=${e.values['escalation-step']}`,
@@ -290,17 +389,20 @@ export class RelayAgent {
       this.world.floor = floorOf(e);
       this.floorAtMs = this.clock.now();
     });
-    on('resync', () => void this.sweep('resync'));
+    // The sidecar restarted or dropped events the client asked to replay: policy, mode and queue may all differ.
+    on('resync', () => this.catchUp('resync'));
     this.offs.push(
       this.client.on('connection', (e) => {
         if (this.stopped) return;
-        if (e.state === 'reconnecting' && !this.eventsDown) {
+        if (e.state === 'unauthorized' && e.error) {
+          this.refuse(e.error);
+        } else if (e.state === 'reconnecting' && !this.eventsDown) {
           this.eventsDown = true;
           this.log.error(`event stream lost; reconnecting in ${e.delay_ms ?? 0} ms`);
         } else if (e.state === 'open' && this.eventsDown) {
           this.eventsDown = false;
-          // Events were missed while the stream was down (the sidecar may have restarted): re-check the queue.
-          void this.sweep('events reconnected');
+          // Events were missed while the stream was down (the sidecar may have restarted): re-read and re-check.
+          this.catchUp('events reconnected');
         }
       }),
     );
@@ -313,10 +415,11 @@ export class RelayAgent {
     );
     this.setMode(registration.decision_mode);
     // A re-registration follows a gap in which the sidecar may have restarted or events were lost.
-    if (this.registrations > 1) void this.sweep('re-registered');
+    if (this.registrations > 1) this.catchUp('re-registered');
   }
 
   private setMode(mode: DecisionMode): void {
+    this.modeChanges += 1;
     if (mode === this.currentMode) return;
     const previous = this.currentMode;
     this.currentMode = mode;
@@ -387,6 +490,25 @@ export class RelayAgent {
     this.redecide.delete(txId);
   }
 
+  /** Reflex ended this transaction's attempts; it stays queued at the sidecar until expiry, so remember to skip it. */
+  private stopTx(txId: string, why: string): void {
+    this.log.line(`stop ${txId} reason=${why}`);
+    this.forget(txId);
+    this.stoppedIds.add(txId);
+    if (this.stoppedIds.size > STOPPED_IDS_KEPT) {
+      const oldest = this.stoppedIds.values().next().value;
+      if (oldest !== undefined) this.stoppedIds.delete(oldest);
+    }
+  }
+
+  /**
+   * Whether a decision for `tx` may still act: the agent runs, still tracks this very object (not forgotten or
+   * rebuilt by the watchdog) and it is still pending. Checked after every await of a decision.
+   */
+  private stillPending(tx: TrackedTx): boolean {
+    return !this.stopped && this.txs.get(tx.tx_id) === tx && tx.status === 'pending';
+  }
+
   // ------------------------------------------------------------------ deciding
 
   /** Start a decision for a pending transaction unless one is running (then run another right after it). */
@@ -408,13 +530,19 @@ export class RelayAgent {
   }
 
   private async decide(tx: TrackedTx): Promise<void> {
+    // The model's deadline counts from here: time spent reading the floor or queued for a model slot is part of it.
+    const decisionStartedMs = this.clock.now();
+    // A re-read of policy / status / tip / mode is under way (resync, re-registration, 422): decide on its result.
+    const reading = this.worldReads.running;
+    if (reading) await reading;
+    if (!this.stillPending(tx)) return;
     await this.freshFloor();
+    if (!this.stillPending(tx)) return;
     const world = this.world;
     if (!world) return;
     const reflex = reflexFor(tx, world);
     if (reflex.action === 'stop') {
-      this.log.line(`stop ${tx.tx_id} reason=${reflex.reason}`);
-      this.forget(tx.tx_id);
+      this.stopTx(tx.tx_id, reflex.reason);
       return;
     }
     if (reflex.action === 'hold') {
@@ -432,6 +560,7 @@ export class RelayAgent {
         tip: reflex.tip_lamports,
         reason: reflex.reason,
         tier: choice.tier,
+        decidedBy: 'reflex',
         escalated: false,
         fallback: choice.unavailable,
         model_latency_ms: null,
@@ -448,8 +577,8 @@ export class RelayAgent {
 
     const deadlineMs = choice.escalated ? this.o.escalationDeadlineMs : this.o.cortexDeadlineMs;
     const model = this.model;
-    const result = await this.limiter.run(() => this.askModel(model, snapshot, deadlineMs));
-    if (this.stopped || this.txs.get(tx.tx_id) !== tx || tx.status !== 'pending') return;
+    const result = await this.askModelWithin(model, snapshot, deadlineMs, decisionStartedMs + deadlineMs);
+    if (!this.stillPending(tx)) return;
 
     const base = {
       decision_mode: choice.tier,
@@ -493,6 +622,7 @@ export class RelayAgent {
           tip: answer.tip_lamports,
           reason: `${choice.escalated ? 'escalated' : 'cortex'}: ${answer.rationale || 'model decision'}`,
           tier: choice.tier,
+          decidedBy: 'cortex',
           escalated: choice.escalated,
           fallback: null,
           model_latency_ms: result.latency_ms,
@@ -502,6 +632,7 @@ export class RelayAgent {
           tip: reflex.tip_lamports,
           reason: `${reflex.reason} (model fallback: ${fallback})`,
           tier: choice.tier,
+          decidedBy: 'reflex',
           escalated: choice.escalated,
           fallback,
           model_latency_ms: result.latency_ms,
@@ -513,6 +644,43 @@ export class RelayAgent {
           },
         };
     await this.send(tx, decided);
+  }
+
+  /**
+   * A model call that ends by `deadlineAtMs` (agent clock) however busy the model is: it waits for a free slot
+   * only until the deadline (then `model_busy`), and the call itself gets what is left of the deadline.
+   */
+  private async askModelWithin(
+    model: DecisionModel,
+    snapshot: DecisionSnapshot,
+    deadlineMs: number,
+    deadlineAtMs: number,
+  ): Promise<ModelResult> {
+    const queuedAtMs = this.clock.now();
+    const failed = (reason: 'model_busy' | 'timeout', detail: string): ModelResult => ({
+      ok: false,
+      reason,
+      detail,
+      request_id: null,
+      latency_ms: this.clock.now() - queuedAtMs,
+      usage: null,
+    });
+    if (deadlineAtMs - queuedAtMs <= 0)
+      return failed('timeout', `the ${deadlineMs} ms deadline passed before the model was asked`);
+    let giveUpTimer: unknown = null;
+    const giveUp = new Promise<void>((resolve) => {
+      giveUpTimer = this.timers.setTimeout(resolve, deadlineAtMs - queuedAtMs);
+    });
+    try {
+      const run = await this.limiter.runBefore(giveUp, () =>
+        this.askModel(model, snapshot, Math.max(1, deadlineAtMs - this.clock.now())),
+      );
+      return run.ran
+        ? run.value
+        : failed('model_busy', `no free model slot within the ${deadlineMs} ms deadline`);
+    } finally {
+      this.timers.clearTimeout(giveUpTimer);
+    }
   }
 
   /** One model call under a hard deadline: the adapter's own signal, and this guard in case it ignores it. */
@@ -559,8 +727,7 @@ export class RelayAgent {
     if (violation) {
       // Reflex's own decision is built inside the bounds; this only trips when the world moved during a decision.
       if (violation.key === 'expiry-slots' || violation.key === 'max-retries') {
-        this.log.line(`stop ${tx.tx_id} reason=${violation.key} (${violation.actual} > ${violation.limit})`);
-        this.forget(tx.tx_id);
+        this.stopTx(tx.tx_id, `${violation.key} (${violation.actual} > ${violation.limit})`);
       } else {
         this.log.error(
           `not submitting ${tx.tx_id}: tip ${decided.tip} breaks ${violation.key} (limit ${violation.limit})`,
@@ -577,6 +744,7 @@ export class RelayAgent {
         tip_lamports: decided.tip,
         reason,
         escalated: decided.escalated,
+        decision_mode: decided.decidedBy,
         trace: decided.trace,
       });
       const latency = Math.max(0, this.clock.now() - tx.cycle_started_ms);
@@ -591,6 +759,7 @@ export class RelayAgent {
         bundle_id: response.bundle_id,
         tip_lamports: decided.tip,
         tier: decided.tier,
+        decision_mode: decided.decidedBy,
         escalated: decided.escalated,
         fallback_reason: decided.fallback,
         latency_ms: latency,
@@ -606,16 +775,24 @@ export class RelayAgent {
         this.forget(tx.tx_id);
         return;
       }
+      if (isTokenRefusal(error)) {
+        this.refuse(error);
+        return;
+      }
       tx.status = 'pending';
       tx.cooldown_until_slot = world.slot + this.o.refusedCooldownSlots;
       const key =
         isRelayError(error) && typeof error.details.key === 'string' ? ` key=${error.details.key}` : '';
       this.log.error(`submit ${tx.tx_id} refused${key}: ${oneLine(messageOf(error))}`);
+      // The sidecar judged the tip by a policy (or state) this agent does not have: re-read it before retrying,
+      // or the same refused tip comes back after the cooldown.
+      if (isRelayError(error) && error.status === 422) void this.worldReads.request('submit refused (422)');
     }
   }
 
   private async freshFloor(): Promise<void> {
-    if (this.clock.now() - this.floorAtMs <= this.o.floorMaxAgeMs) return;
+    // `<`, not `<=`: the clock counts whole ms, so a max age of 0 must still re-read a floor read this same ms.
+    if (this.clock.now() - this.floorAtMs < this.o.floorMaxAgeMs) return;
     this.floorRefresh ??= this.client
       .tip()
       .then((tip) => {
@@ -636,25 +813,34 @@ export class RelayAgent {
 
   // ------------------------------------------------------------------ watchdog
 
-  private async runSweep(reason: string): Promise<{ checked: number; redecided: number }> {
+  private async runSweep(reason: string): Promise<SweepResult> {
     if (this.stopped || !this.world) return { checked: 0, redecided: 0 };
+    // Only what was tracked before /queue was read can be judged by it; a tx_enqueued arriving meanwhile is newer.
+    const trackedBefore = new Map(this.txs);
     let queue;
     try {
       queue = await this.client.queue();
     } catch (error) {
-      this.log.error(`watchdog: cannot read /queue (${messageOf(error)})`);
+      if (isTokenRefusal(error)) this.refuse(error);
+      else this.log.error(`watchdog: cannot read /queue (${messageOf(error)})`);
       return { checked: 0, redecided: 0 };
     }
+    if (this.stopped) return { checked: 0, redecided: 0 };
     const inQueue = new Set(queue.entries.map((entry) => entry.tx_id));
     // What left the queue without the agent seeing its terminal event.
-    for (const txId of [...this.txs.keys()]) if (!inQueue.has(txId)) this.forget(txId);
+    for (const [txId, tx] of trackedBefore)
+      if (!inQueue.has(txId) && this.txs.get(txId) === tx) this.forget(txId);
+    for (const txId of [...this.stoppedIds]) if (!inQueue.has(txId)) this.stoppedIds.delete(txId);
     let checked = 0;
     const missed: string[] = [];
     for (const entry of queue.entries) {
       if (this.stopped) break;
+      // Reflex stopped it; it waits in the queue for the sidecar to expire it. Deciding again would only stop it again.
+      if (this.stoppedIds.has(entry.tx_id)) continue;
       const known = this.txs.get(entry.tx_id);
       // Pending ones are already re-decided on every slot; only unknown or "submitted" ones can hide a missed event.
       if (known && (known.status === 'pending' || this.deciding.has(entry.tx_id))) continue;
+      const knownStatus = known?.status;
       let record: TxRecord;
       try {
         record = await this.client.tx(entry.tx_id);
@@ -662,14 +848,17 @@ export class RelayAgent {
         this.log.error(`watchdog: cannot read ${entry.tx_id} (${messageOf(error)})`);
         continue;
       }
+      if (this.stopped) break;
       checked += 1;
+      // The event path acted while /tx was read (tracked it, submitted, settled, forgot it): the record may predate
+      // that, and acting on it could submit the same attempt twice. The events and the next sweep cover it.
+      const current = this.txs.get(entry.tx_id);
+      if (current !== known || current?.status !== knownStatus || this.deciding.has(entry.tx_id)) continue;
       if (isTerminalTxState(record.state)) {
         this.forget(record.tx_id);
         continue;
       }
       const needsDecision = record.state === 'pending' && !attemptInFlight(record);
-      const current = this.txs.get(record.tx_id);
-      if (current && (current.status === 'pending' || this.deciding.has(record.tx_id))) continue;
       this.txs.set(record.tx_id, trackedFromRecord(record, needsDecision, this.clock.now()));
       if (needsDecision) missed.push(record.tx_id);
     }
@@ -763,4 +952,9 @@ function oneLine(text: string): string {
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** A 401 from the sidecar: the token is missing or wrong, which no retry can fix. */
+export function isTokenRefusal(error: unknown): error is RelayError {
+  return isRelayError(error) && error.status === 401;
 }

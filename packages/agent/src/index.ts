@@ -2,7 +2,7 @@
  * @solrelay/agent: relay's decision layer. Presence, the reflex and cortex tiers, and the watchdog; it talks to the
  * sidecar only through @solrelay/client.
  */
-export { RelayAgent, AGENT_DEFAULTS, trackedFromRecord } from './agent';
+export { RelayAgent, AGENT_DEFAULTS, isTokenRefusal, trackedFromRecord } from './agent';
 export type { RelayAgentOptions, SubmitRecord, AgentDecisionTrace } from './agent';
 export { createRelayAgent, cortexConfigured } from './create';
 export type { CreateRelayAgentOptions, CreatedRelayAgent } from './create';
@@ -36,6 +36,7 @@ export type {
 } from './decision';
 export type { DecisionSnapshot } from './snapshot';
 export { ConcurrencyLimiter } from './limiter';
+export type { LimitedRun } from './limiter';
 export type {
   AgentLog,
   AgentRelayClient,

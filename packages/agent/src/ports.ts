@@ -26,6 +26,8 @@ export interface PresenceHandlers {
   modeChanged(mode: DecisionMode): void;
   /** The connection dropped; the next attempt is made after `delay_ms`. */
   lost(info: { attempt: number; delay_ms: number; error: RelayError | null }): void;
+  /** The sidecar refused the token (401). The channel has stopped: a token does not heal by retrying. */
+  unauthorized?(error: RelayError): void;
 }
 
 /** The held-open registration (`GET /internal/agent/presence`). */
@@ -52,7 +54,9 @@ export type ModelFailureReason =
   | 'auth_error'
   | 'request_error'
   | 'refusal'
-  | 'no_tool_call';
+  | 'no_tool_call'
+  /** Set by the agent, not an adapter: every model slot stayed taken until the decision's deadline. */
+  | 'model_busy';
 
 /** One model call's outcome: the raw tool input (checked by the agent), or why there is none. */
 export type ModelResult =

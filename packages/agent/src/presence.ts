@@ -19,7 +19,8 @@ export interface SsePresenceOptions {
  * The agent's registration: `GET /internal/agent/presence?model=&provider=` held open. The sidecar answers with a
  * `registered` event carrying the current decision mode, then `mode_changed` events on the same stream; the agent
  * is present while connected. On a drop it reconnects on the client's schedule (`reconnectDelay`: 500 ms doubling
- * to 30 s, reset once registered) and registers again. eventsource's own fixed 3 s retry is never used.
+ * to 30 s, reset once registered) and registers again. eventsource's own fixed 3 s retry is never used. A 401 (no
+ * or a wrong token) is not retried: the channel stops and reports `unauthorized`, as the client's event stream does.
  *
  * The client has no presence call, so this is built from its public pieces (`reconnectDelay`, `RelayError`) and
  * the same `eventsource` library it uses.
@@ -92,6 +93,12 @@ export class SsePresence implements PresenceChannel {
       // eventsource arms its own retry right after dispatching `error`; closing on the next microtask clears it.
       queueMicrotask(() => source.close());
       if (this.source === source) this.source = null;
+      if (refusal?.status === 401) {
+        // A missing or wrong token does not heal by retrying (the client's event stream stops the same way).
+        this.closed = true;
+        handlers.unauthorized?.(refusal);
+        return;
+      }
       this.attempt += 1;
       const delay = reconnectDelay(this.attempt);
       const message = (event as unknown as { message?: string }).message;
@@ -124,6 +131,13 @@ function modeOf(value: unknown): DecisionMode | null {
 }
 
 async function refusalOf(response: Response): Promise<RelayError> {
+  if (response.status === 401) {
+    // Keep the sidecar's own code (missing or invalid token): the app prints it.
+    const code = await errorCodeOf(response);
+    return new RelayError(
+      code === 'RELAY_E_AUTH_MISSING_TOKEN' ? 'RELAY_E_AUTH_MISSING_TOKEN' : 'RELAY_E_AUTH_INVALID_TOKEN',
+    );
+  }
   try {
     const body = (await response.clone().json()) as { error?: { code?: string; message?: string } };
     return new RelayError('RELAY_E_UPSTREAM_INVALID_RESPONSE', {
@@ -136,5 +150,14 @@ async function refusalOf(response: Response): Promise<RelayError> {
       upstream: 'sidecar',
       reason: `presence refused: HTTP ${response.status}`,
     });
+  }
+}
+
+async function errorCodeOf(response: Response): Promise<string | null> {
+  try {
+    const body = (await response.clone().json()) as { error?: { code?: unknown } };
+    return typeof body.error?.code === 'string' ? body.error.code : null;
+  } catch {
+    return null;
   }
 }
