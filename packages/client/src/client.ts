@@ -1,25 +1,25 @@
-import {
-  RELAY_EVENT_NAMES,
-  type AgentInfo,
-  type BundleResponse,
-  type DecisionMode,
-  type EnqueueRequestBody,
-  type EnqueueResponse,
-  type LifecycleListResponse,
-  type ModeResponse,
-  type PolicyView,
-  type QueueResponse,
-  type RelayError,
-  type RelayEvent,
-  type RelayEventName,
-  type StatusResponse,
-  type SubmitRequest,
-  type SubmitResponse,
-  type TipResponse,
-  type TxEncoding,
-  type TxRecord,
+import type {
+  AgentInfo,
+  BundleResponse,
+  DecisionMode,
+  EnqueueRequestBody,
+  EnqueueResponse,
+  LifecycleListResponse,
+  ModeResponse,
+  PolicyView,
+  QueueResponse,
+  RelayError,
+  RelayEvent,
+  RelayEventName,
+  StatusResponse,
+  SubmitRequest,
+  SubmitResponse,
+  TipResponse,
+  TxEncoding,
+  TxRecord,
 } from '@solrelay/core';
-import { ClientClosedError } from './errors';
+import { RELAY_EVENT_NAMES } from '@solrelay/core/wire';
+import { ClientClosedError, EventsOverflowError } from './errors';
 import { encodeTransactions, type TransactionInput } from './encoding';
 import {
   EventStream,
@@ -42,7 +42,18 @@ export interface RelayClientOptions {
   logger?: RelayClientLogger;
   /** Timer functions for reconnect waits and `waitFor` deadlines; injectable for fake-timer tests. */
   timers?: Timers;
+  /**
+   * The bound on each read of `GET /tx/{id}` that `waitFor()` makes while it follows a transaction (default
+   * `WAIT_READ_TIMEOUT_MS`, 10 s). A read that takes longer counts as a lost connection: it is retried with backoff.
+   */
+  waitReadTimeoutMs?: number;
 }
+
+/** The default of `RelayClientOptions.waitReadTimeoutMs`. */
+export const WAIT_READ_TIMEOUT_MS = 10_000;
+
+/** The default of `EventsOptions.highWaterMark`. */
+export const EVENTS_HIGH_WATER_MARK = 10_000;
 
 /** Options of `enqueue()`: the enqueue body's fields other than the transactions. */
 export interface EnqueueOptions extends Omit<
@@ -64,6 +75,11 @@ export interface EventsOptions<K extends RelayEventName> {
   names?: readonly K[];
   /** Ends the iteration. */
   signal?: AbortSignal;
+  /**
+   * The most events buffered for a reader that falls behind (default `EVENTS_HIGH_WATER_MARK`, 10,000). One more
+   * ends the iterator: the buffered events are still delivered, then `next()` rejects with `EventsOverflowError`.
+   */
+  highWaterMark?: number;
 }
 
 /**
@@ -78,7 +94,11 @@ export interface EventsOptions<K extends RelayEventName> {
 export class RelayClient {
   private readonly http: HttpTransport;
   private readonly stream: EventStream;
-  private readonly handlers = new Map<RelayClientEventName, Set<Handler<never>>>();
+  /**
+   * Per event: each handler that is called, mapped to the handler the caller passed (itself for `on()`, the
+   * caller's function for a `once()` wrapper), so `off(event, handler)` finds `once()` registrations too.
+   */
+  private readonly handlers = new Map<RelayClientEventName, Map<Handler<never>, Handler<never>>>();
   private readonly cancels = new Set<() => void>();
   private readonly handleContext: TxHandleContext;
   private closed = false;
@@ -88,7 +108,16 @@ export class RelayClient {
     if (!options.baseUrl) throw new TypeError('RelayClient needs a baseUrl');
     const fetchImpl = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
     this.logger = options.logger;
-    this.http = new HttpTransport({ baseUrl: options.baseUrl, token: options.token, fetch: fetchImpl });
+    const readTimeoutMs = options.waitReadTimeoutMs ?? WAIT_READ_TIMEOUT_MS;
+    if (!(readTimeoutMs > 0) || !Number.isFinite(readTimeoutMs)) {
+      throw new TypeError(`waitReadTimeoutMs must be a positive number of ms (got ${readTimeoutMs})`);
+    }
+    this.http = new HttpTransport({
+      baseUrl: options.baseUrl,
+      token: options.token,
+      fetch: fetchImpl,
+      isClosed: () => this.closed,
+    });
     const timers = options.timers ?? globalTimers;
     this.stream = new EventStream(this.http, timers, options.logger, (name, data) =>
       this.dispatch(name, data),
@@ -97,7 +126,14 @@ export class RelayClient {
       http: this.http,
       timers,
       logger: options.logger,
+      readTimeoutMs,
+      isClosed: () => this.closed,
       track: (cancel) => {
+        // A handle made before close() must not start anything after it: cancel (reject) right away.
+        if (this.closed) {
+          cancel();
+          return () => undefined;
+        }
         this.cancels.add(cancel);
         return () => this.cancels.delete(cancel);
       },
@@ -118,17 +154,7 @@ export class RelayClient {
     handler: Handler<RelayClientEventMap[K]>,
     options: { signal?: AbortSignal } = {},
   ): () => void {
-    this.assertOpen();
-    let set = this.handlers.get(event);
-    if (!set) this.handlers.set(event, (set = new Set()));
-    set.add(handler as Handler<never>);
-    const off = () => this.off(event, handler);
-    if (options.signal) {
-      if (options.signal.aborted) off();
-      else options.signal.addEventListener('abort', off, { once: true });
-    }
-    this.stream.start();
-    return off;
+    return this.subscribe(event, handler as Handler<never>, handler as Handler<never>, options.signal);
   }
 
   /** Like `on()`, for the next occurrence only. */
@@ -137,25 +163,58 @@ export class RelayClient {
     handler: Handler<RelayClientEventMap[K]>,
     options: { signal?: AbortSignal } = {},
   ): () => void {
-    const off = this.on(
+    const wrapper: Handler<RelayClientEventMap[K]> = (data) => {
+      unsubscribe();
+      handler(data);
+    };
+    const unsubscribe = this.subscribe(
       event,
-      (data) => {
-        off();
-        handler(data);
-      },
-      options,
+      wrapper as Handler<never>,
+      handler as Handler<never>,
+      options.signal,
     );
-    return off;
+    return unsubscribe;
   }
 
-  /** Remove a handler added with `on()`. */
+  /** Remove a handler added with `on()` or `once()` (every registration of it for this event). */
   off<K extends RelayClientEventName>(event: K, handler: Handler<RelayClientEventMap[K]>): void {
-    this.handlers.get(event)?.delete(handler as Handler<never>);
+    const registered = this.handlers.get(event);
+    if (!registered) return;
+    for (const [called, original] of [...registered]) {
+      if (called === handler || original === handler) registered.delete(called);
+    }
+  }
+
+  /** Register `called` for `event` on behalf of the caller's `original`; returns the unsubscribe function. */
+  private subscribe(
+    event: RelayClientEventName,
+    called: Handler<never>,
+    original: Handler<never>,
+    signal: AbortSignal | undefined,
+  ): () => void {
+    this.assertOpen();
+    let registered = this.handlers.get(event);
+    if (!registered) this.handlers.set(event, (registered = new Map()));
+    registered.set(called, original);
+    const unsubscribe = () => {
+      this.handlers.get(event)?.delete(called);
+      // Without this a long-lived signal would keep the handler (and this client) reachable after unsubscribing.
+      signal?.removeEventListener('abort', unsubscribe);
+    };
+    if (signal) {
+      if (signal.aborted) unsubscribe();
+      else signal.addEventListener('abort', unsubscribe, { once: true });
+    }
+    this.stream.start();
+    return unsubscribe;
   }
 
   /**
    * Every sidecar event (or the named ones) as an async iterator of `{ event, data }`. Events are buffered
-   * between reads; breaking out of the loop, the signal, or `close()` ends it.
+   * between reads, up to `highWaterMark` (default 10,000): a reader that falls further behind gets the buffered
+   * events, then an `EventsOverflowError`, and the iterator ends (re-read state before iterating again). Several
+   * `next()` calls may be pending at once; they resolve in call order. Breaking out of the loop, the signal, or
+   * `close()` ends it.
    *
    * @example
    * for await (const { event, data } of relay.events({ names: ['tx_status_changed'] })) console.log(event, data);
@@ -165,9 +224,15 @@ export class RelayClient {
   ): AsyncIterableIterator<Extract<RelayEvent, { event: K }>> {
     type Item = Extract<RelayEvent, { event: K }>;
     const names = (options.names ?? RELAY_EVENT_NAMES) as readonly K[];
+    const highWaterMark = options.highWaterMark ?? EVENTS_HIGH_WATER_MARK;
+    if (!Number.isInteger(highWaterMark) || highWaterMark < 1) {
+      throw new RangeError(`events() highWaterMark must be a positive integer (got ${highWaterMark})`);
+    }
     const buffer: Item[] = [];
-    let wake: (() => void) | null = null;
+    // Pending next() calls, oldest first. Only ever non-empty while the buffer is empty.
+    const waiters: Array<(result: IteratorResult<Item, undefined>) => void> = [];
     let done = false;
+    let overflow: EventsOverflowError | null = null;
     const offs: Array<() => void> = [];
     const finish = () => {
       if (done) return;
@@ -175,29 +240,42 @@ export class RelayClient {
       for (const off of offs) off();
       this.cancels.delete(finish);
       options.signal?.removeEventListener('abort', finish);
-      wake?.();
+      for (const waiter of waiters.splice(0)) waiter({ value: undefined, done: true });
     };
-    for (const name of names) {
-      offs.push(
-        this.on(name, (data) => {
-          buffer.push({ event: name, data } as Item);
-          wake?.();
-        }),
-      );
-    }
+    const deliver = (item: Item) => {
+      if (done) return;
+      const waiter = waiters.shift();
+      if (waiter) waiter({ value: item, done: false });
+      else if (buffer.length < highWaterMark) buffer.push(item);
+      else {
+        overflow = new EventsOverflowError(highWaterMark);
+        this.logger?.warn?.(
+          { high_water_mark: highWaterMark },
+          'relay client: events() reader fell behind; ended',
+        );
+        finish();
+      }
+    };
+    for (const name of names) offs.push(this.on(name, (data) => deliver({ event: name, data } as Item)));
     this.cancels.add(finish);
     if (options.signal?.aborted) finish();
     else options.signal?.addEventListener('abort', finish, { once: true });
     const iterator: AsyncIterableIterator<Item> = {
-      next: async () => {
-        while (buffer.length === 0 && !done) await new Promise<void>((r) => (wake = r));
-        wake = null;
+      next: () => {
         const item = buffer.shift();
-        return item ? { value: item, done: false } : { value: undefined, done: true };
+        if (item !== undefined) return Promise.resolve({ value: item, done: false });
+        if (overflow) {
+          const error = overflow;
+          overflow = null;
+          return Promise.reject(error);
+        }
+        if (done) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve) => waiters.push(resolve));
       },
       return: async () => {
         finish();
         buffer.length = 0;
+        overflow = null;
         return { value: undefined, done: true };
       },
       [Symbol.asyncIterator]: () => iterator,
@@ -338,7 +416,7 @@ export class RelayClient {
   private dispatch<K extends RelayClientEventName>(name: K, data: RelayClientEventMap[K]): void {
     const set = this.handlers.get(name);
     if (!set) return;
-    for (const handler of [...set]) {
+    for (const handler of [...set.keys()]) {
       try {
         (handler as Handler<RelayClientEventMap[K]>)(data);
       } catch (error) {

@@ -68,6 +68,23 @@ export class ClientClosedError extends Error {
   }
 }
 
+/**
+ * An `events()` iterator ended because its reader fell `highWaterMark` events behind: it stopped buffering rather
+ * than grow without bound. Every event before the overflow was delivered; later ones were not, so re-read the
+ * state you follow (for example `queue()` or `lifecycle()`) before iterating again.
+ */
+export class EventsOverflowError extends Error {
+  override readonly name = 'EventsOverflowError';
+  readonly highWaterMark: number;
+
+  constructor(highWaterMark: number) {
+    super(
+      `relay events() iterator ended: ${highWaterMark} events were buffered and unread, so later events were dropped`,
+    );
+    this.highWaterMark = highWaterMark;
+  }
+}
+
 /** Guards by `name`, not `instanceof`, so they hold across duplicated package copies. */
 export function isTxFailedError(e: unknown): e is TxFailedError {
   return hasName(e, 'TxFailedError');
@@ -79,6 +96,10 @@ export function isWaitTimeoutError(e: unknown): e is WaitTimeoutError {
 
 export function isClientClosedError(e: unknown): e is ClientClosedError {
   return hasName(e, 'ClientClosedError');
+}
+
+export function isEventsOverflowError(e: unknown): e is EventsOverflowError {
+  return hasName(e, 'EventsOverflowError');
 }
 
 function hasName(e: unknown, name: string): boolean {

@@ -1,4 +1,5 @@
-import { RELAY_EVENT_NAMES, type RelayError, type RelayEventMap } from '@solrelay/core';
+import type { RelayError, RelayEventMap } from '@solrelay/core';
+import { RELAY_EVENT_NAMES } from '@solrelay/core/wire';
 import type { HttpTransport, RelayClientLogger } from './http';
 import { reconnectDelay, type TimerHandle, type Timers } from './reconnect';
 import { openSse, type SseConnection, type SseDrop } from './sse';

@@ -1,4 +1,5 @@
-import { RelayError, relayErrorFromBody } from '@solrelay/core';
+import { RelayError, relayErrorFromBody } from '@solrelay/core/wire';
+import { ClientClosedError } from './errors';
 
 /** The `fetch` the client uses: the global one by default, or the caller's (browsers add headers this way). */
 export type FetchFunction = (input: string | URL, init?: RequestInit) => Promise<Response>;
@@ -15,6 +16,8 @@ export interface HttpOptions {
   baseUrl: string;
   token: string | undefined;
   fetch: FetchFunction;
+  /** True once the client is closed; every request made after that rejects with `ClientClosedError`. */
+  isClosed?: () => boolean;
 }
 
 /**
@@ -56,9 +59,11 @@ export class HttpTransport {
     body: unknown,
     signal?: AbortSignal,
   ): Promise<{ status: number; body: T }> {
+    if (this.options.isClosed?.()) throw new ClientClosedError();
+    if (signal?.aborted) throw signal.reason;
     let response: Response;
     try {
-      response = await this.options.fetch(this.url(path), {
+      const pending = this.options.fetch(this.url(path), {
         method,
         headers: {
           Accept: 'application/json',
@@ -68,13 +73,17 @@ export class HttpTransport {
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         ...(signal ? { signal } : {}),
       });
+      response = await untilAborted(pending, signal);
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
       throw unreachable(error);
     }
-    if (!response.ok) throw await errorFromResponse(response);
+    if (!response.ok) {
+      const error = await errorFromResponse(response, signal);
+      throw signal?.aborted ? signal.reason : error;
+    }
     try {
-      return { status: response.status, body: (await response.json()) as T };
+      return { status: response.status, body: (await untilAborted(response.json(), signal)) as T };
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
       throw new RelayError(
@@ -86,17 +95,52 @@ export class HttpTransport {
   }
 }
 
+/**
+ * `promise`, or a rejection with the signal's reason as soon as the signal aborts. A caller-supplied fetch may
+ * ignore `signal` (and a body may stall after the headers), so the transport does not count on it to stop waiting.
+ */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/**
+ * Seconds from a `Retry-After` header: delta-seconds or an HTTP date; undefined when the header is absent or
+ * unreadable (a missing header must not read as "retry now").
+ */
+export function retryAfterSeconds(header: string | null, nowMs: number = Date.now()): number | undefined {
+  if (header === null) return undefined;
+  const value = header.trim();
+  if (/^\d+$/.test(value)) return Number(value);
+  const dateMs = Date.parse(value);
+  return Number.isNaN(dateMs) ? undefined : Math.max(0, Math.ceil((dateMs - nowMs) / 1000));
+}
+
 /** The RelayError of a non-2xx answer; a 429's `Retry-After` lands in `details.retry_after_s` if the body lacks it. */
-export async function errorFromResponse(response: Response): Promise<RelayError> {
+export async function errorFromResponse(response: Response, signal?: AbortSignal): Promise<RelayError> {
   let body: unknown = null;
   try {
-    body = await response.json();
+    body = await untilAborted(response.json(), signal);
   } catch {
-    /* not JSON: relayErrorFromBody reports the status */
+    /* not JSON (or aborted while reading): relayErrorFromBody reports the status */
   }
   const error = relayErrorFromBody(body, response.status);
-  const retryAfter = Number(response.headers.get('retry-after'));
-  if (response.status === 429 && Number.isFinite(retryAfter) && error.details.retry_after_s === undefined) {
+  const retryAfter = retryAfterSeconds(response.headers.get('retry-after'));
+  if (response.status === 429 && retryAfter !== undefined && error.details.retry_after_s === undefined) {
     return new RelayError(
       error.code,
       { ...error.details, retry_after_s: retryAfter },

@@ -2,9 +2,9 @@
  * @solrelay/client: the SDK for relay's HTTP + SSE API. Runs in Node 20 and browsers; loads neither web3.js nor
  * any Node built-in at run time.
  */
-export { RelayClient } from './client';
+export { EVENTS_HIGH_WATER_MARK, RelayClient, WAIT_READ_TIMEOUT_MS } from './client';
 export type { EnqueueOptions, EventsOptions, RelayClientOptions, SubmitInput } from './client';
-export { TxHandle } from './tx-handle';
+export { FINAL_READ_TIMEOUT_MS, TxHandle } from './tx-handle';
 export type { TxStatus, WaitForOptions, WaitTarget } from './tx-handle';
 export type {
   ConnectionState,
@@ -15,9 +15,11 @@ export type {
 } from './event-stream';
 export {
   ClientClosedError,
+  EventsOverflowError,
   TxFailedError,
   WaitTimeoutError,
   isClientClosedError,
+  isEventsOverflowError,
   isTxFailedError,
   isWaitTimeoutError,
 } from './errors';
@@ -27,7 +29,8 @@ export { base58ToBytes, bytesToBase64, detectEncoding, encodeTransactions } from
 export type { SerializableTransaction, TransactionInput } from './encoding';
 export type { FetchFunction, RelayClientLogger } from './http';
 
-// What callers of the client need from core, so they do not have to depend on it themselves.
+// What callers of the client need from core, so they do not have to depend on it themselves. Values come from the
+// zod-free `wire` entry so a browser bundle of the client does not carry the rest of core; types are free.
 export {
   RelayError,
   isRelayError,
@@ -35,7 +38,7 @@ export {
   parseSseEventId,
   formatSseEventId,
   TX_PROGRESS_PATH,
-} from '@solrelay/core';
+} from '@solrelay/core/wire';
 export type {
   AttemptOutcome,
   RelayErrorCode,
