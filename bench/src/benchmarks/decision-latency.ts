@@ -1,0 +1,205 @@
+/**
+ * Decision latency: `tx_enqueued` emitted -> `submit_requested` emitted, both from the sidecar's own `ts` (its wall
+ * clock), observed on `/internal/events`. The real sidecar and the real agent run as separate processes on loopback;
+ * every leader runs the bundle engine (`bundleEngineShare: 1`), so reflex never holds on purpose and the number is
+ * the decision path itself. Cortex asks the simnet's Messages endpoint with zero added latency; the model's own time
+ * (the trace's `latency_ms`, read back from `/bundle/{id}`) is subtracted to get relay's overhead.
+ */
+import { join } from 'node:path';
+import type { Benchmark, BenchContext } from '../benchmark';
+import { getJson, keepAliveAgent, postJson } from '../lib/http';
+import { cpuTimeMs, groupCpuTimeMs, sleep, startAgentChild } from '../lib/processes';
+import { SseReader } from '../lib/sse';
+import { benchPolicy, startRelayStack } from '../lib/stack';
+import { probeFsync } from '../lib/fsync-probe';
+import { distribution, round, type Distribution } from '../lib/stats';
+import { TxFactory } from '../lib/txgen';
+
+const REFLEX_P99_TARGET_MS = 10;
+const CORTEX_OVERHEAD_P99_TARGET_MS = 15;
+
+interface ModeResult {
+  mode: 'reflex' | 'cortex';
+  transactions: number;
+  rate_per_s: number;
+  decided: number;
+  latency_ms: Distribution;
+  model_ms: Distribution | null;
+  overhead_ms: Distribution | null;
+  fallbacks: number;
+  cpu_pct_of_one_core: { sidecar: number; agent: number };
+}
+
+async function runMode(
+  ctx: BenchContext,
+  mode: 'reflex' | 'cortex',
+  count: number,
+  ratePerS: number,
+): Promise<ModeResult> {
+  const stack = await startRelayStack({
+    simnet: { seed: 3, slotMs: 400, bundleEngineShare: 1, fixedClearingTip: 5_000 },
+    policy: benchPolicy({ 'max-tip': 2_000_000 }),
+    env: { AGENT_DECISION_MODE: mode },
+  });
+  try {
+    await stack.simnet.request({ op: 'llmLatency', ms: 0 });
+    const url = stack.sidecar.url;
+    const agentProcess = await startAgentChild(
+      url,
+      {
+        ANTHROPIC_BASE_URL: stack.env.ANTHROPIC_BASE_URL ?? '',
+        ANTHROPIC_API_KEY: stack.env.ANTHROPIC_API_KEY ?? '',
+      },
+      join(stack.dir, 'agent.log'),
+    );
+    try {
+      const factory = new TxFactory(20);
+      await stack.simnet.request({
+        op: 'fund',
+        addresses: factory.payers.map((p) => p.publicKey),
+        lamports: 10_000_000_000_000,
+      });
+      const enqueuedAt = new Map<string, number>();
+      const submitted = new Map<string, { ts: number; bundle: string }>();
+      const observer = new SseReader(`${url}/internal/events`, {
+        parse: true,
+        onEvent: (e) => {
+          if (e.event !== 'tx_enqueued' && e.event !== 'submit_requested') return;
+          const d = JSON.parse(e.data) as { tx_id: string; ts: number; bundle_id?: string };
+          if (e.event === 'tx_enqueued') enqueuedAt.set(d.tx_id, d.ts);
+          else if (!submitted.has(d.tx_id)) submitted.set(d.tx_id, { ts: d.ts, bundle: d.bundle_id ?? '' });
+        },
+      });
+      await observer.open();
+      const agent = keepAliveAgent(4);
+      let blockhash = await stack.simnet.request<string>({ op: 'blockhash' });
+      let blockhashAt = Date.now();
+      ctx.progress(`${mode}: ${count} transactions paced at ${ratePerS}/s`);
+      const cpu0 = { sidecar: cpuTimeMs(stack.sidecar.pid), agent: groupCpuTimeMs(agentProcess.pid) };
+      const t0 = performance.now();
+      for (let i = 0; i < count; i++) {
+        // Paced on an absolute schedule, so a slow answer does not turn into a burst afterwards.
+        const due = t0 + (i * 1000) / ratePerS;
+        const wait = due - performance.now();
+        if (wait > 0) await sleep(wait);
+        if (Date.now() - blockhashAt > 10_000) {
+          blockhash = await stack.simnet.request<string>({ op: 'blockhash' });
+          blockhashAt = Date.now();
+        }
+        const [tx] = factory.make(1, blockhash);
+        const answer = await postJson(agent, `${url}/tx/enqueue`, (tx as { body: string }).body);
+        if (answer.status !== 202) throw new Error(`enqueue answered ${answer.status}: ${answer.body}`);
+      }
+      const deadline = Date.now() + 20_000;
+      while (submitted.size < enqueuedAt.size && Date.now() < deadline) await sleep(100);
+      const elapsedS = (performance.now() - t0) / 1000;
+      // The agent is npm -> tsx -> node: its CPU is the sum over its process group.
+      const cpu = {
+        sidecar: cpuTimeMs(stack.sidecar.pid) - cpu0.sidecar,
+        agent: groupCpuTimeMs(agentProcess.pid) - cpu0.agent,
+      };
+      observer.close();
+      agent.destroy();
+
+      const latencies: number[] = [];
+      for (const [txId, enq] of enqueuedAt) {
+        const sub = submitted.get(txId);
+        if (sub) latencies.push(sub.ts - enq);
+      }
+      let modelMs: number[] | null = null;
+      let overheadMs: number[] | null = null;
+      let fallbacks = 0;
+      if (mode === 'cortex') {
+        ctx.progress("cortex: reading each decision trace for the model's own time");
+        modelMs = [];
+        overheadMs = [];
+        for (const [txId, sub] of submitted) {
+          const entry = await getJson<{
+            ai_decision_trace?: { latency_ms?: number; fallback_reason?: string | null } | null;
+          }>(`${url}/bundle/${sub.bundle}`).catch(() => null);
+          const trace = entry?.ai_decision_trace;
+          if (trace?.fallback_reason) fallbacks++;
+          const enq = enqueuedAt.get(txId);
+          if (typeof trace?.latency_ms !== 'number' || enq === undefined) continue;
+          modelMs.push(trace.latency_ms);
+          overheadMs.push(sub.ts - enq - trace.latency_ms);
+        }
+      }
+      return {
+        mode,
+        transactions: enqueuedAt.size,
+        rate_per_s: ratePerS,
+        decided: latencies.length,
+        latency_ms: distribution(latencies),
+        model_ms: modelMs ? distribution(modelMs) : null,
+        overhead_ms: overheadMs ? distribution(overheadMs) : null,
+        fallbacks,
+        cpu_pct_of_one_core: {
+          sidecar: round((cpu.sidecar / (elapsedS * 1000)) * 100, 1),
+          agent: round((cpu.agent / (elapsedS * 1000)) * 100, 1),
+        },
+      };
+    } finally {
+      await agentProcess.stop();
+    }
+  } finally {
+    await stack.stop();
+  }
+}
+
+export const decisionLatency: Benchmark = {
+  name: 'decision-latency',
+  title: '1. Decision latency (`tx_enqueued` -> `submit_requested`)',
+  async run(ctx) {
+    const count = ctx.quick ? 150 : 2_000;
+    const rate = 50;
+    const fsync = probeFsync();
+    ctx.progress(`disk: write + fdatasync p50 ${fsync.p50} ms, p99 ${fsync.p99} ms`);
+    const reflex = await runMode(ctx, 'reflex', count, rate);
+    ctx.progress(
+      `reflex: p50 ${reflex.latency_ms.p50} p99 ${reflex.latency_ms.p99} max ${reflex.latency_ms.max} ms (${reflex.decided}/${reflex.transactions})`,
+    );
+    const cortex = await runMode(ctx, 'cortex', count, rate);
+    ctx.progress(
+      `cortex: p50 ${cortex.latency_ms.p50} p99 ${cortex.latency_ms.p99} max ${cortex.latency_ms.max} ms; overhead p99 ${cortex.overhead_ms?.p99} ms (${cortex.decided}/${cortex.transactions})`,
+    );
+    const d = (x: Distribution) => `p50 ${x.p50} / p99 ${x.p99} / max ${x.max} ms`;
+    return {
+      rows: [
+        {
+          metric: `reflex (n=${reflex.decided})`,
+          target: `p99 <= ${REFLEX_P99_TARGET_MS} ms (spec: ~374 ms)`,
+          measured: d(reflex.latency_ms),
+          met: reflex.decided > 0 && reflex.latency_ms.p99 <= REFLEX_P99_TARGET_MS,
+        },
+        {
+          metric: `cortex, total (n=${cortex.decided})`,
+          target: '– (spec: ~4,200 ms)',
+          measured: d(cortex.latency_ms),
+          met: null,
+        },
+        {
+          metric: "cortex, model's own time (trace latency_ms)",
+          target: '–',
+          measured: cortex.model_ms ? d(cortex.model_ms) : 'n/a',
+          met: null,
+        },
+        {
+          metric: "cortex overhead above the model's own time",
+          target: `p99 <= ${CORTEX_OVERHEAD_P99_TARGET_MS} ms`,
+          measured: cortex.overhead_ms ? d(cortex.overhead_ms) : 'n/a',
+          met: cortex.overhead_ms
+            ? cortex.overhead_ms.n > 0 && cortex.overhead_ms.p99 <= CORTEX_OVERHEAD_P99_TARGET_MS
+            : false,
+        },
+      ],
+      notes: [
+        `${count} transfers per tier paced at ${rate}/s (not a burst), each a new transaction from a funded payer; simnet with 400 ms slots, every leader on the bundle engine, clearing tip pinned at 5,000 lamports so first attempts land and no retry is timed.`,
+        "Both timestamps are the sidecar's `ts` (ms resolution), so the figure includes the SSE hop to the agent, the agent's decision, its `POST /internal/submit`, and the sidecar's submit path up to emitting `submit_requested` (tip transaction signed and journaled with fsync).",
+        `Cortex fallbacks (model answer not used): ${cortex.fallbacks}. Sidecar / agent CPU during the paced run: reflex ${reflex.cpu_pct_of_one_core.sidecar}% / ${reflex.cpu_pct_of_one_core.agent}%, cortex ${cortex.cpu_pct_of_one_core.sidecar}% / ${cortex.cpu_pct_of_one_core.agent}% of one core.`,
+        `This disk's durable append (write + fdatasync, 200 probes): p50 ${fsync.p50} ms, p99 ${fsync.p99} ms, max ${fsync.max} ms; the submit path journals once with fsync before \`submit_requested\`.`,
+      ],
+      details: { reflex, cortex, fsync_ms: fsync },
+    };
+  },
+};

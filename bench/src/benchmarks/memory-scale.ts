@@ -1,0 +1,217 @@
+/**
+ * Memory and scale: RSS of the sidecar process alone (the simnet is its own process) with 10,000 pending, and while
+ * transactions stream through to landed and finalized (bypass mode, so no agent process is needed to move them),
+ * sampled as they go so growth can be seen to be flat; then start-up time on the journal each phase left behind.
+ */
+import { join } from 'node:path';
+import type { Benchmark, BenchContext } from '../benchmark';
+import { keepAliveAgent, postJson } from '../lib/http';
+import { rssBytes, sleep, startSidecarChild } from '../lib/processes';
+import { SseReader } from '../lib/sse';
+import { benchPolicy, startRelayStack, type RelayStack } from '../lib/stack';
+import { round } from '../lib/stats';
+import { TxFactory } from '../lib/txgen';
+
+const RSS_TARGET_MB = 200;
+const mb = (bytes: number) => Math.round(bytes / 2 ** 20);
+
+/** Stop the sidecar and start it again on the same files; ms from spawn to listening. */
+async function restartTime(stack: RelayStack, label: string): Promise<{ start_ms: number; rss_mb: number }> {
+  await stack.sidecar.stop();
+  const again = await startSidecarChild(stack.env, join(stack.dir, `sidecar-restart-${label}.log`));
+  const result = { start_ms: Math.round(again.startMs), rss_mb: mb(rssBytes(again.pid)) };
+  await again.stop();
+  return result;
+}
+
+async function pendingPhase(ctx: BenchContext, pending: number) {
+  const stack = await startRelayStack({
+    simnet: { seed: 21, slotMs: 400, fixedClearingTip: 5_000 },
+    policy: benchPolicy(),
+    env: { RELAY_AGENT_GRACE_S: '0' },
+  });
+  try {
+    const idle = mb(rssBytes(stack.sidecar.pid));
+    const factory = new TxFactory(100);
+    const txs = factory.make(pending, await stack.simnet.request<string>({ op: 'blockhash' }));
+    const agent = keepAliveAgent(32);
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next < txs.length) {
+          const tx = txs[next++] as { body: string };
+          const a = await postJson(agent, `${stack.sidecar.url}/tx/enqueue`, tx.body);
+          if (a.status !== 202) throw new Error(`enqueue answered ${a.status}: ${a.body}`);
+        }
+      }),
+    );
+    agent.destroy();
+    await sleep(2_000);
+    const withPending = mb(rssBytes(stack.sidecar.pid));
+    ctx.progress(
+      `${pending} pending: sidecar RSS ${withPending} MB (idle ${idle} MB); restarting on that journal`,
+    );
+    const restart = await restartTime(stack, 'pending');
+    return { pending, idle_rss_mb: idle, rss_mb: withPending, restart };
+  } finally {
+    await stack.stop();
+  }
+}
+
+interface Sample {
+  t_s: number;
+  enqueued: number;
+  landed: number;
+  finalized: number;
+  rss_mb: number;
+}
+
+async function throughPhase(ctx: BenchContext, total: number, budgetS: number) {
+  const stack = await startRelayStack({
+    simnet: { seed: 22, slotMs: 200, bundleEngineShare: 1, fixedClearingTip: 5_000 },
+    policy: benchPolicy(),
+    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '10000', BUNDLE_ENGINE_RPS: '10000' },
+  });
+  try {
+    const url = stack.sidecar.url;
+    const factory = new TxFactory(200);
+    await stack.simnet.request({
+      op: 'fund',
+      addresses: factory.payers.map((p) => p.publicKey),
+      lamports: 100_000_000_000_000,
+    });
+    let landed = 0;
+    let finalized = 0;
+    const observer = new SseReader(`${url}/internal/events`, {
+      parse: true,
+      onEvent: (e) => {
+        if (e.event !== 'tx_status_changed') return;
+        // A cheap test before JSON.parse: this reader sees every event of the run.
+        if (e.data.includes('"state":"landed"')) landed++;
+        else if (e.data.includes('"state":"finalized"')) finalized++;
+      },
+    });
+    await observer.open();
+    const agent = keepAliveAgent(16);
+    const samples: Sample[] = [];
+    const t0 = performance.now();
+    let enqueued = 0;
+    let blockhash = await stack.simnet.request<string>({ op: 'blockhash' });
+    let blockhashAt = Date.now();
+    let lastSample = 0;
+    const maxInFlight = 2_000;
+    const sample = () => {
+      const s = {
+        t_s: round((performance.now() - t0) / 1000, 1),
+        enqueued,
+        landed,
+        finalized,
+        rss_mb: mb(rssBytes(stack.sidecar.pid)),
+      };
+      samples.push(s);
+      ctx.progress(
+        `through: ${s.enqueued} enqueued, ${s.landed} landed, ${s.finalized} finalized, RSS ${s.rss_mb} MB`,
+      );
+    };
+    while (enqueued < total && performance.now() - t0 < budgetS * 1000) {
+      if (Date.now() - blockhashAt > 5_000) {
+        blockhash = await stack.simnet.request<string>({ op: 'blockhash' });
+        blockhashAt = Date.now();
+      }
+      // Bounded in flight: the point is a steady stream through the sidecar, not a 100,000-deep queue.
+      if (enqueued - landed >= maxInFlight) {
+        await sleep(20);
+      } else {
+        const batch = factory.make(Math.min(64, total - enqueued), blockhash);
+        await Promise.all(
+          batch.map(async (tx) => {
+            const a = await postJson(agent, `${url}/tx/enqueue`, tx.body);
+            if (a.status === 202) enqueued++;
+          }),
+        );
+      }
+      if (performance.now() - lastSample > (total > 10_000 ? 15_000 : 3_000)) {
+        lastSample = performance.now();
+        sample();
+      }
+    }
+    // Let the tail land and finalize (32 slots) before the last reading.
+    const drainUntil = Date.now() + (total > 10_000 ? 20_000 : 10_000);
+    while (Date.now() < drainUntil && finalized < enqueued) await sleep(250);
+    sample();
+    const elapsedS = (performance.now() - t0) / 1000;
+    observer.close();
+    agent.destroy();
+    ctx.progress('restarting on the journal left after the run');
+    const restart = await restartTime(stack, 'through');
+    return {
+      target_transactions: total,
+      enqueued,
+      landed,
+      finalized,
+      elapsed_s: round(elapsedS, 1),
+      through_per_s: Math.round(landed / elapsedS),
+      samples,
+      peak_rss_mb: Math.max(...samples.map((s) => s.rss_mb)),
+      restart,
+    };
+  } finally {
+    await stack.stop();
+  }
+}
+
+export const memoryScale: Benchmark = {
+  name: 'memory-scale',
+  title: '4. Memory and scale (sidecar RSS, start-up on a full journal)',
+  async run(ctx) {
+    const pending = await pendingPhase(ctx, ctx.quick ? 1_000 : 10_000);
+    const through = await throughPhase(ctx, ctx.quick ? 1_000 : 100_000, ctx.quick ? 8 : 300);
+    // Flatness: the RSS in the second half of the run against the first half's peak.
+    const half = through.samples.slice(Math.floor(through.samples.length / 2));
+    const firstHalfPeak = Math.max(
+      ...through.samples.slice(0, Math.max(1, Math.floor(through.samples.length / 2))).map((s) => s.rss_mb),
+    );
+    const growth = Math.max(...half.map((s) => s.rss_mb)) - firstHalfPeak;
+    const reachedAll = through.landed >= through.target_transactions;
+    return {
+      rows: [
+        {
+          metric: `RSS with ${pending.pending.toLocaleString('en-US')} pending`,
+          target: `<= ${RSS_TARGET_MB} MB`,
+          measured: `${pending.rss_mb} MB (idle ${pending.idle_rss_mb} MB)`,
+          met: pending.rss_mb <= RSS_TARGET_MB,
+        },
+        {
+          metric: `RSS after ${through.landed.toLocaleString('en-US')} transactions through (peak)`,
+          target: `<= ${RSS_TARGET_MB} MB, flat`,
+          measured: `${through.samples[through.samples.length - 1]?.rss_mb} MB (peak ${through.peak_rss_mb} MB; second half vs first-half peak ${growth >= 0 ? '+' : ''}${growth} MB)`,
+          met: through.peak_rss_mb <= RSS_TARGET_MB && growth <= 20,
+        },
+        {
+          metric: 'transactions through (bypass, landed)',
+          target: `${through.target_transactions.toLocaleString('en-US')}`,
+          measured: `${through.landed.toLocaleString('en-US')} in ${through.elapsed_s} s (${through.through_per_s}/s), ${through.finalized.toLocaleString('en-US')} finalized`,
+          met: reachedAll,
+        },
+        {
+          metric: `start-up with ${pending.pending.toLocaleString('en-US')} pending in the journal`,
+          target: '– (reported)',
+          measured: `${pending.restart.start_ms} ms (RSS after ${pending.restart.rss_mb} MB)`,
+          met: null,
+        },
+        {
+          metric: 'start-up on the journal after the run through',
+          target: '– (reported)',
+          measured: `${through.restart.start_ms} ms`,
+          met: null,
+        },
+      ],
+      notes: [
+        'RSS is `VmRSS` of the sidecar process from /proc; the simnet and the load generator are other processes.',
+        'The run through uses bypass (every enqueue submitted at once at 10,000 lamports) on a simnet with 200 ms slots, every leader on the bundle engine and the clearing tip pinned at 5,000, so every transaction lands and finalizes 32 slots later; at most 2,000 are in flight at once. It stops at the target count or the time budget, whichever comes first.',
+        'Start-up is spawn to `relay: listening on` of apps/sidecar/dist/main.cjs on the same data directory (journal replay included).',
+      ],
+      details: { pending, through },
+    };
+  },
+};

@@ -1,0 +1,80 @@
+/**
+ * `pnpm bench [name ...] [--quick]`: runs relay's five benchmarks one after another (never in parallel: they share
+ * two cores), writes `bench/results/<name>.json` (quick runs: `bench/results/quick/`) and regenerates the root
+ * BENCHMARKS.md from the full-mode results.
+ */
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Benchmark } from './benchmark';
+import { apiFanout } from './benchmarks/api-fanout';
+import { coldStart } from './benchmarks/cold-start';
+import { decisionLatency } from './benchmarks/decision-latency';
+import { landingEconomics } from './benchmarks/landing-economics';
+import { memoryScale } from './benchmarks/memory-scale';
+import { loadAverage, machineInfo } from './lib/machine';
+import { REPO_ROOT } from './lib/processes';
+import { writeBenchmarksMd, writeResult, type BenchResult } from './lib/report';
+
+const BENCHMARKS: Benchmark[] = [decisionLatency, apiFanout, landingEconomics, memoryScale, coldStart];
+const BENCH_DIR = fileURLToPath(new URL('../', import.meta.url));
+const RESULTS_DIR = join(BENCH_DIR, 'results');
+
+async function main(): Promise<number> {
+  const args = process.argv.slice(2).filter((a) => a !== '--');
+  const quick = args.includes('--quick');
+  const profile = args.includes('--profile');
+  const unknownFlags = args.filter((a) => a.startsWith('--') && a !== '--quick' && a !== '--profile');
+  const names = args.filter((a) => !a.startsWith('--'));
+  const unknown = names.filter((n) => !BENCHMARKS.some((b) => b.name === n));
+  if (unknownFlags.length || unknown.length) {
+    process.stderr.write(
+      `bench: unknown ${[...unknownFlags, ...unknown].join(', ')}; usage: pnpm bench [--quick] [--profile] [${BENCHMARKS.map((b) => b.name).join('|')} ...]\n`,
+    );
+    return 2;
+  }
+  const selected = names.length ? BENCHMARKS.filter((b) => names.includes(b.name)) : BENCHMARKS;
+  const started = performance.now();
+  let failures = 0;
+  for (const bench of selected) {
+    const t0 = performance.now();
+    const loadBefore = loadAverage();
+    const progress = (line: string) =>
+      process.stdout.write(`[${bench.name}] ${((performance.now() - t0) / 1000).toFixed(1)}s ${line}\n`);
+    progress(`start${quick ? ' (quick)' : ''}; load ${loadBefore.join(' ')}`);
+    try {
+      const outcome = await bench.run({ quick, profile, progress });
+      const result: BenchResult = {
+        name: bench.name,
+        title: bench.title,
+        quick,
+        machine: machineInfo(REPO_ROOT),
+        load: { before: loadBefore, after: loadAverage() },
+        duration_s: Math.round((performance.now() - t0) / 100) / 10,
+        ...outcome,
+      };
+      const path = writeResult(RESULTS_DIR, result);
+      for (const row of outcome.rows) {
+        const met = row.met === null ? '' : row.met ? '  [met]' : '  [MISSED]';
+        progress(`${row.metric}: ${row.measured} (target ${row.target})${met}`);
+      }
+      progress(`done in ${result.duration_s} s -> ${path}`);
+    } catch (error) {
+      failures++;
+      progress(`FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    }
+  }
+  if (!quick)
+    writeBenchmarksMd(RESULTS_DIR, join(BENCH_DIR, 'FINDINGS.md'), join(REPO_ROOT, 'BENCHMARKS.md'));
+  process.stdout.write(
+    `bench: ${selected.length - failures}/${selected.length} benchmarks ran in ${((performance.now() - started) / 1000).toFixed(1)} s${quick ? '' : '; BENCHMARKS.md regenerated'}\n`,
+  );
+  return failures ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    process.stderr.write(`bench: ${String(error)}\n`);
+    process.exit(1);
+  },
+);
