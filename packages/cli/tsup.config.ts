@@ -1,7 +1,9 @@
 import { defineConfig } from 'tsup';
 import { libraryConfig } from '../../tooling/tsup.base';
 
-// The two builds run in parallel into one dist/, so neither cleans it: the build script empties it first.
+// Nothing empties dist/ before a build (no tsup `clean`, no rm in the build script): `pnpm relay` rebuilds the CLI
+// on every run, and a `relay` started by another terminal during that rebuild must still find dist/bin.cjs. Each
+// file is overwritten in place instead; a stale extra file from an older build is harmless (nothing imports it).
 export default defineConfig([
   // The programmatic API: ESM + CJS + declarations like every library package.
   libraryConfig({ index: 'src/index.ts' }, { clean: false }),

@@ -65,12 +65,24 @@ interface SimArgs {
   seed: number | undefined;
   'slot-ms': number | undefined;
   'rate-limit': boolean;
+  /** Only on commands with demo traffic (up, start). */
+  demo?: boolean;
 }
 
 function simFlags(args: SimArgs, command: string): SimFlags | null {
   if (!args.sim) {
-    if (args.seed !== undefined || args['slot-ms'] !== undefined || !args['rate-limit']) {
-      throw usageError(`relay ${command}: --seed, --slot-ms and --no-rate-limit only apply with --sim`);
+    // --no-demo is checked like the others: without --sim there is no demo traffic to turn off.
+    if (
+      args.seed !== undefined ||
+      args['slot-ms'] !== undefined ||
+      !args['rate-limit'] ||
+      args.demo === false
+    ) {
+      const flags =
+        args.demo === undefined
+          ? '--seed, --slot-ms and --no-rate-limit'
+          : '--seed, --slot-ms, --no-rate-limit and --no-demo';
+      throw usageError(`relay ${command}: ${flags} only apply with --sim`);
     }
     return null;
   }

@@ -45,13 +45,19 @@ export function sidecarExitError(error: unknown, baseUrl: string): unknown {
   });
 }
 
-/** fetch says only "fetch failed"; the system error under it (ECONNREFUSED, ENOTFOUND) says why. */
+/**
+ * fetch says only "fetch failed"; the error under it says why: a system error's code (ECONNREFUSED, ENOTFOUND), or,
+ * when fetch refuses before connecting (the "bad port" list: 1, 6000, ...), the innermost cause's message.
+ */
 function networkReason(error: { details: Record<string, unknown>; cause?: unknown }): string {
+  let innermost: string | null = null;
   let cause: unknown = error.cause;
-  for (let depth = 0; cause && depth < 4; depth++) {
+  for (let depth = 0; cause && depth < 5; depth++) {
     const code = (cause as { code?: unknown }).code;
     if (typeof code === 'string') return code;
+    const message = (cause as { message?: unknown }).message;
+    if (typeof message === 'string' && message !== '') innermost = message;
     cause = (cause as { cause?: unknown }).cause;
   }
-  return String(error.details.reason);
+  return innermost ?? String(error.details.reason);
 }

@@ -150,3 +150,15 @@ test('an unreachable sidecar exits 3 naming the address tried, with a hint', asy
   expect(json.code).toBe(3);
   expect(JSON.parse(json.stdout).error).toMatchObject({ exit_code: 3 });
 });
+
+test('an unreachable sidecar names the reason: the system error, or what fetch refused (not "fetch failed")', async () => {
+  const refused = await runRelay(['status'], { env: baseEnv({ API_PORT: String(await freePort()) }) });
+  expect(refused.stderr).toMatch(/\(ECONNREFUSED\)/);
+  // fetch refuses these ports itself (its "bad port" list), so there is no system error code under it.
+  for (const port of [1, 6000]) {
+    const run = await runRelay(['status'], { env: baseEnv({ API_PORT: String(port) }) });
+    expect(run.code).toBe(3);
+    expect(run.stderr).toContain(`http://localhost:${port} (bad port)`);
+    expect(run.stderr).not.toContain('fetch failed');
+  }
+});

@@ -25,7 +25,13 @@ async function up(extraEnv: Record<string, string>, args: string[] = []) {
 test('relay up --sim: addresses and env lines, [ AGENT ] lines, a finalized demo transaction; Ctrl-C stops the whole group', async () => {
   // A stand-in agent: prints lines, reaches the sidecar at RELAY_URL, starts a grandchild. It decides nothing; the
   // sidecar's own fallback (after RELAY_AGENT_GRACE_S) submits the demo traffic.
-  const { relay, port } = await up({ AGENT_DIR: FIXTURE_AGENT, RELAY_AGENT_GRACE_S: '1' });
+  // npm settings as `pnpm relay` leaves them in the environment: the agent's npm must not see (and warn about) them.
+  const { relay, port } = await up({
+    AGENT_DIR: FIXTURE_AGENT,
+    RELAY_AGENT_GRACE_S: '1',
+    npm_config_nodedir: '/nonexistent-nodedir',
+    NPM_CONFIG_RELAY_TEST_ONLY: '1',
+  });
   await relay.waitForStdout(new RegExp(`relay: dashboard http://localhost:${port}/`), 20_000);
   expect(relay.stdout).toMatch(new RegExp(`relay: api +http://localhost:${port}`));
   expect(relay.stdout).toMatch(/^STREAM_ENDPOINT=http:\/\/127\.0\.0\.1:\d+$/m);
@@ -50,6 +56,8 @@ test('relay up --sim: addresses and env lines, [ AGENT ] lines, a finalized demo
   expect(processAlive(grandchildPid as number)).toBe(true);
   expect(await relay.stop('SIGINT')).toBe(0);
   expect(relay.stderr).toContain('SIGINT: stopping');
+  expect(relay.stderr).toMatch(/SIGINT: stopping\n(.*\n)*relay: stopped\n$/);
+  expect(relay.stdout + relay.stderr).not.toMatch(/Unknown env config/);
   await waitUntil(
     () => !processAlive(agentPid as number) && !processAlive(grandchildPid as number),
     5000,
@@ -69,6 +77,7 @@ test('relay up stops the sidecar and exits 1 when the agent exits on its own', a
   expect(await relay.closed).toBe(1);
   expect(relay.stdout).toMatch(/^\[ AGENT \] bye$/m);
   expect(relay.stderr).toContain('the agent exited (code 4)');
+  expect(relay.stderr).toMatch(/relay: stopped\n$/);
   expect(await portInUse(port)).toBe(false);
 }, 30_000);
 

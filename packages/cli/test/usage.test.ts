@@ -14,6 +14,8 @@ test.each([
   [['bundle'], /Not enough non-option arguments/],
   [['status', '--verbose'], /Unknown argument/],
   [['up', '--seed', '3'], /only apply with --sim/],
+  [['up', '--no-demo'], /--no-demo only apply with --sim/],
+  [['start', '--no-demo'], /--no-demo only apply with --sim/],
 ])('relay %j is a usage error: exit 2 with the reason and a hint', async (args, message) => {
   const run = await runRelay(args as string[]);
   expect(run.code).toBe(2);

@@ -20,13 +20,13 @@ export function QueuePanel({ state, now }: { state: DashboardState; now: number 
         </span>
       }
     >
-      <table className="table" data-testid="queue-table">
+      <table className="table queue-table" data-testid="queue-table">
         <thead>
           <tr>
-            <th>tx</th>
+            <th className="col-tx">tx</th>
             <th className="num">age (slots)</th>
             <th>priority</th>
-            <th className="num">retries</th>
+            <th className="num col-retries">retries</th>
             <th>state</th>
           </tr>
         </thead>
@@ -34,12 +34,12 @@ export function QueuePanel({ state, now }: { state: DashboardState; now: number 
           {queue && queue.entries.length > 0 ? (
             queue.entries.map((entry) => (
               <tr key={entry.tx_id} data-tx-id={entry.tx_id}>
-                <td>
+                <td className="col-tx">
                   <Id value={entry.tx_id} kind="tx" />
                 </td>
                 <td className="num">{formatInteger(entry.age_slots)}</td>
                 <td>{entry.priority}</td>
-                <td className="num">{entry.retries}</td>
+                <td className="num col-retries">{entry.retries}</td>
                 <td>
                   <StageTag stage={latest.get(entry.tx_id)?.state ?? 'pending'} />
                 </td>

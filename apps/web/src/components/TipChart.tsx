@@ -1,6 +1,7 @@
 import { useEffect, useRef } from 'react';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
+import { TICK_INCREMENTS_S, formatTickTime, tipTimeRange } from '../chart-time';
 import { formatLamportsCompact } from '../format';
 import type { DashboardState, TipSample } from '../store';
 import { Panel } from './common';
@@ -22,9 +23,6 @@ function toColumns(history: TipSample[]): uPlot.AlignedData {
   return [xs, ...columns];
 }
 
-/** The x range shows at least this many seconds, so a fresh page does not zoom into milliseconds (or years). */
-const MIN_SPAN_S = 120;
-
 /** Keep only decade ticks (10k, 100k, 1M) when there are at least two, so the log axis is not a wall of lines. */
 function decadesOnly(_u: uPlot, splits: number[]): Array<number | null> {
   const isDecade = (v: number) => Math.abs(Math.log10(v) - Math.round(Math.log10(v))) < 1e-9;
@@ -40,10 +38,7 @@ function chartOptions(width: number, height: number): uPlot.Options {
     scales: {
       x: {
         time: true,
-        range: (_u, min, max) => {
-          const hi = max ?? Date.now() / 1_000;
-          return [Math.min(min ?? hi, hi - MIN_SPAN_S), hi];
-        },
+        range: (_u, min, max) => tipTimeRange(min, max, Date.now() / 1_000),
       },
       // Tips span orders of magnitude (p25 to p99), so a log axis keeps every line readable.
       y: { distr: 3, log: 10 },
@@ -52,7 +47,14 @@ function chartOptions(width: number, height: number): uPlot.Options {
     legend: { show: false },
     cursor: { drag: { x: false, y: false } },
     axes: [
-      { ...axis },
+      {
+        ...axis,
+        // One line of labels ("14:03:07"), so the axis needs less height and labels get room not to collide.
+        size: 28,
+        space: 80,
+        incrs: TICK_INCREMENTS_S,
+        values: (_u, ticks) => ticks.map(formatTickTime),
+      },
       {
         ...axis,
         size: 50,

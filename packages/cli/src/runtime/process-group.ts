@@ -22,6 +22,7 @@ export interface ChildGroup {
 
 export interface SpawnGroupOptions {
   cwd: string;
+  /** The child's environment; `npm_config_*` variables are dropped (see {@link childEnv}). */
   env: Record<string, string | undefined>;
   /** Each stdout line (without its newline); stdout is inherited when absent. */
   onStdoutLine?: (line: string) => void;
@@ -49,11 +50,24 @@ function installExitHook(): void {
   });
 }
 
+/**
+ * The environment a child gets: `env` without npm's per-invocation settings (`npm_config_*`, any case). Under
+ * `pnpm relay` those carry pnpm's own keys (`nodedir`, ...), and the child's `npm run dev` would print an
+ * "Unknown env config" warning for each; npm sets what it needs itself. Everything else (PATH, HOME, ...) passes.
+ */
+export function childEnv(env: Record<string, string | undefined>): Record<string, string | undefined> {
+  const kept: Record<string, string | undefined> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (!/^npm_config_/i.test(name)) kept[name] = value;
+  }
+  return kept;
+}
+
 export function spawnGroup(command: string, args: string[], options: SpawnGroupOptions): Promise<ChildGroup> {
   installExitHook();
   const child: ChildProcess = spawn(command, args, {
     cwd: options.cwd,
-    env: options.env,
+    env: childEnv(options.env),
     detached: true, // its own process group, led by the child
     stdio: ['ignore', options.onStdoutLine ? 'pipe' : 'inherit', options.onStderrLine ? 'pipe' : 'inherit'],
   });

@@ -91,7 +91,7 @@ export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): P
     try {
       sidecar = await startSidecar(config, { logger, ...(webDist ? { webDist } : {}) });
     } catch (error) {
-      throw startError(error, false);
+      throw listenError(error, config.apiPort) ?? startError(error, false);
     }
     stack.push(() => sidecar.close());
 
@@ -153,12 +153,15 @@ export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): P
     if (ended.kind === 'signal') {
       err(`relay: ${ended.name}: stopping`);
       await stopAll();
+      // Stopping can take seconds (the agent's group, open streams): say when it is over.
+      err('relay: stopped');
       return EXIT_CODES.ok;
     }
     err(
       `relay: the agent exited (${ended.exit?.signal ?? `code ${ended.exit?.code}`}); stopping the sidecar`,
     );
     await stopAll();
+    err('relay: stopped');
     return EXIT_CODES.failure;
   } catch (error) {
     await stopAll();
@@ -178,4 +181,41 @@ function startError(error: unknown, suggestSim: boolean): unknown {
       : {}),
     cause: error,
   });
+}
+
+/** The errno code (EADDRINUSE, ...) of an error or of any error in its cause chain. */
+function errnoOf(error: unknown): string | undefined {
+  let current: unknown = error;
+  for (let depth = 0; current && depth < 5; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return code;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/**
+ * The API port cannot be listened on: an expected failure (most often a second relay on the same port), so exit 1
+ * with a line naming the port and a hint, not the "unexpected error" report with a stack. Recognises the raw errno
+ * from `listen` and the sidecar's `RELAY_E_CONFIG_INVALID_ENV` for API_PORT that wraps it. Null for anything else.
+ */
+function listenError(error: unknown, port: number): ExitError | null {
+  const errno = errnoOf(error);
+  const apiPortReason =
+    isRelayError(error, 'RELAY_E_CONFIG_INVALID_ENV') && error.details.name === 'API_PORT'
+      ? String(error.details.reason)
+      : '';
+  if (errno === 'EADDRINUSE' || /in use/i.test(apiPortReason)) {
+    return new ExitError(EXIT_CODES.failure, `API port ${port} is already in use (another relay?)`, {
+      hint: `Stop the other relay (\`API_PORT=${port} relay status\` shows it), or set API_PORT to a free port.`,
+      cause: error,
+    });
+  }
+  if (errno === 'EACCES' || /not allowed/i.test(apiPortReason)) {
+    return new ExitError(EXIT_CODES.failure, `not allowed to listen on API port ${port}`, {
+      hint: 'Set API_PORT to a port above 1023 (ports below need privileges).',
+      cause: error,
+    });
+  }
+  return null;
 }

@@ -55,21 +55,20 @@ function validFileOf(state: PolicyFileState, action: string): PolicyFile {
   if (state.validation.ok && state.validation.file) return state.validation.file;
   throw new ExitError(EXIT_CODES.failure, `${state.path} is invalid; cannot ${action}`, {
     details: errorsOf(state.validation).map(problemLine),
-    hint: 'Fix the file, or start over with `relay policy clear`.',
+    hint: 'Fix the file, reset the bad key with `relay policy reset <key>`, or start over with `relay policy clear`.',
   });
 }
 
-/** Validates the file-to-be and writes it, or exits 1 listing every error and leaves the old file untouched. */
-async function writeValidated(path: string, file: PolicyFile, ctx: CliContext): Promise<PolicyValidation> {
-  const validation = validatePolicy(file);
+/**
+ * Validates the file-to-be and writes it, or exits 1 listing every error and leaves the old file untouched. The
+ * candidate may be any parsed JSON (`reset` on an invalid file passes what is left of it), so it is `unknown`.
+ */
+async function writeValidated(path: string, candidate: unknown, ctx: CliContext): Promise<PolicyValidation> {
+  const validation = validatePolicy(candidate);
   if (!validation.ok || !validation.file) {
-    throw new ExitError(
-      EXIT_CODES.failure,
-      `refused: the policy would contradict itself; ${path} is unchanged`,
-      {
-        details: errorsOf(validation).map(problemLine),
-      },
-    );
+    throw new ExitError(EXIT_CODES.failure, `refused: the policy would be invalid; ${path} is unchanged`, {
+      details: errorsOf(validation).map(problemLine),
+    });
   }
   await writeFileAtomic(path, serializePolicyFile(validation.file));
   for (const warning of validation.problems) ctx.io.stderr(`relay: ${problemLine(warning)}\n`);
@@ -157,14 +156,32 @@ export async function policyValidate(ctx: CliContext): Promise<CommandResult> {
   return { data, text: text.join('\n'), exitCode: ok ? EXIT_CODES.ok : EXIT_CODES.failure };
 }
 
+/**
+ * `reset` is the way back from a bad value, so unlike `set` it does not require a valid file: it starts from the
+ * keys the file holds (valid or not), drops the one being reset (all of them with no key), and writes the result
+ * only if that validates. Resetting every key needs nothing from the file, not even valid JSON.
+ */
 export async function policyReset(ctx: CliContext, options: { key?: string }): Promise<CommandResult> {
   const path = policyFilePath(ctx);
-  const current = validFileOf(await readPolicyFile(path), 'reset');
-  let next: PolicyFile;
+  let next: Record<string, unknown>;
   try {
-    next = resetPolicy(current, options.key);
+    resetPolicy({}, options.key); // an unknown key is a usage error, whatever the file holds
   } catch (error) {
     throw asUsage(error);
+  }
+  if (options.key === undefined) {
+    next = {};
+  } else {
+    const state = await readPolicyFile(path);
+    const raw = state.raw;
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+      throw new ExitError(EXIT_CODES.failure, `${path} is not a JSON object; cannot reset ${options.key}`, {
+        details: errorsOf(state.validation).map(problemLine),
+        hint: 'Reset every key with `relay policy reset`, or start over with `relay policy clear`.',
+      });
+    }
+    next = { ...(raw as Record<string, unknown>) };
+    delete next[options.key];
   }
   const validation = await writeValidated(path, next, ctx);
   return {

@@ -9,6 +9,8 @@ export interface PolicyFileState {
   /** False when there is no file: every key is at its default. */
   exists: boolean;
   validation: PolicyValidation;
+  /** The file's JSON as parsed, valid or not; undefined when it is not JSON. `reset` edits an invalid file from it. */
+  raw: unknown;
 }
 
 /** Reads and validates a policy file. A missing file is valid and empty (all defaults). */
@@ -20,9 +22,15 @@ export async function readPolicyFile(path: string): Promise<PolicyFileState> {
     if ((error as NodeJS.ErrnoException).code !== 'ENOENT') {
       throw new ExitError(EXIT_CODES.failure, `cannot read ${path}: ${(error as Error).message}`);
     }
-    return { path, exists: false, validation: parsePolicyText('{}') };
+    return { path, exists: false, validation: parsePolicyText('{}'), raw: {} };
   }
-  return { path, exists: true, validation: parsePolicyText(text) };
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    raw = undefined; // parsePolicyText reports it as invalid_json
+  }
+  return { path, exists: true, validation: parsePolicyText(text), raw };
 }
 
 /**
