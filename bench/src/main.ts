@@ -63,8 +63,9 @@ async function main(): Promise<number> {
       progress(`FAILED: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
     }
   }
-  if (!quick)
-    writeBenchmarksMd(RESULTS_DIR, join(BENCH_DIR, 'FINDINGS.md'), join(REPO_ROOT, 'BENCHMARKS.md'));
+  if (!quick) {
+    await writeBenchmarksMd(RESULTS_DIR, join(BENCH_DIR, 'FINDINGS.md'), join(REPO_ROOT, 'BENCHMARKS.md'));
+  }
   process.stdout.write(
     `bench: ${selected.length - failures}/${selected.length} benchmarks ran in ${((performance.now() - started) / 1000).toFixed(1)} s${quick ? '' : '; BENCHMARKS.md regenerated'}\n`,
   );
