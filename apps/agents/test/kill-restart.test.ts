@@ -1,7 +1,6 @@
-import { createServer } from 'node:net';
 import { RelayClient, isRelayError } from '@solrelay/client';
 import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
-import { startStack, waitUntil, type Stack } from '@solrelay/testkit';
+import { startStack, waitUntil, type Stack, freePort } from '@solrelay/testkit';
 import pino from 'pino';
 import { spawnAgent, type RunningAgent } from './process';
 
@@ -10,15 +9,6 @@ import { spawnAgent, type RunningAgent } from './process';
 let stack: Stack<Sidecar>;
 let relay: RelayClient;
 const running: RunningAgent[] = [];
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 beforeAll(async () => {
   stack = await startStack({

@@ -1,10 +1,9 @@
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
 import { startSimnet, type Simnet } from '@solrelay/simnet';
-import { get, post, waitUntil } from '@solrelay/testkit';
+import { get, post, waitUntil, freePort } from '@solrelay/testkit';
 import { spawnSidecar, type RunningSidecar } from './process';
 
 /**
@@ -21,15 +20,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await simnet?.stop();
 });
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 async function setup(): Promise<{
   env: Record<string, string>;

@@ -1,4 +1,3 @@
-import { createServer } from 'node:net';
 import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
 import { startStack, type Stack, type StackOptions } from '@solrelay/testkit';
 import pino from 'pino';
@@ -61,16 +60,4 @@ export function agentFor(
   return { ...created, lines, errors, submits };
 }
 
-/** A loopback port that was free a moment ago, so a restarted sidecar comes back at the same URL. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
+export { freePort } from '@solrelay/testkit';

@@ -91,19 +91,7 @@ export class RelayProcess {
   }
 }
 
-/** A loopback port that was free a moment ago. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
+export { freePort } from '@solrelay/testkit';
 
 /** True while something accepts connections on the port. */
 export function portInUse(port: number): Promise<boolean> {

@@ -1,4 +1,3 @@
-import { createServer } from 'node:net';
 import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
 import { startStack, type Stack, type StackOptions } from '@solrelay/testkit';
 import pino from 'pino';
@@ -15,16 +14,4 @@ export function startRelayStack(options: Omit<StackOptions<Sidecar>, 'start'> = 
   });
 }
 
-/** A loopback port that was free a moment ago, so a restarted sidecar comes back at the same URL. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() =>
-        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
-      );
-    });
-  });
-}
+export { freePort } from '@solrelay/testkit';
