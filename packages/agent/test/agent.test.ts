@@ -1,7 +1,7 @@
 import { RelayError } from '@solrelay/core';
 import { waitUntil } from '@solrelay/testkit';
-import { RelayAgent, type DecisionModel, type ModelResult, type RelayAgentOptions } from '../src';
-import { FakePresence, FakeRelay, memoryLog, txRecord } from './helpers/fakes';
+import type { DecisionModel, ModelResult, RelayAgent, RelayAgentOptions } from '../src';
+import { FakeRelay, startAgent as startAgentOnFakes, txRecord } from './helpers/fakes';
 
 // The agent's own logic against fakes of the sidecar and the model (the e2e tests use the real ones).
 const agents: RelayAgent[] = [];
@@ -31,13 +31,8 @@ const ok = (input: unknown): ModelResult => ({
   stop_reason: 'tool_use',
 });
 
-async function startAgent(relay: FakeRelay, options: Partial<RelayAgentOptions> = {}) {
-  const log = memoryLog();
-  const presence = new FakePresence();
-  const agent = new RelayAgent({ client: relay, presence, model: null, log, ...options });
-  agents.push(agent);
-  await agent.start();
-  return { agent, log, presence };
+function startAgent(relay: FakeRelay, options: Partial<RelayAgentOptions> = {}) {
+  return startAgentOnFakes(agents, relay, options);
 }
 
 test('holds while no bundle-engine leader is within 2 slots, and submits on the slot_update that brings one', async () => {

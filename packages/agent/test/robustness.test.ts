@@ -7,7 +7,13 @@ import {
   type ModelResult,
   type RelayAgentOptions,
 } from '../src';
-import { FakePresence, FakeRelay, memoryLog, txRecord } from './helpers/fakes';
+import {
+  FakePresence,
+  FakeRelay,
+  memoryLog,
+  startAgent as startAgentOnFakes,
+  txRecord,
+} from './helpers/fakes';
 
 // The agent under stress and races (a hanging or busy model, missed policy changes, events racing the watchdog,
 // decisions outliving their transaction, a refused token), against fakes of the sidecar and the model.
@@ -22,13 +28,8 @@ const hangingModel: DecisionModel = {
   decide: () => new Promise<ModelResult>(() => undefined),
 };
 
-async function startAgent(relay: FakeRelay, options: Partial<RelayAgentOptions> = {}) {
-  const log = memoryLog();
-  const presence = new FakePresence();
-  const agent = new RelayAgent({ client: relay, presence, model: null, log, ...options });
-  agents.push(agent);
-  await agent.start();
-  return { agent, log, presence };
+function startAgent(relay: FakeRelay, options: Partial<RelayAgentOptions> = {}) {
+  return startAgentOnFakes(agents, relay, options);
 }
 
 test('with a hanging model, every decision falls back within its deadline, even when model calls are queued', async () => {

@@ -9,32 +9,11 @@ import {
   isTxFailedError,
   isWaitTimeoutError,
   type FetchFunction,
-  type TxRecord,
-  type TxState,
 } from '../src';
+import { record } from './helpers/records';
 
 // How the client behaves when the sidecar hangs, the client is closed under it, or a reader falls behind.
 // Scripted fetch, no network.
-
-function record(state: TxState, extra: Partial<TxRecord> = {}): TxRecord {
-  return {
-    tx_id: 'tx_1',
-    state,
-    priority: 'normal',
-    tip: 'auto',
-    max_tip: null,
-    enqueued_slot: 1,
-    expires_at_slot: 151,
-    tx_signatures: ['sig1'],
-    bundle_id: null,
-    history: [{ state, slot: 1, ts: 5 }],
-    attempts: [],
-    retries: 0,
-    last_error: null,
-    failure: null,
-    ...extra,
-  };
-}
 
 const json = (body: unknown, status = 200, headers: Record<string, string> = {}) =>
   new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json', ...headers } });

@@ -1,26 +1,8 @@
-import { RelayClient, isWaitTimeoutError, type FetchFunction, type TxRecord, type TxState } from '../src';
+import { RelayClient, isWaitTimeoutError, type FetchFunction, type TxState } from '../src';
+import { record } from './helpers/records';
 
 // waitFor's deadline logic with a scripted sidecar (no network): the stream never delivers, so only the final
 // read at the deadline can tell the truth.
-
-function record(state: TxState): TxRecord {
-  return {
-    tx_id: 'tx_1',
-    state,
-    priority: 'normal',
-    tip: 'auto',
-    max_tip: null,
-    enqueued_slot: 1,
-    expires_at_slot: 151,
-    tx_signatures: ['sig1'],
-    bundle_id: null,
-    history: [{ state, slot: 1, ts: 5 }],
-    attempts: [],
-    retries: 0,
-    last_error: null,
-    failure: null,
-  };
-}
 
 function sidecarWith(states: TxState[]): FetchFunction {
   return async (input) => {

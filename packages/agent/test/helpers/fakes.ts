@@ -12,7 +12,13 @@ import {
   type TipResponse,
   type TxRecord,
 } from '@solrelay/core';
-import type { AgentRelayClient, PresenceChannel, PresenceHandlers } from '../../src';
+import {
+  RelayAgent,
+  type AgentRelayClient,
+  type PresenceChannel,
+  type PresenceHandlers,
+  type RelayAgentOptions,
+} from '../../src';
 
 type AnyHandler = (data: unknown) => void;
 
@@ -170,4 +176,21 @@ export function txRecord(txId: string, extra: Partial<TxRecord> = {}): TxRecord 
     failure: null,
     ...extra,
   };
+}
+
+/**
+ * Start a RelayAgent on fakes (no model unless given) and record it in `started`, so the test file can stop every
+ * agent it started after each test.
+ */
+export async function startAgent(
+  started: RelayAgent[],
+  relay: FakeRelay,
+  options: Partial<RelayAgentOptions> = {},
+) {
+  const log = memoryLog();
+  const presence = new FakePresence();
+  const agent = new RelayAgent({ client: relay, presence, model: null, log, ...options });
+  started.push(agent);
+  await agent.start();
+  return { agent, log, presence };
 }
