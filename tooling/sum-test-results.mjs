@@ -8,7 +8,8 @@ const dirs = [];
 for (const group of ['packages', 'apps', '.']) {
   const base = join(root, group);
   if (group === '.') {
-    if (existsSync(join(root, 'bench', 'package.json'))) dirs.push(join(root, 'bench'));
+    for (const name of ['bench', 'reliability'])
+      if (existsSync(join(root, name, 'package.json'))) dirs.push(join(root, name));
     continue;
   }
   if (!existsSync(base)) continue;
@@ -34,12 +35,19 @@ for (const dir of dirs) {
     }
     continue;
   }
-  const counts = JSON.parse(readFileSync(file, 'utf8'));
-  passed += counts.passed;
-  failed += counts.failed;
-  skipped += counts.skipped;
-  suitesFailed += counts.suitesFailed;
-  perPackage.push(`${dir.slice(root.length + 1)}: ${counts.passed} passed, ${counts.failed} failed`);
+  // `pnpm test:reliability` writes its counts apart, so a run of the long suite adds to the total.
+  for (const [name, label] of [
+    ['test-results.json', ''],
+    ['test-results.reliability.json', ' (test:reliability)'],
+  ]) {
+    if (!existsSync(join(dir, name))) continue;
+    const counts = JSON.parse(readFileSync(join(dir, name), 'utf8'));
+    passed += counts.passed;
+    failed += counts.failed;
+    skipped += counts.skipped;
+    suitesFailed += counts.suitesFailed;
+    perPackage.push(`${dir.slice(root.length + 1)}${label}: ${counts.passed} passed, ${counts.failed} failed`);
+  }
 }
 
 for (const line of perPackage) console.log(`  ${line}`);

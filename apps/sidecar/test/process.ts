@@ -1,54 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import { spawnSidecar as spawnEntry, type RunningSidecar } from '@solrelay/testkit';
+
+export type { RunningSidecar };
 
 export const MAIN = join(__dirname, '..', 'dist', 'main.cjs');
 
-export interface RunningSidecar {
-  child: ChildProcess;
-  url: string;
-  output: () => string;
-  /** Resolves with the signal (or exit code) the process ended with. */
-  exited: Promise<NodeJS.Signals | number | null>;
-  stop(): Promise<void>;
-}
-
-/** Spawn the built sidecar process and wait for its "listening" line (or its death). */
+/** Spawn this app's built sidecar and wait for its "listening" line (or its death). */
 export function spawnSidecar(env: Record<string, string>, timeoutMs = 20_000): Promise<RunningSidecar> {
-  const child = spawn(process.execPath, [MAIN], {
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => {
-    child.on('exit', (code, signal) => resolve(signal ?? code));
-  });
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`sidecar did not start:\n${output}`)), timeoutMs);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /relay: listening on (\S+)/.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolve({
-          child,
-          url: match[1] as string,
-          output: () => output,
-          exited,
-          async stop() {
-            if (child.exitCode !== null || child.signalCode !== null) return;
-            child.kill('SIGTERM');
-            await exited;
-          },
-        });
-      }
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    void exited.then((how) => {
-      clearTimeout(timer);
-      reject(new Error(`sidecar exited (${String(how)}) before listening:\n${output}`));
-    });
-  });
+  return spawnEntry(MAIN, env, timeoutMs);
 }

@@ -1,2 +1,3 @@
 export * from './sse';
 export * from './stack';
+export * from './process';

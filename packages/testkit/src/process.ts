@@ -1,0 +1,57 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+export interface RunningSidecar {
+  child: ChildProcess;
+  url: string;
+  output: () => string;
+  /** Resolves with the signal (or exit code) the process ended with. */
+  exited: Promise<NodeJS.Signals | number | null>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Spawn a built sidecar entry (`main`, e.g. apps/sidecar/dist/main.cjs) and wait for its "listening" line (or its
+ * death). The child gets only PATH, HOME and LOG_LEVEL=warn from this process, plus `env`.
+ */
+export function spawnSidecar(
+  main: string,
+  env: Record<string, string>,
+  timeoutMs = 20_000,
+): Promise<RunningSidecar> {
+  const child = spawn(process.execPath, [main], {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => {
+    child.on('exit', (code, signal) => resolve(signal ?? code));
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`sidecar did not start:\n${output}`)), timeoutMs);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /relay: listening on (\S+)/.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve({
+          child,
+          url: match[1] as string,
+          output: () => output,
+          exited,
+          async stop() {
+            if (child.exitCode !== null || child.signalCode !== null) return;
+            child.kill('SIGTERM');
+            await exited;
+          },
+        });
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    void exited.then((how) => {
+      clearTimeout(timer);
+      reject(new Error(`sidecar exited (${String(how)}) before listening:\n${output}`));
+    });
+  });
+}
