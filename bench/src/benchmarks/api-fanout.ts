@@ -181,10 +181,11 @@ export const apiFanout: Benchmark = {
     }
     let profiled: LevelResult | null = null;
     if (ctx.profile) {
+      const profiledSubscribers = Number(process.env.BENCH_PROFILE_SUBSCRIBERS ?? 100);
       ctx.progress(
-        "profiling the sidecar at 100 subscribers (node --cpu-prof; its numbers are not the table's)",
+        `profiling the sidecar at ${profiledSubscribers} subscribers (node --cpu-prof; its numbers are not the table's)`,
       );
-      profiled = await runLevel(ctx, 100, seconds, true);
+      profiled = await runLevel(ctx, profiledSubscribers, seconds, true);
     }
     const at = (n: number) => levels.find((l) => l.subscribers === n) as LevelResult;
     const l0 = at(0);

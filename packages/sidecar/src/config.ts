@@ -29,6 +29,8 @@ export interface SidecarConfig {
   lifecyclePath: string;
   dataDir: string;
   agentGraceSeconds: number;
+  /** Worker threads for enqueue signature checks; 0 checks on the event loop. */
+  verifyThreads: number;
 }
 
 export const DEFAULTS = {
@@ -45,6 +47,7 @@ export const DEFAULTS = {
   dataDir: './.relay',
   agentGraceSeconds: 10,
   bundleEngineRps: 1,
+  verifyThreads: 1,
 } as const;
 
 type Env = Record<string, string | undefined>;
@@ -122,6 +125,7 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     bundleEngineTransport: oneOf(env, 'BUNDLE_ENGINE_TRANSPORT', ['jsonrpc', 'grpc'] as const, 'jsonrpc'),
     bundleEngineGrpcUrl: url(env, 'BUNDLE_ENGINE_GRPC_URL', DEFAULTS.bundleEngineGrpcUrl),
     bundleEngineRps: integer(env, 'BUNDLE_ENGINE_RPS', DEFAULTS.bundleEngineRps, 1, 10_000),
+    verifyThreads: integer(env, 'RELAY_VERIFY_THREADS', DEFAULTS.verifyThreads, 0, 16),
     tipFloorUrl: url(env, 'TIP_FLOOR_URL', DEFAULTS.tipFloorUrl),
     keypairPath: resolve(cwd, value(env, 'KEYPAIR_PATH') ?? join(home, '.config', 'solana', 'id.json')),
     apiHost: value(env, 'API_HOST') ?? DEFAULTS.apiHost,

@@ -1,4 +1,5 @@
 export * from './wire/transaction';
+export * from './wire/signature-verifier';
 export * from './journal/journal';
 export * from './events/hub';
 export * from './lifecycle/log';

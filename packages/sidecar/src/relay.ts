@@ -35,7 +35,8 @@ import {
   type TxRecord,
   type TxState,
 } from '@solrelay/core';
-import { ulid } from 'ulid';
+import { newUlid } from './util/ids';
+import type { SignatureVerifier } from './wire/signature-verifier';
 import type { Logger } from 'pino';
 import type { EventHub } from './events/hub';
 import type { Journal } from './journal/journal';
@@ -108,6 +109,8 @@ export interface RelayOptions {
   bundleEngineRps: number;
   /** Crash-test hook: called at named points; inert unless a test sets it. */
   crashPoint?: (name: CrashPointName) => void;
+  /** Signature checks off the event loop; inline checks when absent. */
+  verifier?: SignatureVerifier;
 }
 
 export type CrashPointName = 'enqueue.journaled' | 'attempt.journaled' | 'attempt.sent';
@@ -261,12 +264,17 @@ export class Relay {
         throw new RelayError('RELAY_E_TX_UNDECODABLE', { index, reason });
       }
     });
+    const verifier = this.o.verifier;
+    const problems = await Promise.all(
+      parsed.map((tx) => (verifier ? verifier.verify(tx) : firstInvalidSignature(tx))),
+    );
+    // Reported in index order: the first transaction with a repeated or a bad signature names the error.
     const seen = new Set<string>();
     parsed.forEach((tx, index) => {
       const sig = tx.signatures[0] as string;
       if (seen.has(sig)) throw new RelayError('RELAY_E_TX_DUPLICATE_TRANSACTION', { index, signature: sig });
       seen.add(sig);
-      const bad = firstInvalidSignature(tx);
+      const bad = problems[index];
       if (bad?.reason === 'missing')
         throw new RelayError('RELAY_E_TX_UNSIGNED', { index, signer: bad.index });
       if (bad) throw new RelayError('RELAY_E_TX_BAD_SIGNATURE', { index, signer: bad.index });
@@ -352,7 +360,7 @@ export class Relay {
         }
       }
       const slot = this.currentSlot;
-      const txId = `tx_${ulid(now)}`;
+      const txId = `tx_${newUlid(now)}`;
       const tx: StoredTx = {
         tx_id: txId,
         state: 'pending',
@@ -1464,7 +1472,7 @@ export class Relay {
   }
 
   agentConnected(model: string, provider: string): AgentConnection {
-    const connection: AgentConnection = { id: ulid(), model, provider, since: this.now() };
+    const connection: AgentConnection = { id: newUlid(), model, provider, since: this.now() };
     this.agents.set(connection.id, connection);
     this.o.hub.publish('agent_presence', { connected: true, model, provider, ts: connection.since });
     return connection;

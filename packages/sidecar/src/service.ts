@@ -16,7 +16,8 @@ import {
 import pino, { type Logger } from 'pino';
 import type { SidecarConfig } from './config';
 import { EventHub } from './events/hub';
-import { createApp } from './http/app';
+import { createRequestListener } from './http/app';
+import { SignatureVerifier } from './wire/signature-verifier';
 import { Journal } from './journal/journal';
 import { LifecycleLog } from './lifecycle/log';
 import { Metrics } from './metrics';
@@ -190,6 +191,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     metrics.upstreamUp.set({ upstream: name }, ok ? 1 : 0);
   };
 
+  const verifier = config.verifyThreads > 0 ? new SignatureVerifier(config.verifyThreads) : null;
   const r = new Relay({
     journal,
     lifecycle,
@@ -207,6 +209,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     agentGraceMs: config.agentGraceSeconds * 1000,
     bundleEngineRps: config.bundleEngineRps,
     ...(crashPoint ? { crashPoint: (name: CrashPointName) => crashPoint(name) } : {}),
+    ...(verifier ? { verifier } : {}),
   });
 
   const timers: NodeJS.Timeout[] = [];
@@ -392,7 +395,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     return { ready: reasons.length === 0, reasons };
   };
 
-  const app = createApp({
+  const listener = createRequestListener({
     relay: r,
     hub,
     lifecycle,
@@ -405,7 +408,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     tip: () => oracle.view(Date.now()),
     webDist: options.webDist,
   });
-  const server: Server = createServer(app);
+  const server: Server = createServer(listener);
   server.keepAliveTimeout = 65_000;
   let closed = false;
   let listening = false;
@@ -428,6 +431,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     if (leaderSource !== engine) leaderSource.close();
     await journal.close();
     await lifecycle.close();
+    await verifier?.close();
   };
   try {
     await new Promise<void>((resolve, reject) => {

@@ -109,3 +109,69 @@ test('a client that stops reading is dropped past its buffer limit; others keep 
   healthy.close();
   stalled.close();
 }, 30_000);
+
+async function countingServer(target: EventHub) {
+  const writes: number[] = [];
+  const server = createServer((_req, res) => {
+    const write = res.write.bind(res) as (chunk: string) => boolean;
+    res.write = ((chunk: string) => {
+      writes.push(chunk.length);
+      return write(chunk);
+    }) as typeof res.write;
+    target.subscribe(res, {});
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    writes,
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+test('with many clients, events of several turns are written together, at most every few ms', async () => {
+  const fanout = new EventHub({
+    bootId: 'fan',
+    keepAliveMs: 0,
+    flushWritesPerMs: 0.001, // a flush to 3 clients -> the next no sooner than 1 s later (the cap)
+    maxFlushDelayMs: 1000,
+  });
+  const server = await countingServer(fanout);
+  try {
+    const readers = await Promise.all([1, 2, 3].map(() => SseReader.open(server.url)));
+    fanout.publish('warm-up', {}); // the first flush is immediate; it sets the spacing of the next
+    await new Promise((r) => setImmediate(r));
+    const before = server.writes.length;
+    fanout.publish('n', { i: 0 });
+    await new Promise((r) => setImmediate(r));
+    fanout.publish('n', { i: 1 });
+    await new Promise((r) => setTimeout(r, 2));
+    fanout.publish('n', { i: 2 });
+    for (const reader of readers) await reader.waitFor((r) => r.messages.length === 4);
+    expect(server.writes.length - before).toBe(3); // one write per client for three events in three turns
+    for (const reader of readers) reader.close();
+  } finally {
+    fanout.dispose();
+    await server.close();
+  }
+});
+
+test('a burst published in one turn reaches each client as one socket write, in order', async () => {
+  const server = await countingServer(hub);
+  try {
+    const a = await SseReader.open(server.url);
+    const b = await SseReader.open(server.url);
+    const before = server.writes.length;
+    for (let i = 0; i < 200; i++) hub.publish('n', { i });
+    await a.waitFor((r) => r.messages.length === 200);
+    await b.waitFor((r) => r.messages.length === 200);
+    expect(server.writes.length - before).toBe(2);
+    expect(a.messages.map((m) => JSON.parse(m.data).i)).toEqual([...Array(200).keys()]);
+    a.close();
+    b.close();
+  } finally {
+    await server.close();
+  }
+});

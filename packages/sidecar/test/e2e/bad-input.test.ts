@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { get, post, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
 import { startRelayStack } from '../helpers/relay-stack';
@@ -91,3 +92,50 @@ test('no malformed request is answered with a 5xx', async () => {
   if (charset.status >= 500) failures.push(`charset utf-16 -> ${charset.status}`);
   expect(failures).toEqual([]);
 }, 30_000);
+
+test('an enqueue answers the same whether it takes the direct path or the framework path', async () => {
+  const { hostname, port } = new URL(stack.sidecar.url);
+  // Content-Length bodies take the direct path; chunked bodies go through express. Both must agree.
+  const send = (body: string, chunked: boolean, type = 'application/json') =>
+    new Promise<{ status: number; body: { error?: { code?: string } } }>((resolve, reject) => {
+      const req = request(
+        {
+          host: hostname,
+          port,
+          method: 'POST',
+          path: '/tx/enqueue',
+          headers: chunked
+            ? { 'content-type': type, 'transfer-encoding': 'chunked' }
+            : { 'content-type': type, 'content-length': Buffer.byteLength(body) },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (c: Buffer) => (text += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+  const cases = ['{"transaction":', '[]', '{"transaction":"AA=="}', '{}', 'null', '"x"'];
+  for (const body of cases) {
+    const direct = await send(body, false);
+    const framework = await send(body, true);
+    expect({ body, status: direct.status, code: direct.body.error?.code }).toEqual({
+      body,
+      status: framework.status,
+      code: framework.body.error?.code,
+    });
+    expect(direct.status).toBeGreaterThanOrEqual(400);
+    expect(direct.status).toBeLessThan(500);
+  }
+  const wire = stack.transfer(7);
+  const accepted = await send(
+    JSON.stringify({ transaction: wire }),
+    false,
+    'application/json; charset=utf-8',
+  );
+  expect(accepted.status).toBe(202);
+  const again = await send(JSON.stringify({ transaction: wire }), true);
+  expect(again.status).toBe(200);
+});

@@ -1,0 +1,52 @@
+import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
+import bs58 from 'bs58';
+import { SignatureVerifier } from '../src/wire/signature-verifier';
+import { firstInvalidSignature, parseTransaction } from '../src/wire/transaction';
+
+const payer = Keypair.generate();
+const cosigner = Keypair.generate();
+const blockhash = bs58.encode(Buffer.alloc(32, 9));
+
+function transfer(lamports: number, signers: Keypair[]): Uint8Array {
+  const tx = new Transaction({ feePayer: payer.publicKey, recentBlockhash: blockhash });
+  tx.add(SystemProgram.transfer({ fromPubkey: payer.publicKey, toPubkey: cosigner.publicKey, lamports }));
+  tx.add(SystemProgram.transfer({ fromPubkey: cosigner.publicKey, toPubkey: payer.publicKey, lamports: 1 }));
+  tx.sign(...signers);
+  return tx.serialize({ requireAllSignatures: false, verifySignatures: false });
+}
+
+/** Valid, a flipped bit in either signature, a missing second signature: the worker must agree with inline checks. */
+function cases(count: number): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (let i = 0; i < count; i++) {
+    const wire = transfer(1000 + i, i % 4 === 3 ? [payer] : [payer, cosigner]);
+    if (i % 4 === 1) wire[1 + (i % 64)]! ^= 0x01; // first signature
+    if (i % 4 === 2) wire[65 + (i % 64)]! ^= 0x80; // second signature
+    out.push(wire);
+  }
+  return out;
+}
+
+test.each([0, 1, 2])('with %i worker threads the answers equal the inline checks', async (threads) => {
+  const verifier = new SignatureVerifier(threads);
+  try {
+    const parsed = cases(200).map((wire) => parseTransaction(wire));
+    const answers = await Promise.all(parsed.map((tx) => verifier.verify(tx)));
+    expect(answers).toEqual(parsed.map((tx) => firstInvalidSignature(tx)));
+    expect(answers.filter((a) => a === null)).toHaveLength(50);
+    expect(answers.filter((a) => a?.reason === 'missing')).toHaveLength(50);
+    expect(answers.filter((a) => a?.reason === 'invalid').map((a) => a!.index)).toEqual(
+      expect.arrayContaining([0, 1]),
+    );
+  } finally {
+    await verifier.close();
+  }
+});
+
+test('after close, checks run inline and still answer', async () => {
+  const verifier = new SignatureVerifier(1);
+  await verifier.close();
+  const [valid, bad] = cases(2).map((wire) => parseTransaction(wire));
+  expect(await verifier.verify(valid!)).toBeNull();
+  expect(await verifier.verify(bad!)).toEqual({ index: 0, reason: 'invalid' });
+});
