@@ -4,7 +4,22 @@
  */
 import { isRelayError } from '@solrelay/core';
 import { configFromEnv, startSidecar } from '@solrelay/sidecar';
+import { setFlagsFromString } from 'node:v8';
 import pino from 'pino';
+
+/**
+ * `RELAY_MEMORY_MODE=small` trades speed for a smaller, flatter resident size: V8's `--optimize-for-size` (smaller
+ * young generation, slower heap growth, leaner code). Measured in BENCHMARKS.md: RSS after 10,000 transactions
+ * through ~150 MB instead of ~230–400 MB, at ~30% fewer enqueues per second. Set before anything is allocated.
+ */
+function applyMemoryMode(env: NodeJS.ProcessEnv): void {
+  const mode = env.RELAY_MEMORY_MODE?.trim() || 'default';
+  if (mode === 'small') setFlagsFromString('--optimize-for-size');
+  else if (mode !== 'default') {
+    process.stderr.write(`relay: RELAY_MEMORY_MODE must be "default" or "small", got "${mode}"\n`);
+    process.exit(1);
+  }
+}
 
 /**
  * Crash tests name points where the process kills itself (SIGKILL: no cleanup, like a power cut).
@@ -27,6 +42,7 @@ function crashPointFromEnv(env: NodeJS.ProcessEnv): ((name: string) => void) | u
 }
 
 async function main(): Promise<void> {
+  applyMemoryMode(process.env);
   const logger = pino({ name: 'relay', level: process.env.LOG_LEVEL ?? 'info' });
   const config = configFromEnv(process.env);
   const crashPoint = crashPointFromEnv(process.env);

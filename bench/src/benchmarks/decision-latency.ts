@@ -93,7 +93,7 @@ async function runMode(
       const deadline = Date.now() + 20_000;
       while (submitted.size < enqueuedAt.size && Date.now() < deadline) await sleep(100);
       const elapsedS = (performance.now() - t0) / 1000;
-      // The agent is npm -> tsx -> node: its CPU is the sum over its process group.
+      // The agent may start helpers of its own: its CPU is the sum over its process group.
       const cpu = {
         sidecar: cpuTimeMs(stack.sidecar.pid) - cpu0.sidecar,
         agent: groupCpuTimeMs(agentProcess.pid) - cpu0.agent,

@@ -1,6 +1,6 @@
 /**
  * Child processes of a benchmark: the simnet (forked, IPC), the real sidecar (`apps/sidecar/dist/main.cjs`) and the
- * real agent (`apps/agents`, `npm run dev`). Each runs in its own process group so stopping it stops everything it
+ * real agent (`apps/agents`, its built `dist/main.cjs`). Each runs in its own process group so stopping it stops everything it
  * started, and its CPU and RSS are read from /proc so they are never mixed with the load generator's.
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
@@ -176,13 +176,17 @@ export async function startSidecarChild(
   return { ...handle, url, startMs: performance.now() - t0 };
 }
 
-/** The real agent process (`npm run dev` in apps/agents); resolves once the sidecar reports it present. */
+/**
+ * The real agent process, run as production would run it: the built `apps/agents/dist/main.cjs` under node (not
+ * `npm run dev`, which compiles TypeScript on the fly through tsx and adds npm's own process); resolves once the
+ * sidecar reports it present.
+ */
 export async function startAgentChild(
   relayUrl: string,
   env: Record<string, string>,
   logPath: string,
 ): Promise<ProcessHandle> {
-  const handle = spawnGroup('npm', ['run', 'dev'], {
+  const handle = spawnGroup(process.execPath, [join(AGENT_DIR, 'dist', 'main.cjs')], {
     cwd: AGENT_DIR,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, RELAY_URL: relayUrl, ...env },
     logPath,

@@ -42,6 +42,9 @@ export async function startRelayStack(options: RelayStackOptions): Promise<Relay
   let sidecar: SidecarChild;
   try {
     const nodeArgs = options.cpuProfile ? ['--cpu-prof', '--cpu-prof-dir', join(dir, 'profile')] : [];
+    // Extra node/V8 flags for the sidecar (exploring memory/speed trade-offs), e.g. "--max-semi-space-size=8".
+    if (process.env.BENCH_SIDECAR_NODE_FLAGS)
+      nodeArgs.push(...process.env.BENCH_SIDECAR_NODE_FLAGS.split(' '));
     sidecar = await startSidecarChild(env, join(dir, 'sidecar.log'), nodeArgs);
   } catch (error) {
     await simnet.stop();

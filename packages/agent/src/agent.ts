@@ -52,8 +52,12 @@ export const AGENT_DEFAULTS = {
   holdCooldownSlots: 4,
   /** After the sidecar refuses a submit (422, 503, network), wait this many slots before deciding again. */
   refusedCooldownSlots: 10,
-  /** Tip-floor data this old or older (by the agent's clock) is re-read with `GET /tip` before deciding; 0: always. */
-  floorMaxAgeMs: 2_000,
+  /**
+   * Tip-floor data this old or older (by the agent's clock) is re-read with `GET /tip` before deciding; 0: always.
+   * The sidecar pushes `tip_update` at every 2 s poll, so 5 s means the blocking re-read happens only when pushes
+   * stopped; at 2 s it raced the push and put an HTTP round trip in front of many decisions (the latency tail).
+   */
+  floorMaxAgeMs: 5_000,
 } as const;
 
 /** Extra time past the deadline before the agent stops waiting for a model adapter that ignores its own deadline. */
