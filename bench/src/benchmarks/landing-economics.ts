@@ -77,6 +77,7 @@ function simulate(ctx: BenchContext, seeds: number, arrivals: number): Cell[] {
 }
 
 interface EndToEnd {
+  strategy: 'reflex' | 'fixed-10k';
   regime: Regime;
   expiry: number;
   slot_ms: number;
@@ -87,20 +88,35 @@ interface EndToEnd {
   submits: number;
 }
 
-/** relay reflex end to end: real simnet (regime pinned), real sidecar process, real agent process. */
-async function endToEnd(ctx: BenchContext, count: number, regime: Regime, expiry: number): Promise<EndToEnd> {
+/**
+ * One strategy end to end: real simnet (regime pinned), real sidecar process, and the real agent process (reflex)
+ * or the sidecar's bypass (a fixed 10,000-lamport tip, no agent).
+ */
+async function endToEnd(
+  ctx: BenchContext,
+  strategy: EndToEnd['strategy'],
+  count: number,
+  regime: Regime,
+  expiry: number,
+): Promise<EndToEnd> {
   const slotMs = 200;
   const stack = await startRelayStack({
     simnet: { seed: 5, slotMs, fixedClearingTip: null, regime },
     policy: benchPolicy({ 'max-retries': SIM_POLICY['max-retries'] }),
-    env: { AGENT_DECISION_MODE: 'reflex' },
+    env:
+      strategy === 'reflex'
+        ? { AGENT_DECISION_MODE: 'reflex' }
+        : { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '10000' },
   });
-  const agentProcess = await startAgentChild(stack.sidecar.url, {}, join(stack.dir, 'agent.log')).catch(
-    async (e: unknown) => {
-      await stack.stop();
-      throw e;
-    },
-  );
+  const agentProcess =
+    strategy === 'reflex'
+      ? await startAgentChild(stack.sidecar.url, {}, join(stack.dir, 'agent.log')).catch(
+          async (e: unknown) => {
+            await stack.stop();
+            throw e;
+          },
+        )
+      : null;
   try {
     const url = stack.sidecar.url;
     const factory = new TxFactory(20);
@@ -137,7 +153,7 @@ async function endToEnd(ctx: BenchContext, count: number, regime: Regime, expiry
     let blockhash = await stack.simnet.request<string>({ op: 'blockhash' });
     let blockhashAt = Date.now();
     ctx.progress(
-      `end to end: ${count} transactions, one per ${slotMs} ms slot, regime ${regime}, expiry ${expiry}`,
+      `end to end (${strategy}): ${count} transactions, one per ${slotMs} ms slot, regime ${regime}, expiry ${expiry}`,
     );
     for (let i = 0; i < count; i++) {
       if (Date.now() - blockhashAt > 5_000) {
@@ -160,6 +176,7 @@ async function endToEnd(ctx: BenchContext, count: number, regime: Regime, expiry
     agent.destroy();
     const tips = [...landedTip.values()];
     return {
+      strategy,
       regime,
       expiry,
       slot_ms: slotMs,
@@ -170,7 +187,7 @@ async function endToEnd(ctx: BenchContext, count: number, regime: Regime, expiry
       submits,
     };
   } finally {
-    await agentProcess.stop();
+    await agentProcess?.stop();
     await stack.stop();
   }
 }
@@ -182,16 +199,23 @@ export const landingEconomics: Benchmark = {
     const seeds = ctx.quick ? 5 : 20;
     const arrivals = ctx.quick ? 300 : 2_000;
     const cells = simulate(ctx, seeds, arrivals);
-    const e2eRegime: Regime = 'busy';
-    const e2eExpiry = 12;
-    const e2e = await endToEnd(ctx, ctx.quick ? 40 : 300, e2eRegime, e2eExpiry);
     const cell = (regime: Regime, expiry: number, strategy: Strategy) =>
       cells.find((c) => c.regime === regime && c.expiry === expiry && c.strategy === strategy) as Cell;
-    const simE2e = cell(e2eRegime, e2eExpiry, 'reflex').landing_rate.mean;
-    const gapPoints = round(Math.abs(simE2e - e2e.landing_rate) * 100, 1);
-    ctx.progress(
-      `end to end: ${e2e.landed}/${e2e.enqueued} landed (${(e2e.landing_rate * 100).toFixed(1)}%), simulator ${(simE2e * 100).toFixed(1)}%`,
-    );
+    // Reflex sits at the ceiling in every regime, so agreement there is weak evidence; the fixed bid in the spike
+    // regime lands well below 100% in the simulator and tests agreement where the strategies differ.
+    const e2eRuns = [];
+    for (const [strategy, regime] of [
+      ['reflex', 'busy'],
+      ['fixed-10k', 'spike'],
+    ] as const) {
+      const run = await endToEnd(ctx, strategy, ctx.quick ? 40 : 300, regime, 12);
+      const simulated = cell(regime, 12, strategy).landing_rate.mean;
+      const gap = round(Math.abs(simulated - run.landing_rate) * 100, 1);
+      ctx.progress(
+        `end to end (${strategy}, ${regime}): ${run.landed}/${run.enqueued} landed (${(run.landing_rate * 100).toFixed(1)}%), simulator ${(simulated * 100).toFixed(1)}%`,
+      );
+      e2eRuns.push({ ...run, simulator_landing_rate: simulated, gap_points: gap });
+    }
     const rows = [];
     for (const regime of REGIMES) {
       const r = cell(regime, 12, 'reflex');
@@ -205,12 +229,14 @@ export const landingEconomics: Benchmark = {
         met: r.landing_rate.mean >= need && spendRatio <= 0.5,
       });
     }
-    rows.push({
-      metric: `end to end (real sidecar + agent, reflex, ${e2eRegime}, expiry ${e2eExpiry}, n=${e2e.enqueued}) vs simulator`,
-      target: 'within 3 points',
-      measured: `${round(e2e.landing_rate * 100, 1)}% vs ${round(simE2e * 100, 1)}% (${gapPoints} points)`,
-      met: gapPoints <= 3,
-    });
+    for (const run of e2eRuns) {
+      rows.push({
+        metric: `end to end (real sidecar${run.strategy === 'reflex' ? ' + agent, reflex' : ', bypass fixed 10,000'}, ${run.regime}, expiry ${run.expiry}, n=${run.enqueued}) vs simulator`,
+        target: 'within 3 points',
+        measured: `${round(run.landing_rate * 100, 1)}% vs ${round(run.simulator_landing_rate * 100, 1)}% (${run.gap_points} points)`,
+        met: run.gap_points <= 3,
+      });
+    }
     const notes = [
       `${seeds} seeds x ${arrivals} arrivals (one per slot after a 150-slot warm-up) per regime, the regime pinned; every strategy replays the same seed (regime path, clearing tips, leader schedule with 90% bundle-engine leaders, model latencies). Intervals are 95% t intervals over the per-seed values.`,
       `Policy for every strategy: defaults (tip-percentile p75, max-tip 2,000,000, escalation-step 50,000) with max-retries ${SIM_POLICY['max-retries']}, so expiry, not a retry count, ends attempts. Baselines send at once on enqueue and again one slot after a lost window; escalate multiplies by 1.5 per failure from p50; cortex is the simnet Messages endpoint's heuristic with a log-normal model latency (p50 2 slots, p95 5 slots at 400 ms), asked when reflex's timing says a bundle-engine leader is near.`,
@@ -234,7 +260,7 @@ export const landingEconomics: Benchmark = {
         arrivals,
         policy: SIM_POLICY,
         cells,
-        end_to_end: { ...e2e, simulator_landing_rate: simE2e, gap_points: gapPoints },
+        end_to_end: e2eRuns,
       },
     };
   },
