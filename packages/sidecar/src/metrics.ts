@@ -43,6 +43,11 @@ export class Metrics {
     help: 'Lamports of tip transactions that landed without their bundle (uncled blocks)',
     registers: [this.registry],
   });
+  readonly deadSlots = new Counter({
+    name: 'relay_dead_slots_total',
+    help: 'Slots the cluster abandoned (dead or uncled blocks) while relay was watching',
+    registers: [this.registry],
+  });
   readonly evicted = new Counter({
     name: 'relay_evicted_total',
     help: 'Transactions that left the queue without landing, by reason',

@@ -396,7 +396,7 @@ export class Relay {
         expires_at_slot: tx.expires_at_slot,
         max_tip: tx.max_tip,
         tip: tx.tip,
-        ts: now,
+        ts: this.now(), // emitted now, after the journal's fsync (enqueued_at is when the request arrived)
       });
       this.publishStatus(tx);
       if (this.o.bypass.enabled) void this.bypassSubmit(txId);
@@ -550,7 +550,7 @@ export class Relay {
         tip_lamports: request.tip_lamports,
         reason: request.reason,
         leader,
-        ts: now,
+        ts: this.now(), // emitted now: after the tip was built and the attempt journaled
       });
       this.queueSend(tx, n);
       return { tx_id: tx.tx_id, bundle_id: bundleId, tip_lamports: request.tip_lamports };
@@ -864,30 +864,35 @@ export class Relay {
   /** A slot was abandoned: whatever landed in it is back to pending. */
   async onDeadSlot(slot: number): Promise<void> {
     // Status reads taken before this moment may still show the slot's signatures: ignore them from now on.
+    if (!this.deadSlots.has(slot)) this.o.metrics.deadSlots.inc();
     this.deadSlots.add(slot);
     if (this.deadSlots.size > 1024) this.deadSlots.delete(this.deadSlots.values().next().value as number);
     for (const tx of [...this.state.records.values()]) {
       if (tx.landed_slot !== slot || (tx.state !== 'landed' && tx.state !== 'processed')) continue;
-      await this.locks.run(tx.tx_id, async () => {
-        const current = this.state.records.get(tx.tx_id);
-        if (!current || current.landed_slot !== slot) return;
-        const landed = current.attempts.find((a) => a.slot_landed === slot);
-        const now = this.now();
-        await this.o.journal.commit({
-          k: 'patch',
-          id: current.tx_id,
-          set: { state: 'pending', landed_slot: null },
-          history: [{ state: 'pending', slot: this.currentSlot, ts: now }],
-        });
-        this.o.metrics.transitions.inc({ state: 'pending' });
-        this.publishStatus(current);
-        if (landed)
-          await this.settleFailed(current, landed, 'dropped', {
-            countRetry: false,
-            detail: `slot ${slot} died`,
-          });
-      });
+      await this.locks.run(tx.tx_id, () => this.unland(tx.tx_id, slot));
     }
+  }
+
+  /** Under the transaction's lock: its landing slot died, so it is pending again and the landed attempt dropped. */
+  private async unland(txId: string, slot: number): Promise<void> {
+    const current = this.state.records.get(txId);
+    if (!current || current.landed_slot !== slot) return;
+    if (current.state !== 'landed' && current.state !== 'processed') return;
+    const landed = current.attempts.find((a) => a.slot_landed === slot && !a.leaked);
+    const now = this.now();
+    await this.o.journal.commit({
+      k: 'patch',
+      id: current.tx_id,
+      set: { state: 'pending', landed_slot: null },
+      history: [{ state: 'pending', slot: this.currentSlot, ts: now }],
+    });
+    this.o.metrics.transitions.inc({ state: 'pending' });
+    this.publishStatus(current);
+    if (landed)
+      await this.settleFailed(current, landed, 'dropped', {
+        countRetry: false,
+        detail: `slot ${slot} died`,
+      });
   }
 
   /** A transaction status seen on the stream (tip transactions, and payers of tip-included transactions). */
@@ -987,6 +992,12 @@ export class Relay {
   ): Promise<void> {
     const tx = this.state.records.get(txId);
     if (!tx || isTerminalTxState(tx.state)) return;
+    // Moved to a slot that died while the move was being written (the dead-slot notice came in between): undo it.
+    const early = tx.state === 'landed' || tx.state === 'processed';
+    if (early && tx.landed_slot !== null && this.deadSlots.has(tx.landed_slot)) {
+      await this.unland(tx.tx_id, tx.landed_slot);
+      return;
+    }
     // Statuses read before a slot was declared dead describe a fork that is gone.
     for (const [signature, status] of statuses)
       if (this.deadSlots.has(status.slot)) statuses.delete(signature);
@@ -995,11 +1006,14 @@ export class Relay {
     const failedStatus = userStatuses.find((s) => s && s.err);
     const now = this.now();
 
-    // Tips that landed without their bundle (an uncled block broke it up): leaked.
+    // Tips that landed without their bundle (an uncled block broke it up and its transactions were re-broadcast one
+    // by one): leaked. That is every tip on chain but the one of the bundle that landed with the user transactions,
+    // counted once confirmed (a processed tip can still be rolled back with its block, and then was never paid).
+    const credited = landedAll ? this.landedAttempt(tx, statuses) : null;
     for (const a of tx.attempts) {
-      if (!a.tip_signature || a.leaked) continue;
+      if (!a.tip_signature || a.leaked || a === credited) continue;
       const tipStatus = statuses.get(a.tip_signature);
-      if (tipStatus && !landedAll) {
+      if (tipStatus && commitmentRank(tipStatus.confirmationStatus) >= 1) {
         this.o.metrics.tipsLeaked.inc(a.tip_lamports);
         this.o.log.warn(
           { tx_id: tx.tx_id, bundle_id: a.bundle_id, lamports: a.tip_lamports },
@@ -1015,6 +1029,8 @@ export class Relay {
           await this.settleFailed(tx, a, 'dropped', {
             countRetry: false,
             detail: 'tip leaked: the tip transaction landed without the bundle',
+            // The user transactions are on chain (another way): no new attempt, the tracker moves them on below.
+            ...(landedAll ? { final: false } : {}),
           });
         } else {
           this.appendLifecycle(tx, a);
@@ -1111,15 +1127,21 @@ export class Relay {
     return null;
   }
 
-  /** The attempt whose tip transaction landed, or the latest sent one (tip-included bundles have no tip signature). */
   /**
-   * The attempt whose bundle landed: the one whose tip transaction is on chain (a leaked tip excepted). A
-   * tip-included transaction has no tip transaction, so its latest sent attempt. Null when the user transactions
-   * landed some other way (sent elsewhere, or re-broadcast one by one after an uncled block): then no bundle of
-   * relay's is credited with it.
+   * The attempt whose bundle landed. A bundle is atomic, so its tip transaction is in the very slot of the user
+   * transactions; of several tips there (an earlier attempt's tip re-broadcast after an uncled block next to a later
+   * bundle), the latest attempt's. A tip-included transaction has no tip transaction, so its latest sent attempt.
+   * Null when the user transactions landed some other way (sent elsewhere, or re-broadcast one by one after an
+   * uncled block, their tip in another slot): then no bundle of relay's is credited with it.
    */
-  private landedAttempt(tx: StoredTx, statuses: Map<string, unknown>): StoredAttempt | null {
-    for (const a of tx.attempts) if (a.tip_signature && !a.leaked && statuses.has(a.tip_signature)) return a;
+  private landedAttempt(tx: StoredTx, statuses: Map<string, { slot: number }>): StoredAttempt | null {
+    const slots = tx.signatures.map((s) => statuses.get(s)?.slot);
+    const slot = slots[0];
+    const together = slot !== undefined && slots.every((s) => s === slot);
+    for (let i = tx.attempts.length - 1; i >= 0 && together; i--) {
+      const a = tx.attempts[i] as StoredAttempt;
+      if (a.tip_signature && !a.leaked && statuses.get(a.tip_signature)?.slot === slot) return a;
+    }
     if (tx.tip !== 'included') return null;
     for (let i = tx.attempts.length - 1; i >= 0; i--) {
       const a = tx.attempts[i] as StoredAttempt;

@@ -43,6 +43,8 @@ export interface SidecarOptions {
     leadersMs: number;
     rpcSlotMs: number;
     blockHeightMs: number;
+    /** No new slot for this long: slots have stalled (default 10 s). */
+    slotStallMs: number;
   }>;
   /** Terminal transactions kept in memory and the journal snapshot. Default 20,000. */
   retainTerminal?: number;
@@ -62,6 +64,18 @@ export interface Sidecar {
   /** What recovery found in the journal at start-up. */
   recovery: { replayed: number; resent: number; tracked: number; warnings: string[] };
   close(): Promise<void>;
+}
+
+/** A tip-floor sample whose own `time` is older than this is frozen upstream data (Jito's REST answer is live). */
+const TIP_FLOOR_MAX_AGE_MS = 120_000;
+
+/** The `time` of the newest sample of a Jito tip-floor answer, or null when it carries none. */
+function tipFloorSampleTime(json: unknown): number | null {
+  const list: unknown[] = Array.isArray(json) ? json : [json];
+  const last = list[list.length - 1] as { time?: unknown } | null | undefined;
+  if (!last || typeof last.time !== 'string') return null;
+  const at = Date.parse(last.time);
+  return Number.isFinite(at) ? at : null;
 }
 
 interface Health {
@@ -131,6 +145,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     leadersMs: 15_000,
     rpcSlotMs: 400,
     blockHeightMs: 1000,
+    slotStallMs: 10_000,
     ...options.intervals,
   };
   const tipper = await loadKeypair(config.keypairPath, log);
@@ -235,7 +250,20 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     try {
       const response = await fetch(config.tipFloorUrl, { signal: AbortSignal.timeout(5000) });
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      const floor = parseJitoTipFloorResponse(await response.json());
+      const json: unknown = await response.json();
+      const floor = parseJitoTipFloorResponse(json);
+      const sampledAt = tipFloorSampleTime(json);
+      if (sampledAt !== null && Date.now() - sampledAt > TIP_FLOOR_MAX_AGE_MS) {
+        // Frozen upstream data is not taken in: the floor relay holds ages out into `stale` (unless the tips relay
+        // sees land keep it fresh), and /status names the upstream.
+        const age = Math.round((Date.now() - sampledAt) / 1000);
+        mark(
+          'tip_floor',
+          false,
+          `stale: the newest sample is ${age} s old (${new Date(sampledAt).toISOString()})`,
+        );
+        return;
+      }
       oracle.ingestTipFloor(floor, Date.now());
       mark('tip_floor', true, null);
       hub.publish('tip_update', { ...oracle.view(Date.now()), ts: Date.now() });
@@ -255,6 +283,10 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   });
   every(intervals.blockHeightMs, async () => {
     r.setBlockHeight(await rpc.getBlockHeight('processed'));
+  });
+  // Keep the tip transactions' blockhash fresh ahead of need, so a submit never waits on RPC for it.
+  every(1000, async () => {
+    await rpc.refreshBlockhash();
   });
 
   // Leader schedule from RPC (rolling window, next epoch included) and bundle-engine validators from the engine.
@@ -288,12 +320,36 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     }
   });
 
-  // Slots from RPC while the stream is down, so tracking and expiry never stop.
+  // When slots last moved (from any source), and when the stream last brought one: a stream can stay connected
+  // and say nothing, and a whole cluster can stall.
+  let lastSlotAt = Date.now();
+  let lastStreamSlotAt = Date.now();
+  const onNewSlot = (slot: number, fromStream: boolean) => {
+    if (fromStream) lastStreamSlotAt = Date.now();
+    if (slot > r.slot) lastSlotAt = Date.now();
+    r.onSlot(slot);
+  };
+  const silentFor = (since: number) => {
+    const ms = Date.now() - since;
+    return ms > intervals.slotStallMs ? ms : 0;
+  };
+  const streamHealth = (): Health => {
+    const silent = silentFor(lastStreamSlotAt);
+    return health.stream.ok && silent
+      ? {
+          ...health.stream,
+          ok: false,
+          detail: `connected, but no new slot for ${Math.round(silent / 1000)} s`,
+        }
+      : health.stream;
+  };
+
+  // Slots from RPC while the stream is down or silent, so tracking and expiry never stop.
   every(intervals.rpcSlotMs, async () => {
-    if (health.stream.ok) return;
+    if (streamHealth().ok) return;
     const slot = await rpc.getSlot('processed');
     if (slot > r.slot) {
-      r.onSlot(slot);
+      onNewSlot(slot, false);
       void r.track();
     }
   });
@@ -304,7 +360,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     staticAccounts: [tipper.publicKey.toBase58()],
     onSlot: (update) => {
       if (update.status === 'processed') {
-        r.onSlot(update.slot);
+        onNewSlot(update.slot, true);
         void r.track();
         if (update.slot % 8 === 0) stream.setPayerAccounts(r.includedPayers());
       } else if (update.status === 'dead') {
@@ -370,7 +426,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
       queue: r.state.active,
       agent: { connected: agent !== null, model: agent?.model ?? null, provider: agent?.provider ?? null },
       upstream: {
-        stream: { ...health.stream },
+        stream: { ...streamHealth() },
         rpc: { ...health.rpc },
         block_engine: {
           ...health.block_engine,
@@ -384,9 +440,17 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   };
   const ready = (): ReadyResponse => {
     const reasons: string[] = [];
-    if (!health.stream.ok) reasons.push(`stream: ${health.stream.detail ?? 'down'}`);
+    const stream = streamHealth();
+    if (!stream.ok) reasons.push(`stream: ${stream.detail ?? 'down'}`);
+    const stalled = silentFor(lastSlotAt);
+    if (stalled) reasons.push(`slots: no new slot for ${Math.round(stalled / 1000)} s (stream and RPC)`);
     if (!health.rpc.ok) reasons.push(`rpc: ${health.rpc.detail ?? 'down'}`);
-    if (oracle.view(Date.now()).source === 'none') reasons.push('tip data: none yet');
+    const tip = oracle.view(Date.now());
+    if (tip.source === 'none') reasons.push('tip data: none yet');
+    else if (tip.stale)
+      reasons.push(
+        `tip data: stale (${Math.round((tip.age_ms ?? 0) / 1000)} s old; tip floor: ${health.tip_floor.detail ?? 'ok'})`,
+      );
     if (r.lastErrors.engine) reasons.push(`block engine: ${r.lastErrors.engine}`);
     if (r.paused) reasons.push(r.paused);
     if (!journal.healthy) reasons.push('journal: writes failing');

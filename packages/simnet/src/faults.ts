@@ -29,6 +29,8 @@ export interface FaultSettings {
   rpc5xxRate: number;
   /** Solana JSON-RPC / gRPC: extra latency in ms. */
   rpcLatencyMs: number;
+  /** Yellowstone: cut every open Subscribe stream (as `cutStreams`) every this many ms while non-zero. */
+  streamCutIntervalMs: number;
 }
 
 export const DEFAULT_FAULTS: Readonly<FaultSettings> = Object.freeze({
@@ -43,6 +45,7 @@ export const DEFAULT_FAULTS: Readonly<FaultSettings> = Object.freeze({
   rpcDown: false,
   rpc5xxRate: 0,
   rpcLatencyMs: 0,
+  streamCutIntervalMs: 0,
 });
 
 /** One-shot fault actions, delivered as events to whoever implements them. */

@@ -218,4 +218,25 @@ describe('Yellowstone server with @triton-one/yellowstone-grpc 4.0.2', () => {
     expect((await first.updates.waitForError()).code).toBe(14);
     expect((await second.updates.waitForError()).code).toBe(14);
   });
+
+  it('cuts every Subscribe again and again while streamCutIntervalMs is set, and stops when cleared', async () => {
+    faults.set({ streamCutIntervalMs: 100 });
+    try {
+      for (let i = 0; i < 3; i++) {
+        const next = await open();
+        next.stream.write(subscribeRequest({ slots: { s: {} } }));
+        const error = await next.updates.waitForError(2_000);
+        expect(error.code).toBe(14);
+        expect(error.details).toMatch(/stream cut/);
+      }
+    } finally {
+      faults.reset();
+    }
+    const calm = await open();
+    calm.stream.write(subscribeRequest({ slots: { s: {} } }));
+    await sleep(400);
+    cluster.advance(1);
+    await calm.updates.waitFor((u) => u.slot !== undefined);
+    expect(calm.updates.error).toBeNull();
+  });
 });

@@ -15,8 +15,6 @@ export interface SolanaRpcOptions {
   timeoutMs?: number;
   /** Cached confirmed blockhash is refreshed when older than this. Default 2 s (DESIGN §2). */
   blockhashMaxAgeMs?: number;
-  /** Serve a cached blockhash up to this old while refreshing it in the background. Default 10,000. */
-  blockhashServeStaleMs?: number;
   now?: () => number;
 }
 
@@ -74,17 +72,18 @@ export class SolanaRpc {
   }
 
   /**
-   * A recent confirmed blockhash for tip transactions. Stale-while-revalidate: one older than `blockhashMaxAgeMs`
-   * (2 s) is still returned while a refresh runs in the background, up to `blockhashServeStaleMs` (10 s: a tip on it
-   * keeps well over 100 of its 150 blocks of validity); only past that does a caller wait for RPC. Waiting in the
-   * submit path every 2 s was the decision-latency tail.
+   * A `confirmed` blockhash for tip transactions, at most `blockhashMaxAgeMs` old (fetches are shared). The
+   * service also calls `refreshBlockhash()` every second, so a submit finds a fresh one and does not wait for RPC
+   * (waiting in the submit path every 2 s was the decision-latency tail).
    */
   async recentBlockhash(): Promise<RecentBlockhash> {
     const maxAge = this.options.blockhashMaxAgeMs ?? 2000;
-    const serveStale = Math.max(maxAge, this.options.blockhashServeStaleMs ?? 10_000);
-    const cached = this.blockhash;
-    const age = cached ? this.now() - cached.fetchedAt : Infinity;
-    if (cached && age <= maxAge) return cached;
+    if (this.blockhash && this.now() - this.blockhash.fetchedAt <= maxAge) return this.blockhash;
+    return this.refreshBlockhash();
+  }
+
+  /** Fetch a new blockhash now (shared with any fetch already running). */
+  refreshBlockhash(): Promise<RecentBlockhash> {
     if (!this.blockhashInFlight) {
       this.blockhashInFlight = this.track(() => this.connection.getLatestBlockhash('confirmed'))
         .then((value) => {
@@ -94,10 +93,7 @@ export class SolanaRpc {
         .finally(() => {
           this.blockhashInFlight = null;
         });
-      // A background refresh's failure is seen by the next caller that has to wait.
-      if (cached && age <= serveStale) this.blockhashInFlight.catch(() => undefined);
     }
-    if (cached && age <= serveStale) return cached;
     return this.blockhashInFlight;
   }
 

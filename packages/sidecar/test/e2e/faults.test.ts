@@ -115,7 +115,10 @@ test('a geyser stream cut is noticed, healed, and transactions still land', asyn
     async () => (await get(url, `/tx/${tx_id}`)).body.state === 'finalized',
     30_000,
     'finalized',
-  );
+  ).catch(async (error: Error) => {
+    const record = (await get(url, `/tx/${tx_id}`)).body;
+    throw new Error(`${error.message}; the record: ${JSON.stringify(record).slice(0, 3000)}`);
+  });
   // slot_update stays monotonic across the cut: once per new highest slot.
   const slots = events.events('slot_update').map((m) => JSON.parse(m.data).slot);
   for (let i = 1; i < slots.length; i++) expect(slots[i]).toBeGreaterThan(slots[i - 1]);

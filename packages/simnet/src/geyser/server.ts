@@ -23,7 +23,10 @@ import { loadGeyserService } from './proto';
 
 export interface GeyserServerOptions {
   cluster: Cluster;
-  /** Honoured live: `cutStreams` (ends every Subscribe with UNAVAILABLE) and rpcLatencyMs on unary calls. */
+  /**
+   * Honoured live: `cutStreams` and `streamCutIntervalMs` (end every Subscribe with UNAVAILABLE), and rpcLatencyMs
+   * on unary calls.
+   */
   faults?: Faults;
   host?: string;
   port?: number;
@@ -294,6 +297,23 @@ export async function startGeyserServer(options: GeyserServerOptions): Promise<G
       stream.fail(GrpcStatus.UNAVAILABLE, 'simnet: stream cut (fault injection)');
   };
   faults?.on('cutStreams', onCut);
+  // Periodic cuts (`streamCutIntervalMs`): re-armed whenever the setting changes.
+  let cutTimer: NodeJS.Timeout | null = null;
+  let cutEveryMs = 0;
+  const onFaultsChanged = (settings: { streamCutIntervalMs: number }): void => {
+    if (settings.streamCutIntervalMs === cutEveryMs) return;
+    cutEveryMs = settings.streamCutIntervalMs;
+    if (cutTimer) clearInterval(cutTimer);
+    cutTimer = null;
+    if (cutEveryMs > 0) {
+      cutTimer = setInterval(onCut, cutEveryMs);
+      cutTimer.unref();
+    }
+  };
+  if (faults) {
+    onFaultsChanged(faults.current);
+    faults.on('changed', onFaultsChanged);
+  }
 
   const authorized = (metadata: Metadata): boolean =>
     xToken === undefined || metadata.get('x-token').some((value) => String(value) === xToken);
@@ -407,6 +427,8 @@ export async function startGeyserServer(options: GeyserServerOptions): Promise<G
       cluster.off('transaction', onTransaction);
       cluster.off('slot', onSlot);
       faults?.off('cutStreams', onCut);
+      faults?.off('changed', onFaultsChanged);
+      if (cutTimer) clearInterval(cutTimer);
       for (const stream of [...streams]) stream.end();
       await new Promise<void>((resolve) => {
         server.tryShutdown(() => resolve());

@@ -1,0 +1,92 @@
+import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
+import type { Sidecar } from '../../src/service';
+import { startRelayStack, testIntervals } from '../helpers/relay-stack';
+
+/**
+ * Upstreams that stay reachable but go wrong: a tip floor serving frozen data, a cluster whose slots stop, an
+ * uncled block whose tip lands on its own. /status and /readyz must say so, and a leaked tip must be counted.
+ */
+let stack: Stack<Sidecar>;
+let url: string;
+
+beforeAll(async () => {
+  stack = await startRelayStack({
+    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '50000' },
+    sidecar: { intervals: { ...testIntervals, slotStallMs: 1500 } },
+  });
+  url = stack.sidecar.url;
+  await waitUntil(async () => (await get(url, '/readyz')).status === 200, 15_000, 'ready');
+}, 30_000);
+
+afterAll(async () => {
+  await stack?.close();
+});
+
+afterEach(() => {
+  stack.simnet.faults.reset();
+});
+
+test('a tip floor serving an old sample shows as stale in /status, and heals when fresh again', async () => {
+  stack.simnet.faults.set({ staleTipFloor: true });
+  await waitUntil(
+    async () => /^stale: .*300 s old/.test((await get(url, '/status')).body.upstream.tip_floor.detail ?? ''),
+    5000,
+    'the stale tip floor in /status',
+  );
+  expect((await get(url, '/status')).body.upstream.tip_floor.ok).toBe(false);
+  stack.simnet.faults.reset();
+  await waitUntil(
+    async () => (await get(url, '/status')).body.upstream.tip_floor.ok === true,
+    5000,
+    'the tip floor fresh again',
+  );
+}, 20_000);
+
+test('a slot stall makes /readyz 503 naming the slots and /status the silent stream; both heal', async () => {
+  stack.simnet.faults.set({ slotStall: true });
+  await waitUntil(async () => (await get(url, '/readyz')).status === 503, 5000, 'not ready');
+  const readyz = (await get(url, '/readyz')).body;
+  expect(readyz.error.details.reasons.join('; ')).toMatch(/slots: no new slot for \d+ s/);
+  const status = (await get(url, '/status')).body;
+  expect(status.upstream.stream).toMatchObject({ ok: false });
+  expect(status.upstream.stream.detail).toMatch(/no new slot/);
+  stack.simnet.faults.reset();
+  await waitUntil(async () => (await get(url, '/readyz')).status === 200, 5000, 'ready again');
+  expect((await get(url, '/status')).body.upstream.stream.ok).toBe(true);
+}, 20_000);
+
+test('an uncled block: the tip re-broadcast on its own is counted leaked, and the transaction still finalizes', async () => {
+  const leakedBefore = await leakedLamports();
+  // Every block carrying a bundle is uncled: its transactions are re-broadcast one per slot, the user
+  // transaction first, the tip in a later slot (outside any bundle).
+  stack.simnet.faults.set({ uncleRate: 1 });
+  const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer(7) });
+  expect(enqueued.status).toBe(202);
+  const txId: string = enqueued.body.tx_id;
+  await waitUntil(
+    async () => (await leakedLamports()) > leakedBefore,
+    20_000,
+    'the leaked tip to be counted',
+  );
+  stack.simnet.faults.reset();
+  await waitUntil(
+    async () => (await get(url, `/tx/${txId}`)).body.state === 'finalized',
+    20_000,
+    'finalized',
+  );
+  expect((await leakedLamports()) - leakedBefore).toBe(50_000);
+  const record = (await get(url, `/tx/${txId}`)).body;
+  const lifecycle = (await get(url, '/lifecycle?last=50')).body.entries as Array<Record<string, unknown>>;
+  const first = lifecycle.find((e) => e.bundle_id === record.attempts[0].bundle_id);
+  // The leaked attempt's entry: failed, with the slot its tip landed in.
+  expect(first).toMatchObject({ stage: 'failed', tip_lamports: 50_000 });
+  expect(first?.slot_landed).toEqual(expect.any(Number));
+  // The user transaction landed through the re-broadcast, not through a bundle: no bundle of it is finalized.
+  expect(lifecycle.filter((e) => e.tx_id === txId && e.stage === 'finalized')).toEqual([]);
+}, 45_000);
+
+async function leakedLamports(): Promise<number> {
+  const text = (await get(url, '/metrics')).body as string;
+  const line = text.split('\n').find((l) => l.startsWith('relay_tips_leaked_lamports_total '));
+  return line ? Number(line.split(' ')[1]) : 0;
+}
