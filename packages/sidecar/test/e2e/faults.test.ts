@@ -102,9 +102,10 @@ test('a geyser stream cut is noticed, healed, and transactions still land', asyn
     'the stream to reconnect',
   );
   const slotBefore = (await get(url, '/status')).body.slot;
+  // 40 slots (~2.4 s): past the previous test's expireBlockhashes, the tip blockhash cache (2 s) has turned over.
   await waitUntil(
-    async () => (await get(url, '/status')).body.slot > slotBefore + 5,
-    5000,
+    async () => (await get(url, '/status')).body.slot > slotBefore + 40,
+    10_000,
     'slots after the reconnect',
   );
   const { tx_id } = (await post(url, '/tx/enqueue', { transaction: stack.transfer(3) })).body;

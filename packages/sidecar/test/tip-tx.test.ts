@@ -1,0 +1,77 @@
+import { createPrivateKey, sign } from 'node:crypto';
+import { ComputeBudgetProgram, Keypair, PublicKey, SystemProgram, Transaction } from '@solana/web3.js';
+import bs58 from 'bs58';
+import { TipSigner } from '../src/engine/tip-tx';
+
+const PKCS8_ED25519_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
+
+/** The same tip built the general way, through web3.js: the byte-by-byte builder must match it exactly. */
+function throughWeb3(
+  tipper: Keypair,
+  input: { tipAccount: string; lamports: number; blockhash: string },
+  units: number,
+): Buffer {
+  const tx = new Transaction({ feePayer: tipper.publicKey, recentBlockhash: input.blockhash });
+  tx.add(
+    ComputeBudgetProgram.setComputeUnitLimit({ units }),
+    SystemProgram.transfer({
+      fromPubkey: tipper.publicKey,
+      toPubkey: new PublicKey(input.tipAccount),
+      lamports: input.lamports,
+    }),
+  );
+  const key = createPrivateKey({
+    key: Buffer.concat([PKCS8_ED25519_PREFIX, Buffer.from(tipper.secretKey.subarray(0, 32))]),
+    format: 'der',
+    type: 'pkcs8',
+  });
+  tx.addSignature(tipper.publicKey, sign(null, tx.serializeMessage(), key));
+  return tx.serialize();
+}
+
+test('the hand-built tip transaction is byte for byte what web3.js compiles, and verifies', () => {
+  const tipper = Keypair.generate();
+  const signer = new TipSigner(tipper);
+  const cases = [
+    {
+      tipAccount: Keypair.generate().publicKey.toBase58(),
+      lamports: 1_000,
+      blockhash: bs58.encode(Buffer.alloc(32, 3)),
+    },
+    {
+      tipAccount: Keypair.generate().publicKey.toBase58(),
+      lamports: 2_000_000_000_123,
+      blockhash: Keypair.generate().publicKey.toBase58(),
+    },
+    {
+      tipAccount: Keypair.generate().publicKey.toBase58(),
+      lamports: 0,
+      blockhash: Keypair.generate().publicKey.toBase58(),
+    },
+  ];
+  for (const input of cases) {
+    const built = signer.build(input);
+    const parsed = Transaction.from(built.wire);
+    const units = parsed.instructions[0]!.data.readUInt32LE(1);
+    expect(Buffer.from(built.wire).equals(throughWeb3(tipper, input, units))).toBe(true);
+    expect(parsed.verifySignatures()).toBe(true);
+    expect(bs58.encode(parsed.signature!)).toBe(built.signature);
+    expect(parsed.instructions[1]!.programId.equals(SystemProgram.programId)).toBe(true);
+    expect(parsed.instructions[1]!.keys.map((k) => k.pubkey.toBase58())).toEqual([
+      tipper.publicKey.toBase58(),
+      input.tipAccount,
+    ]);
+    expect(parsed.instructions[1]!.data.readBigUInt64LE(4)).toBe(BigInt(input.lamports));
+  }
+});
+
+test('consecutive tips on the same inputs differ (their compute-unit limits do)', () => {
+  const signer = new TipSigner(Keypair.generate());
+  const input = {
+    tipAccount: Keypair.generate().publicKey.toBase58(),
+    lamports: 5_000,
+    blockhash: bs58.encode(Buffer.alloc(32, 1)),
+  };
+  const signatures = new Set(Array.from({ length: 50 }, () => signer.build(input).signature));
+  expect(signatures.size).toBe(50);
+});
