@@ -247,7 +247,12 @@ export function buildParser(select: (json: boolean, run: CommandRunner) => void)
           describe: 'bundle id (64 hex characters)',
         }),
       (args) => {
-        run(args.json, async (ctx) => (await import('./commands/bundle')).bundle(ctx, { id: args.id }));
+        // Checked here, not only by the sidecar: an id like `.` or `..` would otherwise change the URL's path.
+        if (!/^[0-9a-fA-F]{64}$/.test(args.id)) {
+          throw usageError(`a bundle id is 64 hex characters, got "${args.id}"`);
+        }
+        const id = args.id.toLowerCase();
+        run(args.json, async (ctx) => (await import('./commands/bundle')).bundle(ctx, { id }));
       },
     )
     .command(
@@ -318,8 +323,26 @@ export function buildParser(select: (json: boolean, run: CommandRunner) => void)
     );
 }
 
+const LEADING_FLAGS = new Set(['-h', '--help', '--version']);
+
+/**
+ * Options belong to a command. One written before the command (`relay --json status`, `relay policy --json show`)
+ * would otherwise take the command's name as its value and leave yargs to say "Name a command.", which names the
+ * wrong problem; say which option is misplaced instead.
+ */
+function misplacedOption(argv: string[]): void {
+  const at = argv[0] === 'policy' ? 1 : 0;
+  const token = argv[at];
+  if (token === undefined || !token.startsWith('-') || LEADING_FLAGS.has(token)) return;
+  const where = at === 0 ? 'the command' : 'the policy command';
+  throw usageError(
+    `${token} before ${where}: options go after it (relay ${at === 0 ? '<command>' : 'policy <command>'} [options])`,
+  );
+}
+
 /** Parses argv into one command to run, or text to print (help, version). Usage errors throw ExitError(2). */
 export async function parseArgs(argv: string[]): Promise<ParsedArgs> {
+  misplacedOption(argv);
   let selected: { json: boolean; run: CommandRunner } | null = null;
   const parser = buildParser((json, runner) => {
     selected = { json, run: runner };

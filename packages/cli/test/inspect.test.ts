@@ -139,7 +139,7 @@ test('policy set on the running sidecar’s file: the watcher reloads it (GET /p
 
 test('an unreachable sidecar exits 3 naming the address tried, with a hint', async () => {
   const port = await freePort();
-  for (const command of [['status'], ['tip'], ['queue'], ['lifecycle'], ['bundle', 'x']]) {
+  for (const command of [['status'], ['tip'], ['queue'], ['lifecycle'], ['bundle', 'a'.repeat(64)]]) {
     const run = await runRelay(command, { env: baseEnv({ API_PORT: String(port) }) });
     expect(run.code).toBe(3);
     expect(run.stderr).toContain(`http://localhost:${port}`);

@@ -16,6 +16,10 @@ test.each([
   [['up', '--seed', '3'], /only apply with --sim/],
   [['up', '--no-demo'], /--no-demo only apply with --sim/],
   [['start', '--no-demo'], /--no-demo only apply with --sim/],
+  [['--verbose', 'status'], /--verbose before the command: options go after it/],
+  [['-x'], /-x before the command/],
+  [['policy', '--bogus', 'show'], /--bogus before the policy command/],
+  [['bundle', '..'], /a bundle id is 64 hex characters, got "\.\."/],
 ])('relay %j is a usage error: exit 2 with the reason and a hint', async (args, message) => {
   const run = await runRelay(args as string[]);
   expect(run.code).toBe(2);

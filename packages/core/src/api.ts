@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { MAX_USER_TRANSACTIONS } from './bundle-id';
-import { RelayError, type ErrorBody } from './errors';
+import { RelayError, previewValue, type ErrorBody } from './errors';
 import { AiDecisionTraceSchema, type LifecycleEntry } from './lifecycle';
 import type { TipFloorView } from './oracle';
 import type { AttemptOutcome } from './outcomes';
@@ -62,13 +62,34 @@ export interface EnqueueResponse {
   signatures: string[];
 }
 
+/**
+ * Most levels of nesting a submit's `trace` may have. The trace is free-form JSON (the agent's inputs and tool
+ * call), journaled and written to the lifecycle log; a deeper one could not be serialised at all.
+ */
+export const MAX_TRACE_DEPTH = 32;
+
+/** True when `value` nests objects and arrays at most `max` levels deep. Iterative: safe on any depth. */
+function nestingAtMost(value: unknown, max: number): boolean {
+  const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }];
+  for (let item = pending.pop(); item !== undefined; item = pending.pop()) {
+    if (item.value === null || typeof item.value !== 'object') continue;
+    if (item.depth > max) return false;
+    for (const child of Object.values(item.value)) pending.push({ value: child, depth: item.depth + 1 });
+  }
+  return true;
+}
+
 /** `POST /internal/submit` body. */
 export const SubmitRequestSchema = z.strictObject({
   tx_id: z.string().min(1),
   tip_lamports: lamports,
   reason: z.string().min(1).max(2_000),
   escalated: z.boolean().optional(),
-  trace: AiDecisionTraceSchema.nullable().optional(),
+  trace: AiDecisionTraceSchema.nullable()
+    .optional()
+    .refine((trace) => nestingAtMost(trace, MAX_TRACE_DEPTH), {
+      message: `must be nested at most ${MAX_TRACE_DEPTH} levels deep`,
+    }),
   /**
    * The tier that actually produced this decision (a cortex agent that fell back to reflex says `reflex`). The
    * lifecycle records it; without it the sidecar records its own current mode.
@@ -282,7 +303,8 @@ export function parseModeRequest(body: unknown): ModeRequest {
     mode !== undefined &&
     !(DECISION_MODES as readonly unknown[]).includes(mode)
   ) {
-    throw new RelayError('RELAY_E_MODE_INVALID', { value: mode, field: 'decision_mode' });
+    // The value is echoed back: bounded, and as text (a deeply nested one would not even serialise).
+    throw new RelayError('RELAY_E_MODE_INVALID', { value: previewValue(mode), field: 'decision_mode' });
   }
   return parseRequestBody(ModeRequestSchema, body);
 }

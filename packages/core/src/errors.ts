@@ -17,6 +17,8 @@ export const RELAY_ERRORS = {
   RELAY_E_REQUEST_BODY_TOO_LARGE: { status: 413, message: 'The request body exceeds $limitBytes bytes' },
   RELAY_E_REQUEST_INVALID_FIELD: { status: 400, message: 'Invalid field `$field`: $reason' },
   RELAY_E_REQUEST_UNKNOWN_ROUTE: { status: 404, message: 'No route $method $path' },
+  RELAY_E_REQUEST_MALFORMED_HTTP: { status: 400, message: 'The request is not valid HTTP: $reason' },
+  RELAY_E_REQUEST_HEADERS_TOO_LARGE: { status: 431, message: 'The request headers exceed the server limit' },
 
   // Caller authentication
   RELAY_E_AUTH_MISSING_TOKEN: {
@@ -24,6 +26,14 @@ export const RELAY_ERRORS = {
     message: 'Missing bearer token (Authorization: Bearer <token>)',
   },
   RELAY_E_AUTH_INVALID_TOKEN: { status: 401, message: 'The bearer token is not valid' },
+  RELAY_E_AUTH_FORBIDDEN_ORIGIN: {
+    status: 403,
+    message: 'Cross-origin request refused (from $origin): relay answers browsers on its own origin only',
+  },
+  RELAY_E_AUTH_FORBIDDEN_HOST: {
+    status: 403,
+    message: 'Host $host is not a loopback name; refused against DNS rebinding (see RELAY_ALLOWED_HOSTS)',
+  },
 
   // User transactions at enqueue
   RELAY_E_TX_BAD_ENCODING: {
@@ -160,8 +170,36 @@ export function formatRelayErrorMessage(code: RelayErrorCode, details: RelayErro
   return RELAY_ERRORS[code].message.replace(/\$([A-Za-z_][A-Za-z0-9_]*)/g, (whole, name: string) => {
     if (!(name in details)) return whole;
     const value = details[name];
-    return typeof value === 'string' ? value : JSON.stringify(value);
+    if (typeof value === 'string') return value;
+    try {
+      return String(JSON.stringify(value));
+    } catch {
+      return previewValue(value); // a cycle or a nesting too deep to serialise: never let a message throw
+    }
   });
+}
+
+/**
+ * A caller's value made safe to echo in an error's details: a string cut to `maxLength`, anything else as JSON
+ * text cut to `maxLength`. Never throws (a value nested too deeply to serialise becomes `[array]` / `[object]`),
+ * so an error about a hostile value cannot itself fail, and an answer never carries a caller's whole payload back.
+ */
+export function previewValue(value: unknown, maxLength = 100): string {
+  let text: string;
+  if (typeof value === 'string') {
+    text = value;
+  } else {
+    try {
+      text = String(JSON.stringify(value));
+    } catch {
+      text = Array.isArray(value)
+        ? '[array]'
+        : typeof value === 'object' && value !== null
+          ? '[object]'
+          : typeof value;
+    }
+  }
+  return text.length > maxLength ? `${text.slice(0, maxLength)}…` : text;
 }
 
 /**

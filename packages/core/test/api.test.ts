@@ -111,6 +111,27 @@ describe('submit and mode bodies', () => {
       ),
     ).toBe(true);
   });
+
+  it('refuses a submit whose trace nests too deeply to journal, naming the field', () => {
+    const base = { tx_id: 'tx_1', tip_lamports: 1000, reason: 'r' };
+    const deep = JSON.parse(`${'['.repeat(50_000)}${']'.repeat(50_000)}`);
+    const error = thrownBy(() => parseSubmitRequest({ ...base, trace: { inputs: deep } }));
+    expect(isRelayError(error, 'RELAY_E_REQUEST_INVALID_FIELD')).toBe(true);
+    expect(error?.details.field).toBe('trace');
+    const ok = { inputs: { floor: { p50: 1, history: [[1, 2]] } }, model: 'm' };
+    expect(parseSubmitRequest({ ...base, trace: ok }).trace).toEqual(ok);
+    expect(parseSubmitRequest({ ...base, trace: null }).trace).toBeNull();
+  });
+
+  it('refuses a hostile mode with a short, serialisable echo (deep nesting used to throw a RangeError: a 500)', () => {
+    const deep = JSON.parse(`${'['.repeat(50_000)}${']'.repeat(50_000)}`);
+    const error = thrownBy(() => parseModeRequest({ decision_mode: deep }));
+    expect(isRelayError(error, 'RELAY_E_MODE_INVALID')).toBe(true);
+    expect(() => JSON.stringify(error?.toBody())).not.toThrow();
+    const long = thrownBy(() => parseModeRequest({ decision_mode: 'x'.repeat(200_000) }));
+    expect(JSON.stringify(long?.toBody()).length).toBeLessThan(1_000);
+    expect(thrownBy(() => parseModeRequest({ decision_mode: 'turbo' }))?.message).toContain('(got turbo)');
+  });
 });
 
 describe('submit decision_mode', () => {

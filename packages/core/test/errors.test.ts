@@ -7,6 +7,7 @@ import {
   formatRelayErrorMessage,
   httpStatusOf,
   isRelayError,
+  previewValue,
   relayErrorFromBody,
   type RelayErrorCode,
 } from '../src';
@@ -133,5 +134,19 @@ describe('README errors table', () => {
   it('lists every code with its status, and no code that does not exist', () => {
     expect(documented.map(([code]) => code).sort()).toEqual([...RELAY_ERROR_CODES].sort());
     for (const [code, status] of documented) expect(status).toBe(httpStatusOf(code as RelayErrorCode));
+  });
+});
+
+describe('previewValue', () => {
+  it('bounds strings and JSON and never throws', () => {
+    expect(previewValue('turbo')).toBe('turbo');
+    expect(previewValue({ a: 1 })).toBe('{"a":1}');
+    expect(previewValue('x'.repeat(500))).toHaveLength(101);
+    const deep = JSON.parse(`${'{"a":'.repeat(50_000)}1${'}'.repeat(50_000)}`);
+    expect(previewValue(deep)).toBe('[object]');
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    expect(previewValue(cyclic)).toBe('[object]');
+    expect(formatRelayErrorMessage('RELAY_E_MODE_INVALID', { value: cyclic })).toContain('[object]');
   });
 });

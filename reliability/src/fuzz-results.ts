@@ -1,0 +1,53 @@
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** Where the bad-input suite leaves its figures for RELIABILITY.md. */
+export const FUZZ_RESULTS_PATH = join(__dirname, '..', 'results', 'fuzz.json');
+
+/**
+ * Record one part's figures (routes, policy, cli) in results/fuzz.json, keeping the other parts' figures: read,
+ * replace this part, write a temp file and rename it over, so a reader never sees half a file.
+ */
+export function recordFuzzFigures(part: string, figures: Record<string, unknown>): void {
+  mkdirSync(join(FUZZ_RESULTS_PATH, '..'), { recursive: true });
+  let all: Record<string, unknown> = {};
+  try {
+    const parsed: unknown = JSON.parse(readFileSync(FUZZ_RESULTS_PATH, 'utf8'));
+    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed))
+      all = parsed as Record<string, unknown>;
+  } catch {
+    all = {};
+  }
+  all[part] = { ...figures, recorded_at: new Date().toISOString() };
+  const temp = `${FUZZ_RESULTS_PATH}.${process.pid}.tmp`;
+  writeFileSync(temp, `${JSON.stringify(all, null, 2)}\n`);
+  renameSync(temp, FUZZ_RESULTS_PATH);
+}
+
+/** The seed for a fuzz run: RELAY_FUZZ_SEED when set (to replay a failure), else a fresh one. */
+export function fuzzSeed(): number {
+  const fromEnv = process.env.RELAY_FUZZ_SEED;
+  if (fromEnv !== undefined && /^\d+$/.test(fromEnv.trim())) return Number(fromEnv.trim());
+  return Math.floor(Math.random() * 2 ** 31);
+}
+
+/** Increment a histogram bucket. */
+export function bump(histogram: Record<string, number>, key: string | number, by = 1): void {
+  histogram[String(key)] = (histogram[String(key)] ?? 0) + by;
+}
+
+/** Run `work` over `items` with at most `concurrency` in flight. */
+export async function mapPool<T>(
+  items: readonly T[],
+  concurrency: number,
+  work: (item: T, index: number) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      await work(items[index] as T, index);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+}
