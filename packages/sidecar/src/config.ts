@@ -20,6 +20,13 @@ export interface SidecarConfig {
   apiHost: string;
   apiPort: number;
   apiToken: string | undefined;
+  /**
+   * Host names accepted besides loopback ones while the API is bound to loopback (DNS-rebinding guard);
+   * `['*']` accepts any Host.
+   */
+  allowedHosts: string[];
+  /** Unsent bytes an SSE client may hold before it is dropped as a slow reader. */
+  sseBufferBytes: number;
   decisionMode: 'cortex' | 'reflex';
   bypass: boolean;
   bypassTipLamports: number;
@@ -31,6 +38,8 @@ export interface SidecarConfig {
   agentGraceSeconds: number;
   /** Worker threads for enqueue signature checks; 0 checks on the event loop. */
   verifyThreads: number;
+  /** The journal compacts once its live file passes this many bytes; 0 never compacts. */
+  journalCompactBytes: number;
 }
 
 export const DEFAULTS = {
@@ -46,8 +55,10 @@ export const DEFAULTS = {
   lifecyclePath: './lifecycle.jsonl',
   dataDir: './.relay',
   agentGraceSeconds: 10,
+  sseBufferBytes: 4 * 1024 * 1024,
   bundleEngineRps: 1,
   verifyThreads: 1,
+  journalCompactBytes: 64 * 1024 * 1024,
 } as const;
 
 type Env = Record<string, string | undefined>;
@@ -106,6 +117,25 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   return v as T;
 }
 
+/** A comma-separated list of host names (no ports, no schemes), lower-cased; `*` alone means any host. */
+function hostList(env: Env, name: string): string[] {
+  const v = value(env, name);
+  if (v === undefined) return [];
+  const hosts = v
+    .split(',')
+    .map((h) => h.trim().toLowerCase())
+    .filter(Boolean);
+  for (const host of hosts) {
+    if (host !== '*' && !/^[a-z0-9._-]+$|^\[[0-9a-f:.]+\]$/.test(host)) {
+      throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+        name,
+        reason: `"${host}" is not a host name (give names like relay.internal, comma-separated, or *)`,
+      });
+    }
+  }
+  return hosts;
+}
+
 function flag(env: Env, name: string): boolean {
   return oneOf(env, name, ['0', '1', 'true', 'false'] as const, '0') === '1' || value(env, name) === 'true';
 }
@@ -126,11 +156,20 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     bundleEngineGrpcUrl: url(env, 'BUNDLE_ENGINE_GRPC_URL', DEFAULTS.bundleEngineGrpcUrl),
     bundleEngineRps: integer(env, 'BUNDLE_ENGINE_RPS', DEFAULTS.bundleEngineRps, 1, 10_000),
     verifyThreads: integer(env, 'RELAY_VERIFY_THREADS', DEFAULTS.verifyThreads, 0, 16),
+    journalCompactBytes: integer(
+      env,
+      'RELAY_JOURNAL_COMPACT_BYTES',
+      DEFAULTS.journalCompactBytes,
+      0,
+      Number.MAX_SAFE_INTEGER,
+    ),
     tipFloorUrl: url(env, 'TIP_FLOOR_URL', DEFAULTS.tipFloorUrl),
     keypairPath: resolve(cwd, value(env, 'KEYPAIR_PATH') ?? join(home, '.config', 'solana', 'id.json')),
     apiHost: value(env, 'API_HOST') ?? DEFAULTS.apiHost,
     apiPort: integer(env, 'API_PORT', DEFAULTS.apiPort, 0, 65_535),
     apiToken: value(env, 'RELAY_API_TOKEN'),
+    allowedHosts: hostList(env, 'RELAY_ALLOWED_HOSTS'),
+    sseBufferBytes: integer(env, 'RELAY_SSE_BUFFER_BYTES', DEFAULTS.sseBufferBytes, 16 * 1024, 1024 ** 3),
     decisionMode: oneOf(env, 'AGENT_DECISION_MODE', ['cortex', 'reflex'] as const, 'cortex'),
     bypass: flag(env, 'BYPASS_AGENT'),
     bypassTipLamports: integer(

@@ -738,6 +738,8 @@ export class Relay {
         return;
       case 'blockhash_expired': {
         const userDead = await this.anyUserBlockhashDead(tx);
+        // Then the tip's blockhash was the one refused: the next attempt must not reuse the cached one.
+        if (!userDead) this.o.rpc.forgetBlockhash();
         await this.settleFailed(tx, attempt, 'dropped', {
           countRetry: false,
           ...(userDead ? { stop: true } : {}),
@@ -963,6 +965,9 @@ export class Relay {
         string,
         { slot: number; err: unknown; confirmationStatus?: string | undefined }
       >();
+      // The statuses show the chain as of (at least) this slot and time. A pass over many transactions can take
+      // longer than a slot, so "not landed" is judged against these, never against the slot reached meanwhile.
+      const readAt = { slot: this.currentSlot, ts: this.now() };
       for (const chunk of chunks) {
         if (chunk.length === 0) continue;
         const values = await this.o.rpc.getSignatureStatuses(chunk);
@@ -976,7 +981,7 @@ export class Relay {
         });
       }
       for (const tx of followed) {
-        await this.locks.run(tx.tx_id, () => this.evaluate(tx.tx_id, statuses));
+        await this.locks.run(tx.tx_id, () => this.evaluate(tx.tx_id, statuses, readAt));
       }
       await this.checkExpiry();
     } catch (error) {
@@ -989,6 +994,7 @@ export class Relay {
   private async evaluate(
     txId: string,
     statuses: Map<string, { slot: number; err: unknown; confirmationStatus?: string | undefined }>,
+    readAt: { slot: number; ts: number },
   ): Promise<void> {
     const tx = this.state.records.get(txId);
     if (!tx || isTerminalTxState(tx.state)) return;
@@ -1009,6 +1015,7 @@ export class Relay {
     // Tips that landed without their bundle (an uncled block broke it up and its transactions were re-broadcast one
     // by one): leaked. That is every tip on chain but the one of the bundle that landed with the user transactions,
     // counted once confirmed (a processed tip can still be rolled back with its block, and then was never paid).
+    if (landedAll) await this.readTipsPastHorizon(tx, statuses);
     const credited = landedAll ? this.landedAttempt(tx, statuses) : null;
     for (const a of tx.attempts) {
       if (!a.tip_signature || a.leaked || a === credited) continue;
@@ -1060,8 +1067,8 @@ export class Relay {
         flying &&
         flying.stage === 'submitted' &&
         flying.window_end_slot !== null &&
-        this.currentSlot > flying.window_end_slot + WINDOW_GRACE_SLOTS &&
-        now - (flying.timeline.submitted?.ts ?? flying.created_at) >= WINDOW_GRACE_MS
+        readAt.slot > flying.window_end_slot + WINDOW_GRACE_SLOTS &&
+        readAt.ts - (flying.timeline.submitted?.ts ?? flying.created_at) >= WINDOW_GRACE_MS
       ) {
         // JSON-RPC has no push channel: before blaming the tip, check whether the user transactions themselves
         // can execute (an unfunded fee payer or a failing program never lands, whatever the tip).
@@ -1093,6 +1100,41 @@ export class Relay {
       landedSlot: slot,
       attempt: landedAttempt,
     });
+  }
+
+  /**
+   * The tips of attempts older than the landing horizon are not read each pass (they cannot land any more), but one
+   * may have landed already: the bundle judged lost on a read that came too late, or credited long ago and still
+   * finalizing. Once the user transactions are on chain, read those tips too, so the bundle that landed is credited
+   * (and its tip counted as paid) however long ago it was built.
+   */
+  private async readTipsPastHorizon(
+    tx: StoredTx,
+    statuses: Map<string, { slot: number; err: unknown; confirmationStatus?: string | undefined }>,
+  ): Promise<void> {
+    const old = tx.attempts
+      .filter(
+        (a) =>
+          a.tip_signature !== null &&
+          !a.leaked &&
+          !statuses.has(a.tip_signature) &&
+          this.currentSlot - a.created_slot > TIP_LANDING_HORIZON_SLOTS,
+      )
+      .map((a) => a.tip_signature as string);
+    if (old.length === 0) return;
+    try {
+      const values = await this.o.rpc.getSignatureStatuses(old);
+      values.forEach((v, i) => {
+        if (v)
+          statuses.set(old[i] as string, {
+            slot: v.slot,
+            err: v.err,
+            confirmationStatus: v.confirmationStatus,
+          });
+      });
+    } catch {
+      /* RPC cannot say now: the next pass reads them again */
+    }
   }
 
   /**
@@ -1528,8 +1570,12 @@ export class Relay {
     }
   }
 
-  /** Resend what was journaled but not acknowledged before a restart (the same bytes), and resume tracking. */
-  resumeAfterRestart(): { resent: number; tracked: number } {
+  /**
+   * Resend what was journaled but not acknowledged before a restart (the same bytes), resume tracking, and write
+   * again the lifecycle entries the crash lost.
+   */
+  resumeAfterRestart(): { resent: number; tracked: number; relogged: number } {
+    const relogged = this.relogLostLifecycleEntries();
     let resent = 0;
     let tracked = 0;
     for (const tx of this.state.records.values()) {
@@ -1545,7 +1591,34 @@ export class Relay {
       if (!flying && tx.state === 'pending' && !tx.stopped && this.o.bypass.enabled)
         void this.bypassSubmit(tx.tx_id);
     }
-    return { resent, tracked };
+    return { resent, tracked, relogged };
+  }
+
+  /**
+   * A bundle's lifecycle entry is written after the journal records its stage change, so a crash in between (or in
+   * the middle of the write: start-up cuts a torn last line) leaves the log a stage behind the journal, or without
+   * the bundle. The journal is the truth: append the entry of every attempt whose latest logged entry does not match
+   * it. A bundle missing from a partial index is only re-logged when it is newer than the oldest indexed one (older
+   * ones were evicted, not lost).
+   */
+  private relogLostLifecycleEntries(): number {
+    const log = this.o.lifecycle;
+    const oldest = log.indexesWholeFile ? undefined : log.oldest();
+    let relogged = 0;
+    for (const tx of this.state.records.values()) {
+      for (const attempt of tx.attempts) {
+        if (attempt.stage === 'journaled') continue; // not submitted yet: no entry is due
+        const logged = log.get(attempt.bundle_id);
+        if (logged) {
+          if (logged.stage === attempt.stage && logged.slot_landed === attempt.slot_landed) continue;
+        } else if (!log.indexesWholeFile) {
+          if (!oldest || (attempt.slot_submitted ?? attempt.created_slot) < oldest.slot_submitted) continue;
+        }
+        this.appendLifecycle(tx, attempt);
+        relogged++;
+      }
+    }
+    return relogged;
   }
 
   close(): void {

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
-import { createServer, type Server } from 'node:http';
+import { STATUS_CODES, createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Keypair } from '@solana/web3.js';
@@ -50,7 +50,7 @@ export interface SidecarOptions {
   retainTerminal?: number;
   /** SSE ring buffer size. Default 10,000. */
   eventRingSize?: number;
-  /** Journal compaction threshold in bytes. */
+  /** Journal compaction threshold in bytes (default: the config's `RELAY_JOURNAL_COMPACT_BYTES`). */
   compactAtBytes?: number;
 }
 
@@ -153,7 +153,11 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
 
   const metrics = new Metrics();
   const bootId = randomBytes(6).toString('hex');
-  const hub = new EventHub({ bootId, ringSize: options.eventRingSize ?? 10_000 });
+  const hub = new EventHub({
+    bootId,
+    ringSize: options.eventRingSize ?? 10_000,
+    clientBufferLimitBytes: config.sseBufferBytes,
+  });
 
   const policy = new PolicyStore(config.policyFile, (change) => {
     hub.publish('policy_changed', { ...change, ts: Date.now() });
@@ -173,7 +177,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     join(config.dataDir, 'journal'),
     storeCodec(options.retainTerminal ?? 20_000),
     {
-      ...(options.compactAtBytes !== undefined ? { compactAtBytes: options.compactAtBytes } : {}),
+      compactAtBytes: options.compactAtBytes ?? config.journalCompactBytes,
       ...(crashPoint ? { crashPoint } : {}),
     },
   );
@@ -408,7 +412,10 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   }
 
   const resumed = r.resumeAfterRestart();
-  if (resumed.resent + resumed.tracked > 0) log.info(resumed, 'resumed in-flight work from the journal');
+  if (resumed.resent + resumed.tracked + resumed.relogged > 0)
+    log.info(resumed, 'resumed in-flight work from the journal');
+  if (resumed.relogged > 0)
+    log.warn({ relogged: resumed.relogged }, 'lifecycle log: wrote again entries a crash lost');
 
   const status = (): StatusResponse => {
     const view = leaders.leaderView(r.slot);
@@ -467,6 +474,8 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     metrics,
     log,
     apiToken: config.apiToken,
+    apiHost: config.apiHost,
+    allowedHosts: config.allowedHosts,
     status,
     ready,
     tip: () => oracle.view(Date.now()),
@@ -474,6 +483,26 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   });
   const server: Server = createServer(listener);
   server.keepAliveTimeout = 65_000;
+  // Requests node's HTTP parser refuses (bad framing, raw bytes in the URL, oversize headers) never reach a route:
+  // answer them with a relay error body too, instead of node's bare 400.
+  server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+    if (error.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    const relayError =
+      error.code === 'HPE_HEADER_OVERFLOW'
+        ? new RelayError('RELAY_E_REQUEST_HEADERS_TOO_LARGE', {})
+        : new RelayError('RELAY_E_REQUEST_MALFORMED_HTTP', {
+            reason: String(error.code ?? error.message).slice(0, 80),
+          });
+    const body = JSON.stringify(relayError.toBody());
+    socket.end(
+      `HTTP/1.1 ${relayError.status} ${STATUS_CODES[relayError.status] ?? 'Error'}\r\n` +
+        `content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\n` +
+        `connection: close\r\n\r\n${body}`,
+    );
+  });
   let closed = false;
   let listening = false;
   const close = async () => {

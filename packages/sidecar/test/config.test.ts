@@ -77,3 +77,28 @@ test('bypass, its tip and the other overrides are read', () => {
   expect(config.apiPort).toBe(0);
   expect(config.keypairPath).toBe('/srv/relay/keys/tipper.json');
 });
+
+test('the journal compaction threshold: 64 MiB by default, set by RELAY_JOURNAL_COMPACT_BYTES, 0 never', () => {
+  expect(configFromEnv(minimal, '/srv/relay').journalCompactBytes).toBe(64 * 1024 * 1024);
+  expect(configFromEnv({ ...minimal, RELAY_JOURNAL_COMPACT_BYTES: '0' }, '/srv').journalCompactBytes).toBe(0);
+  expect(errorOf({ ...minimal, RELAY_JOURNAL_COMPACT_BYTES: '1MB' }).message).toMatch(
+    /RELAY_JOURNAL_COMPACT_BYTES/,
+  );
+});
+
+test('RELAY_ALLOWED_HOSTS and RELAY_SSE_BUFFER_BYTES: defaults, lists, and bad values', () => {
+  const defaults = configFromEnv(minimal, '/srv/relay');
+  expect(defaults.allowedHosts).toEqual([]);
+  expect(defaults.sseBufferBytes).toBe(4 * 1024 * 1024);
+  const set = configFromEnv(
+    { ...minimal, RELAY_ALLOWED_HOSTS: ' Relay.Internal , [::1],box-2 ', RELAY_SSE_BUFFER_BYTES: '65536' },
+    '/srv/relay',
+  );
+  expect(set.allowedHosts).toEqual(['relay.internal', '[::1]', 'box-2']);
+  expect(set.sseBufferBytes).toBe(65_536);
+  expect(configFromEnv({ ...minimal, RELAY_ALLOWED_HOSTS: '*' }, '/srv/relay').allowedHosts).toEqual(['*']);
+  expect(errorOf({ ...minimal, RELAY_ALLOWED_HOSTS: 'http://relay.internal' }).message).toMatch(
+    /RELAY_ALLOWED_HOSTS/,
+  );
+  expect(errorOf({ ...minimal, RELAY_SSE_BUFFER_BYTES: '100' }).message).toMatch(/RELAY_SSE_BUFFER_BYTES/);
+});

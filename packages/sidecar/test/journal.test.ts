@@ -141,6 +141,32 @@ describe('Journal', () => {
     await reopened.close();
   });
 
+  test.each(['compaction.started', 'compaction.before-rename', 'compaction.renamed'] as const)(
+    'a compaction cut short at %s recovers every commit',
+    async (point) => {
+      const dir = await freshDir();
+      let armed = false;
+      const { journal } = await Journal.open(dir, codec, {
+        // The crash: the second compaction stops right there, and the process never touches the files again.
+        crashPoint: (name) => {
+          if (armed && name === point) throw new Error(`crashed at ${name}`);
+        },
+      });
+      for (let i = 0; i < 20; i++) await journal.commit({ k: 'set', key: `k${i}`, value: i });
+      await journal.compact();
+      await journal.commit({ k: 'del', key: 'k0' });
+      armed = true;
+      await expect(journal.compact()).rejects.toThrow(`crashed at ${point}`);
+      await journal.commit({ k: 'set', key: 'late', value: 99 });
+      const { journal: again, recovery } = await Journal.open(dir, codec);
+      expect(new Map(again.state)).toEqual(new Map(journal.state));
+      expect(again.state.has('k0')).toBe(false);
+      expect(again.state.get('late')).toBe(99);
+      expect(recovery.warnings).toEqual([]);
+      await again.close();
+    },
+  );
+
   test('commits after close are refused', async () => {
     const { journal } = await Journal.open(await freshDir(), codec);
     await journal.close();

@@ -69,3 +69,22 @@ test('start-up reads only the tail of a large file', async () => {
   expect((await reopened.find('b0'))!.n).toBe(0);
   await reopened.close();
 });
+
+test('the index says whether it covers the whole file (eviction or a tail-only start-up make it partial)', async () => {
+  const path = await logPath();
+  const { log } = await LifecycleLog.open<Entry>(path, { indexSize: 5 });
+  for (let i = 0; i < 5; i++) void log.append({ bundle_id: `b${i}`, stage: 'finalized', n: i });
+  await log.drain();
+  expect(log.indexesWholeFile).toBe(true);
+  expect(log.oldest()!.bundle_id).toBe('b0');
+  await log.append({ bundle_id: 'b5', stage: 'submitted', n: 5 });
+  expect(log.indexesWholeFile).toBe(false);
+  expect(log.oldest()!.bundle_id).toBe('b1');
+  await log.close();
+  const { log: whole } = await LifecycleLog.open<Entry>(path);
+  expect(whole.indexesWholeFile).toBe(true);
+  await whole.close();
+  const { log: tail } = await LifecycleLog.open<Entry>(path, { tailBytes: 60 });
+  expect(tail.indexesWholeFile).toBe(false);
+  await tail.close();
+});

@@ -309,7 +309,9 @@ test('≥ 10,000 malformed requests across every route: no 500, every refusal co
       failures.push(`framing "${name}" -> ${answer.status}: ${answer.text.slice(0, 200)}`);
     // What node's parser refuses is answered by relay's clientError handler, with a code like any route's.
     if (answer.status >= 400 && !/"code":"RELAY_E_[A-Z_]+"/.test(answer.text))
-      failures.push(`framing "${name}" -> ${answer.status} without a relay code: ${answer.text.slice(0, 200)}`);
+      failures.push(
+        `framing "${name}" -> ${answer.status} without a relay code: ${answer.text.slice(0, 200)}`,
+      );
   }
   // A body shorter than its Content-Length, then the client hangs up: the request is abandoned, the server lives.
   for (const path of ['/tx/enqueue', '/internal/submit', '/internal/mode']) {

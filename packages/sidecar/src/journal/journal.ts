@@ -30,8 +30,16 @@ export interface JournalOptions {
   /** Skip fsync (benchmarks comparing durability costs only). Default false. */
   unsafeNoFsync?: boolean;
   /** Called at named points so crash tests can kill the process there. */
-  crashPoint?: (name: 'compaction.snapshot-written' | 'compaction.before-rename') => void;
+  crashPoint?: (name: CompactionCrashPoint) => void;
 }
+
+/**
+ * Where a compaction can be interrupted: the live file already switched to the next generation but no snapshot
+ * written (`started`); the snapshot complete under its temp name (`snapshot-written`, `before-rename`); the snapshot
+ * renamed into place but the generations it replaces not yet deleted (`renamed`).
+ */
+export type CompactionCrashPoint =
+  'compaction.started' | 'compaction.snapshot-written' | 'compaction.before-rename' | 'compaction.renamed';
 
 export interface JournalRecovery {
   snapshotGeneration: number | null;
@@ -211,6 +219,7 @@ export class Journal<TState, TOp> {
     this.generation = next;
     this.fileBytes = 0;
     await oldFile.close();
+    this.options.crashPoint?.('compaction.started');
 
     const tmp = join(this.dir, `snapshot-${next}.jsonl.tmp`);
     const handle = await open(tmp, 'w');
@@ -226,6 +235,7 @@ export class Journal<TState, TOp> {
     this.options.crashPoint?.('compaction.before-rename');
     await rename(tmp, join(this.dir, `snapshot-${next}.jsonl`));
     await syncDirectory(this.dir);
+    this.options.crashPoint?.('compaction.renamed');
     this.stats.compactions++;
     // Older generations are now redundant.
     for (const name of await readdir(this.dir)) {

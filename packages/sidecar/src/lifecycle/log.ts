@@ -35,6 +35,8 @@ export class LifecycleLog<TEntry extends Keyed> {
   private pending: Array<{ line: string; resolve: () => void; reject: (e: unknown) => void }> = [];
   private flushing: Promise<void> | null = null;
   private readonly indexSize: number;
+  /** Whether some bundle of the file is not in the index (evicted, or before the tail read at start-up). */
+  private partial = false;
   readonly counters = { appended: 0, writeErrors: 0 };
 
   private constructor(
@@ -101,6 +103,16 @@ export class LifecycleLog<TEntry extends Keyed> {
     return this.index.size;
   }
 
+  /** True when the index holds every bundle the file has: a bundle it lacks was never written. */
+  get indexesWholeFile(): boolean {
+    return !this.partial;
+  }
+
+  /** The earliest-submitted bundle still in the index. */
+  oldest(): TEntry | undefined {
+    return this.index.values().next().value;
+  }
+
   async drain(): Promise<void> {
     while (this.flushing) await this.flushing;
   }
@@ -117,6 +129,7 @@ export class LifecycleLog<TEntry extends Keyed> {
     if (this.index.size > this.indexSize) {
       const oldest = this.index.keys().next().value as string;
       this.index.delete(oldest);
+      this.partial = true;
     }
   }
 
@@ -163,6 +176,7 @@ export class LifecycleLog<TEntry extends Keyed> {
       await handle.read(buffer, 0, buffer.length, start);
       let offset = 0;
       if (start > 0) {
+        this.partial = true;
         // Starting mid-file: skip the partial first line.
         const nl = buffer.indexOf(0x0a);
         offset = nl === -1 ? buffer.length : nl + 1;

@@ -82,6 +82,11 @@ export class SolanaRpc {
     return this.refreshBlockhash();
   }
 
+  /** Drop the cached blockhash (the engine refused a tip built on it): the next caller fetches a new one. */
+  forgetBlockhash(): void {
+    this.blockhash = null;
+  }
+
   /** Fetch a new blockhash now (shared with any fetch already running). */
   refreshBlockhash(): Promise<RecentBlockhash> {
     if (!this.blockhashInFlight) {

@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { get, post, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
 import { startRelayStack } from '../helpers/relay-stack';
@@ -138,4 +139,31 @@ test('an enqueue answers the same whether it takes the direct path or the framew
   expect(accepted.status).toBe(202);
   const again = await send(JSON.stringify({ transaction: wire }), true);
   expect(again.status).toBe(200);
+});
+
+test('requests the HTTP parser refuses still get a relay error body', async () => {
+  const { hostname, port } = new URL(stack.sidecar.url);
+  const raw = (text: string) =>
+    new Promise<{ status: number; body: { error?: { code?: string } } }>((resolve, reject) => {
+      const socket = connect(Number(port), hostname, () => socket.write(text));
+      let answer = '';
+      socket.on('data', (chunk: Buffer) => (answer += chunk.toString()));
+      socket.on('error', reject);
+      socket.on('close', () =>
+        resolve({
+          status: Number(answer.split(' ')[1]),
+          body: JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)),
+        }),
+      );
+    });
+  const badUrl = await raw('GET /\u0001 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n');
+  expect(badUrl).toMatchObject({ status: 400, body: { error: { code: 'RELAY_E_REQUEST_MALFORMED_HTTP' } } });
+  const hugeHeader = await raw(
+    `GET /status HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+  );
+  expect(hugeHeader).toMatchObject({
+    status: 431,
+    body: { error: { code: 'RELAY_E_REQUEST_HEADERS_TOO_LARGE' } },
+  });
+  expect((await get(stack.sidecar.url, '/healthz')).status).toBe(200);
 });
