@@ -46,7 +46,9 @@ for (const dir of dirs) {
     failed += counts.failed;
     skipped += counts.skipped;
     suitesFailed += counts.suitesFailed;
-    perPackage.push(`${dir.slice(root.length + 1)}${label}: ${counts.passed} passed, ${counts.failed} failed`);
+    perPackage.push(
+      `${dir.slice(root.length + 1)}${label}: ${counts.passed} passed, ${counts.failed} failed`,
+    );
   }
 }
 
