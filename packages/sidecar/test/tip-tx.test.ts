@@ -75,3 +75,15 @@ test('consecutive tips on the same inputs differ (their compute-unit limits do)'
   const signatures = new Set(Array.from({ length: 50 }, () => signer.build(input).signature));
   expect(signatures.size).toBe(50);
 });
+
+test('a tip to the tipper itself is refused (the layout would list one key twice, an invalid transaction)', () => {
+  const keypair = Keypair.generate();
+  const signer = new TipSigner(keypair);
+  expect(() =>
+    signer.build({
+      tipAccount: keypair.publicKey.toBase58(),
+      lamports: 1,
+      blockhash: bs58.encode(Buffer.alloc(32, 1)),
+    }),
+  ).toThrow(/tipper itself/);
+});

@@ -22,12 +22,14 @@ export interface TipTransaction {
  */
 export class TipSigner {
   readonly publicKey: PublicKey;
+  private readonly publicKeyBase58: string;
   private readonly publicKeyBytes: Buffer;
   private readonly privateKey: ReturnType<typeof createPrivateKey>;
   private counter = randomInt(CU_NONCE_SPAN);
 
   constructor(keypair: Keypair) {
     this.publicKey = keypair.publicKey;
+    this.publicKeyBase58 = keypair.publicKey.toBase58();
     this.publicKeyBytes = Buffer.from(keypair.publicKey.toBytes());
     const seed = Buffer.from(keypair.secretKey.subarray(0, 32));
     this.privateKey = createPrivateKey({
@@ -49,6 +51,9 @@ export class TipSigner {
    * submit path.
    */
   build(input: { tipAccount: string; lamports: number; blockhash: string }): TipTransaction {
+    // The layout lists the tipper and the tip account as two keys; one key listed twice is an invalid transaction.
+    if (input.tipAccount === this.publicKeyBase58)
+      throw new Error('a tip transaction cannot pay the tipper itself');
     const units = CU_NONCE_BASE + (this.counter++ % CU_NONCE_SPAN);
     const message = Buffer.alloc(TIP_MESSAGE_BYTES);
     let at = 0;

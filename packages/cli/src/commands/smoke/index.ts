@@ -1,5 +1,5 @@
 import { randomInt } from 'node:crypto';
-import type { Keypair } from '@solana/web3.js';
+import { ComputeBudgetProgram, SystemProgram, Transaction, type Keypair } from '@solana/web3.js';
 import { deriveBundleId, isRelayError, parseJitoTipFloorResponse } from '@solrelay/core';
 import {
   GeyserStream,
@@ -7,6 +7,7 @@ import {
   JsonRpcBlockEngine,
   SolanaRpc,
   TipSigner,
+  parseTransaction,
   configFromEnv,
   loadKeypair,
   type BlockEngineTransport,
@@ -207,9 +208,7 @@ export async function smoke(ctx: CliContext, options: SmokeOptions): Promise<Com
         await nextEvent(1000);
       }
       const { blockhash } = await rpc.recentBlockhash();
-      // The sidecar's tip-transaction builder is a signed transfer with a compute-unit nonce, so pointed at the
-      // keypair itself it makes the self-transfer, distinct on every attempt.
-      const transfer = tipSigner.build({ tipAccount: keypair.publicKey.toBase58(), lamports: 1, blockhash });
+      const transfer = selfTransfer(keypair, blockhash, attempt);
       const tipTx = tipSigner.build({ tipAccount, lamports: tip, blockhash });
       const signatures = [transfer.signature, tipTx.signature];
       const bundleId = deriveBundleId(signatures);
@@ -321,4 +320,24 @@ async function defaultTip(url: string, progress: (line: string) => void): Promis
     progress(`smoke: tip floor unavailable (${(error as Error).message}); tipping 10,000 lamports`);
     return 10_000;
   }
+}
+
+/**
+ * A 1-lamport transfer from the keypair to itself, the bundle's "user" transaction. A compute-unit limit taken from
+ * the clock and the attempt keeps every one distinct (two identical transactions would make the second bundle
+ * "already processed"). Built with web3.js, which lists the keypair once: the sidecar's byte-written tip layout
+ * assumes two distinct accounts, and a key listed twice makes the transaction invalid.
+ */
+function selfTransfer(
+  keypair: Keypair,
+  blockhash: string,
+  attempt: number,
+): { wire: Uint8Array; signature: string } {
+  const tx = new Transaction({ feePayer: keypair.publicKey, recentBlockhash: blockhash }).add(
+    ComputeBudgetProgram.setComputeUnitLimit({ units: 1_000 + ((Date.now() * 8 + attempt) % 1_000_000) }),
+    SystemProgram.transfer({ fromPubkey: keypair.publicKey, toPubkey: keypair.publicKey, lamports: 1 }),
+  );
+  tx.sign(keypair);
+  const wire = tx.serialize();
+  return { wire, signature: parseTransaction(wire).signatures[0]! };
 }
