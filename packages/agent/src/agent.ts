@@ -847,7 +847,8 @@ export class RelayAgent {
       // A "submitted" one whose cycle began within the last period is waiting for its settle event, not missing
       // it: the next sweep looks at it. Reading every in-flight record each sweep was hundreds of sequential GETs
       // (landed transactions wait ~32 slots for finality) and showed as the decision-latency tail.
-      if (known?.status === 'submitted' && this.clock.now() - known.cycle_started_ms < this.o.watchdogMs) continue;
+      if (known?.status === 'submitted' && this.clock.now() - known.cycle_started_ms < this.o.watchdogMs)
+        continue;
       const knownStatus = known?.status;
       let record: TxRecord;
       try {
