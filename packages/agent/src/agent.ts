@@ -789,8 +789,11 @@ export class RelayAgent {
         isRelayError(error) && typeof error.details.key === 'string' ? ` key=${error.details.key}` : '';
       this.log.error(`submit ${tx.tx_id} refused${key}: ${oneLine(messageOf(error))}`);
       // The sidecar judged the tip by a policy (or state) this agent does not have: re-read it before retrying,
-      // or the same refused tip comes back after the cooldown.
-      if (isRelayError(error) && error.status === 422) void this.worldReads.request('submit refused (422)');
+      // or the same refused tip comes back after the cooldown. Not for spend-limit: the rolling budget is spent
+      // (the sidecar's reservations, not a policy this agent lacks), so a re-read cannot change the answer; the
+      // cooldown waits for reservations to be released or to age out of the hour.
+      if (isRelayError(error) && error.status === 422 && error.details.key !== 'spend-limit')
+        void this.worldReads.request('submit refused (422)');
     }
   }
 

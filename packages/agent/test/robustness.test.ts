@@ -77,6 +77,31 @@ test('a 422 naming a policy key makes the agent refresh its policy, not repeat t
   expect(relay.submits[1]!.tip_lamports).toBeLessThanOrEqual(20_000);
 });
 
+test('a spend-limit refusal cools down without re-reading the policy (the budget is spent, not unknown)', async () => {
+  const relay = new FakeRelay();
+  await startAgent(relay, { refusedCooldownSlots: 2 });
+  let policyReads = 0;
+  const realPolicy = relay.policy.bind(relay);
+  relay.policy = async () => {
+    policyReads += 1;
+    return realPolicy();
+  };
+  relay.submitError = new RelayError('RELAY_E_POLICY_SPEND_LIMIT_EXCEEDED', {
+    key: 'spend-limit',
+    limit: 500_000_000,
+    actual: 500_060_000,
+  } as never);
+  relay.enqueue('tx_a');
+  await waitUntil(() => relay.submits.length === 1, 1_000, 'the refused submit');
+  relay.advance(101, 101); // inside the cooldown: no second try
+  await new Promise((r) => setTimeout(r, 50));
+  expect(relay.submits).toHaveLength(1);
+  relay.submitError = null;
+  for (let s = 102; s <= 104; s++) relay.advance(s, s);
+  await waitUntil(() => relay.submits.length === 2, 2_000, 'the submit after the cooldown');
+  expect(policyReads).toBe(0);
+});
+
 test('the watchdog does not re-submit a transaction the event path submitted while it read /tx/{id}', async () => {
   const relay = new FakeRelay();
   relay.queueEntries = [{ tx_id: 'tx_a', age_slots: 0, priority: 'normal', retries: 0 }] as never;

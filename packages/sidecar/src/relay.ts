@@ -85,6 +85,18 @@ const UNKNOWN_WINDOW_SLOTS = 8;
 const ROLLING_HOUR_MS = 3_600_000;
 /** Slots after which a tip transaction's blockhash is surely dead (150 blocks, with room for skipped slots). */
 const TIP_LANDING_HORIZON_SLOTS = 300;
+/**
+ * What starts a status pass: the once-a-slot tick; a hint that something landed (the stream saw a signature, the
+ * engine reported a landing); a full re-read after a reconnect (confirmed transactions included, due or not).
+ */
+export type TrackKind = 'slot' | 'hint' | 'full';
+const TRACK_RANK: Record<TrackKind, number> = { hint: 0, slot: 1, full: 2 };
+/** Hinted passes start at least this far apart. */
+const MIN_HINTED_PASS_GAP_MS = 150;
+/** Without finalized-slot reports from the stream, confirmed transactions are read every this many slots. */
+const CONFIRMED_POLL_EVERY_SLOTS = 4;
+/** Finalized-slot reports count as flowing while the last one came within this many slots. */
+const FINALIZED_REPORT_FRESH_SLOTS = 64;
 const PRIORITY_RANK = { high: 0, normal: 1, low: 2 } as const;
 /** Bundles on the wire to the engine at once (the token bucket still sets the rate). */
 const MAX_CONCURRENT_SENDS = 16;
@@ -158,6 +170,10 @@ export class Relay {
   private pausedReason: string | null = null;
   private lastTrackedSlot = 0;
   private tracking = false;
+  private trackAgain: TrackKind | null = null;
+  /** Highest slot the stream reported finalized, and the processed slot we were at when it did. */
+  private finalizedSlot = 0;
+  private finalizedReportedAt = Number.NEGATIVE_INFINITY;
   private closed = false;
   readonly lastErrors = { engine: null as string | null };
 
@@ -565,11 +581,7 @@ export class Relay {
   }
 
   private spentInWindow(now: number): number {
-    let total = 0;
-    for (const [at, lamports] of this.state.spend.values()) {
-      if (now - at <= ROLLING_HOUR_MS) total += lamports;
-    }
-    return total;
+    return this.state.spend.spentSince(now - ROLLING_HOUR_MS);
   }
 
   /** Tip accounts, cached: they change only with a network, and the engine's request budget is for bundles. */
@@ -838,12 +850,8 @@ export class Relay {
   /** Spend older than the rolling hour no longer counts against `spend-limit`: drop it from the journal state. */
   private async pruneSpend(now: number): Promise<void> {
     const before = now - ROLLING_HOUR_MS;
-    for (const [at] of this.state.spend.values()) {
-      if (at < before) {
-        await this.o.journal.commit({ k: 'prune-spend', before }).catch(() => undefined);
-        return;
-      }
-    }
+    if (this.state.spend.hasOlderThan(before))
+      await this.o.journal.commit({ k: 'prune-spend', before }).catch(() => undefined);
   }
 
   /**
@@ -861,6 +869,26 @@ export class Relay {
 
   setBlockHeight(height: number): void {
     if (height > this.blockHeight) this.blockHeight = height;
+  }
+
+  /** The stream reports a slot finalized (rooted): confirmed transactions up to it are worth a status read. */
+  onFinalizedSlot(slot: number): void {
+    if (slot > this.finalizedSlot) this.finalizedSlot = slot;
+    this.finalizedReportedAt = this.currentSlot;
+  }
+
+  /**
+   * Whether a confirmed transaction's status is worth reading this pass. Confirmed ones wait ~32 slots for
+   * finality and are most of what is in flight under load; reading each one every slot was most of the tracker's
+   * RPC traffic (and web3.js's response validation its largest CPU cost). With the stream reporting finalized slots
+   * they are read once their slot is final; without (stream down, or a stream that does not send them) every
+   * CONFIRMED_POLL_EVERY_SLOTS slots.
+   */
+  private confirmedDue(tx: StoredTx): boolean {
+    if (tx.landed_slot === null) return true;
+    if (this.currentSlot - this.finalizedReportedAt <= FINALIZED_REPORT_FRESH_SLOTS)
+      return this.finalizedSlot >= tx.landed_slot;
+    return this.currentSlot % CONFIRMED_POLL_EVERY_SLOTS === 0;
   }
 
   /** A slot was abandoned: whatever landed in it is back to pending. */
@@ -898,9 +926,9 @@ export class Relay {
   }
 
   /** A transaction status seen on the stream (tip transactions, and payers of tip-included transactions). */
-  onStreamTransaction(signature: string): void {
-    // A status on the stream is a hint to read statuses now rather than at the next poll.
-    void this.track(true, signature);
+  onStreamTransaction(): void {
+    // A status on the stream is a hint to read statuses now rather than at the next slot's pass.
+    void this.track('hint');
   }
 
   /** The gRPC transport's push results: auction losses, simulation failures and drops settle an attempt at once. */
@@ -909,7 +937,7 @@ export class Relay {
     if (!txId) return;
     const report = classifyGrpcBundleResult(result);
     if (report.kind === 'landed') {
-      void this.track(true);
+      void this.track('hint');
       return;
     }
     if (report.kind !== 'outcome') return;
@@ -928,11 +956,19 @@ export class Relay {
    * Read the statuses of every signature relay is following and move transactions accordingly. Runs each slot or
    * two, and at once when the stream hints that something landed.
    */
-  async track(force = false, _hint?: string): Promise<void> {
-    if (this.tracking || this.closed) return;
-    if (!force && this.currentSlot - this.lastTrackedSlot < 1) return;
+  async track(kind: TrackKind = 'slot'): Promise<void> {
+    if (this.closed) return;
+    if (kind === 'slot' && this.currentSlot - this.lastTrackedSlot < 1) return;
+    if (this.tracking) {
+      // Asked for during a pass: one more pass after it (the running one may have read before the news), the
+      // widest of what was asked.
+      if (this.trackAgain === null || TRACK_RANK[kind] > TRACK_RANK[this.trackAgain]) this.trackAgain = kind;
+      return;
+    }
     this.tracking = true;
-    this.lastTrackedSlot = this.currentSlot;
+    // A hinted pass reads only what has a bundle out: the slot's pass over everything is still due.
+    if (kind !== 'hint') this.lastTrackedSlot = this.currentSlot;
+    const startedAt = this.now();
     try {
       const followed: StoredTx[] = [];
       // One group per transaction (its user signatures, then the tip signatures of attempts that could still land),
@@ -942,6 +978,11 @@ export class Relay {
       for (const tx of this.state.records.values()) {
         if (isTerminalTxState(tx.state)) continue;
         if (tx.attempts.length === 0 && tx.state === 'pending') continue;
+        if (kind !== 'full' && tx.state === 'confirmed' && !this.confirmedDue(tx)) continue;
+        // A hint says something landed: only transactions with a bundle out can be it. What already landed moves
+        // on at the slot's pass.
+        if (kind === 'hint' && !(tx.state === 'submitted' || (tx.state === 'pending' && this.inFlight(tx))))
+          continue;
         followed.push(tx);
         const group = [...tx.signatures];
         for (const a of tx.attempts) {
@@ -988,7 +1029,22 @@ export class Relay {
       this.o.log.debug({ err: error }, 'status poll failed');
     } finally {
       this.tracking = false;
+      const again = this.trackAgain;
+      this.trackAgain = null;
+      if (again && !this.closed) {
+        // Under load the stream hints at a landing every few ms: spacing the passes keeps tracking from taking
+        // the whole event loop, and costs a hinted landing at most this long.
+        const wait = again === 'hint' ? Math.max(0, startedAt + MIN_HINTED_PASS_GAP_MS - this.now()) : 0;
+        const timer = setTimeout(() => void this.track(again), wait);
+        timer.unref();
+      }
     }
+  }
+
+  /** A transaction's user signatures and its attempts' tip signatures. */
+  private *signaturesOf(tx: StoredTx): Iterable<string> {
+    yield* tx.signatures;
+    for (const a of tx.attempts) if (a.tip_signature) yield a.tip_signature;
   }
 
   private async evaluate(
@@ -1004,9 +1060,13 @@ export class Relay {
       await this.unland(tx.tx_id, tx.landed_slot);
       return;
     }
-    // Statuses read before a slot was declared dead describe a fork that is gone.
-    for (const [signature, status] of statuses)
-      if (this.deadSlots.has(status.slot)) statuses.delete(signature);
+    // Statuses read before a slot was declared dead describe a fork that is gone. Only this transaction's
+    // signatures are looked at here (the map holds every followed one: scanning it whole per transaction was
+    // quadratic in the in-flight count, the largest cost of a busy tracker).
+    for (const signature of this.signaturesOf(tx)) {
+      const status = statuses.get(signature);
+      if (status && this.deadSlots.has(status.slot)) statuses.delete(signature);
+    }
     const userStatuses = tx.signatures.map((s) => statuses.get(s));
     const landedAll = userStatuses.every((s) => s !== undefined);
     const failedStatus = userStatuses.find((s) => s && s.err);

@@ -369,15 +369,17 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
         if (update.slot % 8 === 0) stream.setPayerAccounts(r.includedPayers());
       } else if (update.status === 'dead') {
         void r.onDeadSlot(update.slot);
+      } else if (update.status === 'finalized') {
+        r.onFinalizedSlot(update.slot);
       }
     },
-    onTransactionStatus: (status) => r.onStreamTransaction(status.signature),
+    onTransactionStatus: () => r.onStreamTransaction(),
     onState: (state, detail) => {
       mark('stream', state !== 'disconnected', state === 'disconnected' ? detail : null);
       if (state === 'disconnected') log.warn({ detail }, 'stream disconnected; reconnecting');
       if (state === 'reconnected') {
         log.info('stream reconnected; reconciling in-flight signatures over RPC');
-        void r.track(true);
+        void r.track('full');
       }
     },
   });

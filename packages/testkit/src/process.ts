@@ -16,8 +16,10 @@ export function spawnSidecar(
   main: string,
   env: Record<string, string>,
   timeoutMs = 20_000,
+  /** Flags for node itself (e.g. `--cpu-prof`, which NODE_OPTIONS refuses). */
+  nodeArgs: readonly string[] = [],
 ): Promise<RunningSidecar> {
-  const child = spawn(process.execPath, [main], {
+  const child = spawn(process.execPath, [...nodeArgs, main], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
