@@ -1,13 +1,19 @@
 import { readFile } from 'node:fs/promises';
 import type { Connection, SignatureStatus } from '@solana/web3.js';
+import type { Simnet } from '@solrelay/simnet';
 import { get } from '@solrelay/testkit';
+import { ChainWatch } from './crash-chain';
 import { EXPECTED, type SentTx } from './faults-stack';
 
 /**
  * Ground truth for the upstream-fault suite: every transaction's relay record against the chain, signature by
- * signature, over the simnet's JSON-RPC (`getSignatureStatuses` with `searchTransactionHistory`), and every tip
- * transaction relay built against the chain too, to find tips that landed without their bundle.
+ * signature, over the simnet's JSON-RPC (`getSignatureStatuses` with `searchTransactionHistory`), and every
+ * transaction the tipper paid for, enumerated from the chain itself (not from relay's lifecycle log), to find tips
+ * that landed without their bundle and to account for every lamport the tipper lost.
  */
+
+/** Solana's base fee per signature, which the simulated bank charges; a tip transaction has one signature. */
+export const LAMPORTS_PER_SIGNATURE = 5000;
 
 export interface LifecycleLine {
   bundle_id: string;
@@ -82,17 +88,145 @@ export async function readRecords(url: string, sent: SentTx[]): Promise<Map<stri
   return out;
 }
 
-/** A tip transaction relay built that is on chain outside its bundle. */
+/** What the block engine received: one tip transaction (paid by the tipper) and the bundle it came in. */
+interface EngineTip {
+  /** Every bundle (by Jito id) that carried this tip transaction. */
+  bundleIds: string[];
+  /** The bundle's first transaction: the user transaction the tip paid for. */
+  userSignature: string;
+  /** Lamports the tip transaction moves to tip accounts, as the engine read them from its bytes. */
+  lamports: number;
+  /** The slot the engine first received a bundle with this tip in. */
+  receivedSlot: number;
+}
+
+/** A transaction the tipper paid for that is on chain now, classified from the chain and the engine alone. */
+export interface ChainTip {
+  signature: string;
+  slot: number;
+  /** The bundle it came in (null: no bundle the engine received carries it). */
+  bundleId: string | null;
+  userSignature: string | null;
+  lamports: number;
+  /** It sits right after its bundle's user transaction in the same live block: the bundle landed whole. */
+  credited: boolean;
+  /** One of its bundles is in a block the chain uncled (the only way a bundle's tip can land alone). */
+  fromUncledBundle: boolean;
+  receivedSlot: number | null;
+}
+
+export interface TipLedgerSnapshot {
+  tips: ChainTip[];
+  tipperDropLamports: number;
+  /** Relay bundles (those with a tipper-paid transaction) in blocks the chain uncled. */
+  uncledRelayBundles: number;
+}
+
+/**
+ * Every transaction the tipper put on chain, seen from inside the simnet: `ChainWatch` (crash-chain.ts) records the
+ * tipper's and the payers' transactions block by block, minus what a dead or uncled slot rolled back, and ties a tip
+ * to the user transaction right before it in its block. The block engine is instrumented (every decision passes
+ * through unchanged) to remember, for every tip transaction it received, the bundle it came in and its lamports as
+ * read from its bytes. Nothing here reads relay's lifecycle log or records.
+ */
+export class TipLedger {
+  private readonly watches: ChainWatch[];
+  private readonly byTip = new Map<string, EngineTip>();
+  private readonly uncled = new Set<string>();
+  private readonly tipperBefore: number;
+  private readonly restore: () => void;
+  private readonly onRollback = (event: { uncledBundleIds?: string[] }): void => {
+    for (const id of event.uncledBundleIds ?? []) this.uncled.add(id);
+  };
+
+  constructor(
+    private readonly simnet: Simnet,
+    payers: string[],
+    private readonly tipper: string,
+  ) {
+    this.watches = payers.map((payer) => new ChainWatch(simnet, payer, tipper));
+    this.tipperBefore = simnet.cluster.getBalance(tipper);
+    const engine = simnet.engine;
+    const submit = engine.submitBundle;
+    engine.submitBundle = (...args: Parameters<typeof submit>) => {
+      const outcome = submit.apply(engine, args);
+      if (outcome.ok) {
+        const bundle = engine.getBundle(outcome.bundleId);
+        for (const tx of bundle?.transactions ?? []) {
+          if (tx.signers[0] !== tipper || !bundle) continue;
+          const signature = tx.signatures[0] as string;
+          const known = this.byTip.get(signature);
+          if (known) {
+            if (!known.bundleIds.includes(bundle.bundleId)) known.bundleIds.push(bundle.bundleId);
+            continue;
+          }
+          this.byTip.set(signature, {
+            bundleIds: [bundle.bundleId],
+            userSignature: bundle.signatures[0] as string,
+            lamports: tx.tipTransfers.reduce((sum, t) => sum + t.lamports, 0),
+            receivedSlot: bundle.receivedSlot,
+          });
+        }
+      }
+      return outcome;
+    };
+    simnet.cluster.on('rollback', this.onRollback);
+    this.restore = () => {
+      engine.submitBundle = submit;
+      simnet.cluster.off('rollback', this.onRollback);
+    };
+  }
+
+  stop(): void {
+    for (const watch of this.watches) watch.stop();
+    this.restore();
+  }
+
+  /** The chain now (read in one go, so the balance and the list describe the same instant). */
+  snapshot(): TipLedgerSnapshot {
+    const seen = new Map<string, { slot: number; adjacentBundleIds: Set<string> }>();
+    for (const watch of this.watches)
+      for (const t of watch.view().tips) {
+        let entry = seen.get(t.signature);
+        if (!entry) seen.set(t.signature, (entry = { slot: t.slot, adjacentBundleIds: new Set() }));
+        if (t.bundleId) entry.adjacentBundleIds.add(t.bundleId);
+      }
+    const tipperDropLamports = this.tipperBefore - this.simnet.cluster.getBalance(this.tipper);
+    const tips: ChainTip[] = [];
+    for (const [signature, { slot, adjacentBundleIds }] of seen) {
+      const engine = this.byTip.get(signature);
+      const creditedId = engine?.bundleIds.find((id) => adjacentBundleIds.has(id));
+      const uncledId = engine?.bundleIds.find((id) => this.uncled.has(id));
+      tips.push({
+        signature,
+        slot,
+        bundleId: creditedId ?? uncledId ?? engine?.bundleIds[0] ?? null,
+        userSignature: engine?.userSignature ?? null,
+        lamports: engine?.lamports ?? 0,
+        credited: creditedId !== undefined,
+        fromUncledBundle: uncledId !== undefined,
+        receivedSlot: engine?.receivedSlot ?? null,
+      });
+    }
+    const relayBundles = new Set([...this.byTip.values()].flatMap((e) => e.bundleIds));
+    const uncledRelayBundles = [...this.uncled].filter((id) => relayBundles.has(id)).length;
+    return { tips, tipperDropLamports, uncledRelayBundles };
+  }
+}
+
+/** A tip on chain outside its bundle (from the chain), and whether relay reported it. */
 export interface LeakedTip {
   txId: string;
   bundleId: string;
   tipSignature: string;
   tipSlot: number;
+  /** From the tip's bytes (engine), not from relay. */
   lamports: number;
   /** Its lifecycle entry says so: stage failed with `slot_landed` at the tip's slot. */
-  reported: boolean;
+  reportedInLifecycle: boolean;
   /** How the user transaction ended up on chain: with a later bundle of relay's, on its own, or not at all. */
   userLanded: 'with_a_later_bundle' | 'without_a_bundle' | 'not_on_chain';
+  fromUncledBundle: boolean;
 }
 
 export interface TxVerdict {
@@ -112,11 +246,21 @@ export interface TxVerdict {
 export interface ChainReport {
   verdicts: TxVerdict[];
   leaked: LeakedTip[];
+  /** Tips on chain that belong to none of the sent transactions, or to no bundle the engine received. */
+  strayTips: ChainTip[];
   /** Tips on chain per landed transaction beyond the one its landed bundle paid. */
   extraTips: number;
-  /** Tips paid by attempts built after the user transaction had already landed (must be none). */
+  extraTipLamports: number;
+  /** Tips whose bundle reached the engine after the user transaction had landed (must be none). */
   secondTips: Array<{ txId: string; bundleId: string; tipSlot: number; landedSlot: number }>;
   tipsOnChain: number;
+  creditedTips: number;
+  creditedLamports: number;
+  leakedLamports: number;
+  /** The tipper's fees: one signature per transaction it has on chain. */
+  feeLamports: number;
+  tipperDropLamports: number;
+  uncledRelayBundles: number;
 }
 
 function failureClassOf(err: unknown): string {
@@ -126,34 +270,40 @@ function failureClassOf(err: unknown): string {
 }
 
 /**
- * Compare every sent transaction with the chain. `records` must all be terminal (the caller waits for that first).
+ * Compare every sent transaction with the chain, and every tip on chain (from `ledger`) with relay's records and
+ * lifecycle log. `records` must all be terminal (the caller waits for that first).
  */
 export async function verifyAgainstChain(
   connection: Connection,
   sent: SentTx[],
   records: Map<string, RelayRecord>,
   lifecycle: Map<string, LifecycleLine>,
+  ledger: TipLedgerSnapshot,
 ): Promise<ChainReport> {
   const user = await chainStatuses(
     connection,
     sent.map((s) => s.signature),
   );
-  const tipOf = (entry: LifecycleLine | undefined): string | null =>
-    entry && entry.transactions.length > 1
-      ? (entry.transactions[entry.transactions.length - 1] as string)
-      : null;
-  const tipSignatures: string[] = [];
-  for (const record of records.values())
-    for (const a of record.attempts) {
-      const tip = tipOf(lifecycle.get(a.bundle_id));
-      if (tip) tipSignatures.push(tip);
+  const tipsByUser = new Map<string, ChainTip[]>();
+  const sentSignatures = new Set(sent.map((s) => s.signature));
+  const strayTips: ChainTip[] = [];
+  for (const tip of ledger.tips) {
+    if (!tip.userSignature || !tip.bundleId || !sentSignatures.has(tip.userSignature)) {
+      strayTips.push(tip);
+      continue;
     }
-  const tips = await chainStatuses(connection, tipSignatures);
+    const list = tipsByUser.get(tip.userSignature) ?? [];
+    list.push(tip);
+    tipsByUser.set(tip.userSignature, list);
+  }
 
   const verdicts: TxVerdict[] = [];
   const leaked: LeakedTip[] = [];
   const secondTips: ChainReport['secondTips'] = [];
   let extraTips = 0;
+  let extraTipLamports = 0;
+  let creditedTips = 0;
+  let creditedLamports = 0;
   for (const s of sent) {
     const record = records.get(s.txId);
     const problems: string[] = [];
@@ -193,41 +343,57 @@ export async function verifyAgainstChain(
     if (!asExpected)
       problems.push(`a ${s.kind} transaction should end ${expected.state}/${expected.failure}`);
 
-    // Tips: the bundle that landed is the one whose tip is in the user transaction's slot (bundles are atomic);
-    // of several there (an old attempt's tip re-broadcast next to a new bundle), the latest attempt's. Every other
-    // tip on chain landed without its bundle: leaked.
+    // Tips, from the chain: the one credited is the tip that sits right after this transaction in the same block
+    // (its bundle landed whole); every other tip of this transaction's bundles that is on chain landed alone: leaked.
     const landedSlot = onChain && status.err === null ? status.slot : null;
-    const withTip = record.attempts
-      .map((a) => {
-        const entry = lifecycle.get(a.bundle_id);
-        const tip = tipOf(entry);
-        const tipStatus = tip ? (tips.get(tip) ?? null) : null;
-        return { a, entry, tip, tipStatus };
-      })
-      .filter((x) => x.tipStatus !== null);
-    const credited = [...withTip]
-      .reverse()
-      .find((x) => landedSlot !== null && x.tipStatus!.slot === landedSlot);
-    if (credited && credited.entry) {
-      if (record.state === 'finalized' && credited.entry.stage !== 'finalized')
-        problems.push(`the bundle that landed (${credited.a.bundle_id}) is at stage ${credited.entry.stage}`);
+    const mine = tipsByUser.get(s.signature) ?? [];
+    const credited = mine.filter((t) => t.credited);
+    const attemptOf = (bundleId: string) => record.attempts.find((a) => a.bundle_id === bundleId);
+    if (credited.length > 1) problems.push(`${credited.length} bundles of it landed whole`);
+    for (const t of credited) {
+      creditedTips++;
+      creditedLamports += t.lamports;
+      const attempt = attemptOf(t.bundleId as string);
+      if (!attempt) problems.push(`its bundle ${t.bundleId} landed but is none of relay's attempts`);
+      else if (attempt.tip_lamports !== t.lamports)
+        problems.push(
+          `relay says ${attempt.tip_lamports} lamports for ${t.bundleId}; the tip moved ${t.lamports}`,
+        );
+      if (t.slot !== landedSlot)
+        problems.push(`its bundle landed at ${t.slot}, the chain says ${landedSlot}`);
+      const entry = lifecycle.get(t.bundleId as string);
+      if (record.state === 'finalized' && entry?.stage !== 'finalized')
+        problems.push(`the bundle that landed (${t.bundleId}) is at lifecycle stage ${entry?.stage}`);
     }
-    for (const x of withTip) {
-      if (x === credited) continue;
-      const tipSlot = x.tipStatus!.slot;
+    for (const t of mine) {
+      if (t.credited) continue;
+      const bundleId = t.bundleId as string;
+      const attempt = attemptOf(bundleId);
+      if (!attempt) problems.push(`a tip of bundle ${bundleId} is on chain; relay has no such attempt`);
+      else if (attempt.tip_lamports !== t.lamports)
+        problems.push(
+          `relay says ${attempt.tip_lamports} lamports for ${bundleId}; the tip moved ${t.lamports}`,
+        );
+      const entry = lifecycle.get(bundleId);
       leaked.push({
         txId: s.txId,
-        bundleId: x.a.bundle_id,
-        tipSignature: x.tip as string,
-        tipSlot,
-        lamports: x.a.tip_lamports,
-        reported: x.entry !== undefined && x.entry.stage === 'failed' && x.entry.slot_landed === tipSlot,
-        userLanded: !onChain ? 'not_on_chain' : credited ? 'with_a_later_bundle' : 'without_a_bundle',
+        bundleId,
+        tipSignature: t.signature,
+        tipSlot: t.slot,
+        lamports: t.lamports,
+        reportedInLifecycle: entry !== undefined && entry.stage === 'failed' && entry.slot_landed === t.slot,
+        userLanded: !onChain
+          ? 'not_on_chain'
+          : credited.length > 0
+            ? 'with_a_later_bundle'
+            : 'without_a_bundle',
+        fromUncledBundle: t.fromUncledBundle,
       });
       if (landedSlot !== null) {
         extraTips++;
-        if ((x.entry?.slot_submitted ?? 0) > landedSlot)
-          secondTips.push({ txId: s.txId, bundleId: x.a.bundle_id, tipSlot, landedSlot });
+        extraTipLamports += t.lamports;
+        if (t.receivedSlot !== null && t.receivedSlot > landedSlot)
+          secondTips.push({ txId: s.txId, bundleId, tipSlot: t.slot, landedSlot });
       }
     }
     verdicts.push({
@@ -242,5 +408,19 @@ export async function verifyAgainstChain(
       problems,
     });
   }
-  return { verdicts, leaked, extraTips, secondTips, tipsOnChain: tips.size };
+  return {
+    verdicts,
+    leaked,
+    strayTips,
+    extraTips,
+    extraTipLamports,
+    secondTips,
+    tipsOnChain: ledger.tips.length,
+    creditedTips,
+    creditedLamports,
+    leakedLamports: leaked.reduce((sum, l) => sum + l.lamports, 0),
+    feeLamports: ledger.tips.length * LAMPORTS_PER_SIGNATURE,
+    tipperDropLamports: ledger.tipperDropLamports,
+    uncledRelayBundles: ledger.uncledRelayBundles,
+  };
 }

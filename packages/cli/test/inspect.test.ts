@@ -42,9 +42,12 @@ test('status: a boxed table of the spec fields; --json is GET /status', async ()
     'stale',
     'decision mode',
     'queue',
+    'spend, rolling hour',
   ]) {
     expect(text.stdout).toContain(label);
   }
+  // The default policy's spend-limit (0.5 SOL an hour) is shown against what was spent.
+  expect(text.stdout).toMatch(/spend, rolling hour \(lamports\)\s*│\s*[\d,_]+ of 500[,_]000[,_]000/);
   expect(text.stdout).toMatch(/^┌/);
   expect(text.stdout).toContain('bypass on');
 
@@ -54,6 +57,7 @@ test('status: a boxed table of the spec fields; --json is GET /status', async ()
   expect(status).toMatchObject({ bypass: true, decision_mode: 'reflex', queue: 0 });
   expect(status.slot).toBeGreaterThan(0);
   expect(status.tipper.pubkey).toBe(stack.tipper.publicKey.toBase58());
+  expect(status.spend).toEqual({ window_lamports: expect.any(Number), limit_lamports: 500_000_000 });
 });
 
 test('tip: p25..p99, ema and stale, boxed; --json is GET /tip', async () => {

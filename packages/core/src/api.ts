@@ -191,6 +191,11 @@ export interface StatusResponse {
     tip_floor: UpstreamHealth;
   };
   tipper: { pubkey: string; balance_lamports: number | null };
+  /**
+   * Tips and fees reserved or paid in the rolling hour, against `spend-limit` (0 = no limit). When the window is
+   * full, submits are refused with RELAY_E_POLICY_SPEND_LIMIT_EXCEEDED until reservations are released or age out.
+   */
+  spend: { window_lamports: number; limit_lamports: number };
   paused_reason: string | null;
 }
 

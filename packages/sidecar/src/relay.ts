@@ -580,6 +580,11 @@ export class Relay {
     return last.stage === 'journaled' || last.stage === 'submitted' ? last : null;
   }
 
+  /** Lamports reserved or paid in the rolling hour (what `spend-limit` is checked against). */
+  get spentThisHour(): number {
+    return this.spentInWindow(this.now());
+  }
+
   private spentInWindow(now: number): number {
     return this.state.spend.spentSince(now - ROLLING_HOUR_MS);
   }

@@ -444,6 +444,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
         tip_floor: { ...health.tip_floor },
       },
       tipper: { pubkey: tipper.publicKey.toBase58(), balance_lamports: r.balance },
+      spend: { window_lamports: r.spentThisHour, limit_lamports: policy.current['spend-limit'] },
       paused_reason: r.paused,
     };
   };

@@ -72,6 +72,7 @@ export function adminRoutes(targets: AdminTargets): RouteHandler {
       confirmedSlot: cluster.slotAt('confirmed'),
       blockHeight: cluster.blockHeight,
       faults: faults.current,
+      faultsInjected: faults.injected,
       rateLimit: {
         enabled: engine.rateLimiter.enabled,
         rps: engine.rateLimiter.rps,

@@ -48,6 +48,38 @@ export const DEFAULT_FAULTS: Readonly<FaultSettings> = Object.freeze({
   streamCutIntervalMs: 0,
 });
 
+/**
+ * How many times each fault actually bit, counted by the server that applies it: what a test reports as "faults
+ * injected" (a flag being on proves nothing by itself). Cumulative for the simnet's life: `reset()` clears the
+ * settings, not the counts; a test takes differences.
+ */
+export interface FaultCounts {
+  /** Solana JSON-RPC HTTP requests answered 503 (-32005) and PubSub WebSocket connections closed, under `rpcDown`. */
+  rpcRefused: number;
+  /** Solana JSON-RPC HTTP requests answered 5xx by `rpc5xxRate`. */
+  rpc5xx: number;
+  /** Tip-floor REST answers served from the frozen, old snapshot under `staleTipFloor`. */
+  staleTipFloorServed: number;
+  /** Slot-clock ticks that produced no slot under `slotStall`. */
+  slotsStalled: number;
+  /** Block-engine requests answered 429 / -32097 (RESOURCE_EXHAUSTED) by `engineRateLimitRate`. */
+  engineRateLimited: number;
+  /** Block-engine requests answered 5xx (UNAVAILABLE) by `engine5xxRate`. */
+  engine5xx: number;
+  /** Open Yellowstone Subscribe streams ended with UNAVAILABLE by `cutStreams` / `streamCutIntervalMs`. */
+  streamsCut: number;
+}
+
+const ZERO_COUNTS: Readonly<FaultCounts> = Object.freeze({
+  rpcRefused: 0,
+  rpc5xx: 0,
+  staleTipFloorServed: 0,
+  slotsStalled: 0,
+  engineRateLimited: 0,
+  engine5xx: 0,
+  streamsCut: 0,
+});
+
 /** One-shot fault actions, delivered as events to whoever implements them. */
 export interface FaultActions {
   /** Cut every open Yellowstone Subscribe stream (UNAVAILABLE), as a load balancer would. */
@@ -60,9 +92,20 @@ export class Faults extends EventEmitter<
   { [K in keyof FaultActions]: FaultActions[K] } & { changed: [FaultSettings] }
 > {
   private settings: FaultSettings = { ...DEFAULT_FAULTS };
+  private readonly counts: FaultCounts = { ...ZERO_COUNTS };
 
   get current(): Readonly<FaultSettings> {
     return this.settings;
+  }
+
+  /** A copy of the counts of faults that bit so far (see `FaultCounts`). */
+  get injected(): Readonly<FaultCounts> {
+    return { ...this.counts };
+  }
+
+  /** Called by the server that just applied a fault. */
+  count(kind: keyof FaultCounts): void {
+    this.counts[kind]++;
   }
 
   /** Set some faults; unknown keys and out-of-range values throw, so a typo in a test fails loudly. */

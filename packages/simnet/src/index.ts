@@ -3,7 +3,7 @@ export * from './rpc';
 export * from './geyser';
 export * from './engine';
 export * from './llm';
-export { Faults, DEFAULT_FAULTS, type FaultSettings, type FaultActions } from './faults';
+export { Faults, DEFAULT_FAULTS, type FaultSettings, type FaultActions, type FaultCounts } from './faults';
 export { Rng } from './rng';
 export { MAINNET_TIP_ACCOUNTS } from './tip-accounts';
 export { adminRoutes, type AdminTargets } from './admin';

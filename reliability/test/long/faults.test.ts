@@ -1,8 +1,6 @@
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import type { FaultSettings } from '@solrelay/simnet';
+import type { FaultCounts, FaultSettings } from '@solrelay/simnet';
 import { waitUntil } from '@solrelay/testkit';
-import { readLifecycle, readRecords, verifyAgainstChain } from '../../src/faults-chain';
+import { TipLedger, readLifecycle, readRecords, verifyAgainstChain } from '../../src/faults-chain';
 import {
   SLOT_MS,
   enqueueKind,
@@ -14,16 +12,25 @@ import {
   type SentTx,
   type TxKind,
 } from '../../src/faults-stack';
+import { writeResults } from '../../src/security-results';
 
 /**
  * Issue #10, upstream faults: each fault of the simnet's fault API is injected in the middle of a load of 60
  * transactions (52 that must land, 3 from an unfunded payer, 3 that fail when executed, 2 whose caller caps the tip
  * below the auction so they must expire). During the fault /readyz and /status must name the degraded upstream;
  * after it is cleared relay must recover by itself (no restart). At the end every transaction's relay state and
- * failure class is compared with the chain, signature by signature, and every tip relay paid is accounted for:
- * a tip on chain outside its bundle (uncled blocks) is reported leaked (metric and lifecycle), and no transaction
- * that landed pays a second tip. Figures go to reliability/results/faults.json (FAULTS_ONLY="name,name" runs a
- * subset while debugging).
+ * failure class is compared with the chain, signature by signature, and every tip is accounted for from the chain
+ * itself (`TipLedger`: the tipper's transactions as the simnet recorded them, not relay's lifecycle log): the tipper's
+ * balance drop is exactly the tips of bundles that landed + the tips that landed alone (leaked) + the fees; every
+ * leaked tip is one of an uncled bundle and is reported by relay (metric and lifecycle); no transaction that landed
+ * pays a second tip. "Faults injected" are what the simnet counted as it applied them (requests refused, stale answers
+ * served, slots not produced, streams cut, slots dead or uncled), never a flag being on.
+ *
+ * Dead slots and uncled blocks are forks, not outages: relay must stay ready through them. A loaded two-core box can
+ * make one /readyz sample not ready for an unrelated moment (a tip-floor or RPC poll timing out), so the rule is both
+ * of: at least 95 % of the samples taken while the fault is on are ready, and no not-ready sample names a fork
+ * (dead / uncled / rolled back). Figures go to reliability/results/faults.json (FAULTS_ONLY="name,name" runs a subset
+ * while debugging).
  */
 
 const LOAD: TxKind[] = (() => {
@@ -59,12 +66,30 @@ interface PhaseFigures {
   degraded_evidence: string | null;
   recovery_ms: number | null;
   settled_after_clear_ms: number | null;
+  /** Fork faults: /readyz samples taken while on, the share ready, and the reasons of those that were not. */
+  ready_samples?: number;
+  ready_share?: number;
+  not_ready_reasons?: string[];
   agreement?: string;
   as_expected?: string;
   outcomes?: Record<string, number>;
+  /** Tips of this phase's transactions on chain outside their bundle (from the chain), and how many relay reported. */
+  leaked_tips?: number;
+  leaked_tips_reported?: number;
+  /** Of those, tips of transactions that landed anyway (with a later bundle or alone): paid on top of the landing. */
+  extra_tips_on_landed_txs?: number;
+  extra_tip_lamports?: number;
 }
 
 const reason = (h: Health, pattern: RegExp): string | undefined => h.reasons.find((r) => pattern.test(r));
+const allUpstreamsOk = (h: Health): boolean => {
+  const up = h.status.upstream;
+  return Boolean(up.stream.ok && up.rpc.ok && up.block_engine.ok && up.tip_floor.ok);
+};
+/** A not-ready reason that blames a fork: relay must never go not-ready because of dead or uncled slots. */
+const FORK_REASON = /dead|uncle|fork|roll(ed)? ?back/i;
+/** Share of /readyz samples that must be ready while a fork fault is on (see the header). */
+const STAYS_READY_SHARE = 0.95;
 
 const CASES: FaultCase[] = [
   {
@@ -131,6 +156,10 @@ const CASES: FaultCase[] = [
         : null;
     },
   },
+  // /status has no fork or leaked-tip field (its shape is the sidecar's StatusResponse in openapi.ts, outside this
+  // suite), and forks are not an upstream outage: what /status must show is every upstream healthy while the chain
+  // forks under it. The forks themselves are read from /metrics on the same server (relay_dead_slots_total,
+  // relay_tips_leaked_lamports_total), which is where relay reports them.
   {
     name: 'dead slots',
     settings: { deadSlotRate: 0.15 },
@@ -138,7 +167,9 @@ const CASES: FaultCase[] = [
     staysReady: true,
     degraded: async (h, fs) => {
       const dead = await metric(fs.url, 'relay_dead_slots_total');
-      return h.ready && dead > 0 ? `relay_dead_slots_total ${dead}, ready` : null;
+      return h.ready && allUpstreamsOk(h) && dead > 0
+        ? `relay_dead_slots_total ${dead}; ready; /status upstreams all ok at slot ${h.status.slot}`
+        : null;
     },
   },
   {
@@ -148,15 +179,19 @@ const CASES: FaultCase[] = [
     staysReady: true,
     degraded: async (h, fs) => {
       const leaked = await metric(fs.url, 'relay_tips_leaked_lamports_total');
-      return h.ready && leaked > 0 ? `relay_tips_leaked_lamports_total ${leaked}, ready` : null;
+      return h.ready && allUpstreamsOk(h) && leaked > 0
+        ? `relay_tips_leaked_lamports_total ${leaked}; ready; /status upstreams all ok at slot ${h.status.slot}`
+        : null;
     },
   },
 ];
 
 let fs: FaultStack;
+let ledger: TipLedger | undefined;
 const sent: SentTx[] = [];
 const figures: PhaseFigures[] = [];
-const counts = { rate_limited: 0, unavailable: 0, dead: 0, uncled: 0 };
+/** Dead and uncled slots, from the chain's slot events (the other faults are counted by the simnet: `injected`). */
+const counts = { dead: 0, uncled: 0 };
 const suiteStarted = Date.now();
 let finalFigures: Record<string, unknown> = {};
 
@@ -165,13 +200,12 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 beforeAll(async () => {
   fs = await startFaultStack();
   const { simnet } = fs.stack;
-  // Count what the simnet injects (instrumentation only: every decision is passed through unchanged).
-  const admit = simnet.engine.admit.bind(simnet.engine);
-  simnet.engine.admit = (...args: Parameters<typeof admit>) => {
-    const decision = admit(...args);
-    if (!decision.ok) counts[decision.kind]++;
-    return decision;
-  };
+  // Before relay pays its first tip: from here on every tipper transaction on chain is accounted for.
+  ledger = new TipLedger(
+    simnet,
+    [fs.payer.publicKey.toBase58(), fs.poorPayer.publicKey.toBase58()],
+    fs.stack.tipper.publicKey.toBase58(),
+  );
   simnet.cluster.on('slot', (event) => {
     if (event.status !== 'dead') return;
     if (/uncled/.test(event.deadError ?? '')) counts.uncled++;
@@ -181,25 +215,19 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  const dir = join(__dirname, '..', '..', 'results');
-  await mkdir(dir, { recursive: true });
-  await writeFile(
-    join(dir, 'faults.json'),
-    `${JSON.stringify(
-      {
-        suite: 'reliability/test/long/faults.test.ts',
-        generated_at: new Date().toISOString(),
-        slot_ms: SLOT_MS,
-        decider: 'the sidecar core reflex (agent_absent fallback), JSON-RPC bundle transport',
-        load_per_fault: { good: 52, unfunded: 3, overdraft: 3, low_tip: 2 },
-        phases: figures,
-        ...finalFigures,
-        wall_ms: Date.now() - suiteStarted,
-      },
-      null,
-      2,
-    )}\n`,
-  );
+  writeResults('faults', {
+    suite: 'reliability/test/long/faults.test.ts',
+    slot_ms: SLOT_MS,
+    decider: 'the sidecar core reflex (agent_absent fallback), JSON-RPC bundle transport',
+    load_per_fault: Object.fromEntries(
+      [...new Set(LOAD)].map((kind) => [kind, LOAD.filter((k) => k === kind).length]),
+    ),
+    stays_ready_rule: `fork faults: >= ${STAYS_READY_SHARE * 100} % of /readyz samples ready and no not-ready reason matching ${FORK_REASON}`,
+    phases: figures,
+    ...finalFigures,
+    wall_ms: Date.now() - suiteStarted,
+  });
+  ledger?.stop();
   await fs?.stack.close();
 }, 30_000);
 
@@ -237,9 +265,9 @@ describe.each(
   test('degraded while on, recovered after, without a restart', async () => {
     const { simnet } = fs.stack;
     const before = { ...counts };
-    const logMark = fs.logs.length;
+    const injectedBefore: FaultCounts = { ...simnet.faults.injected };
     const phaseSent: SentTx[] = [];
-    const readyzSamples: boolean[] = [];
+    const readyzSamples: Health[] = [];
     let injectedAt = 0;
     const load = (async () => {
       for (let i = 0; i < LOAD.length; i += WAVE) {
@@ -265,7 +293,7 @@ describe.each(
     const degradedSeen = await waitUntil(
       async () => {
         const h = await readHealth(fs.url);
-        readyzSamples.push(h.ready);
+        readyzSamples.push(h);
         evidence = await fault.degraded(h, fs);
         return evidence ? Date.now() : null;
       },
@@ -274,7 +302,7 @@ describe.each(
     ).catch(() => null);
     const loadError = await loadDone;
     while (Date.now() < injectedAt + fault.minMs) {
-      if (fault.staysReady) readyzSamples.push((await readHealth(fs.url)).ready);
+      if (fault.staysReady) readyzSamples.push(await readHealth(fs.url));
       await sleep(100);
     }
     simnet.faults.reset();
@@ -317,16 +345,21 @@ describe.each(
       process.stderr.write(`${fault.name}: not settled:\n${JSON.stringify(stuck.slice(0, 3), null, 1)}\n`);
     }
 
-    const disconnects = fs.logs.slice(logMark).filter((l) => /stream disconnected/.test(l.msg)).length;
+    // What the simnet counted as it applied the fault (see FaultCounts), over this phase only.
+    const bit = (kind: keyof FaultCounts): number => simnet.faults.injected[kind] - injectedBefore[kind];
     const injected: Record<string, number> = {};
-    if (fault.settings.streamCutIntervalMs) injected.stream_cuts_seen_by_relay = disconnects;
-    if (fault.settings.engineRateLimitRate) injected.engine_429 = counts.rate_limited - before.rate_limited;
-    if (fault.settings.engine5xxRate) injected.engine_5xx = counts.unavailable - before.unavailable;
-    if (fault.settings.rpcDown) injected.rpc_outages = 1;
-    if (fault.settings.staleTipFloor) injected.stale_tip_floor_episodes = 1;
-    if (fault.settings.slotStall) injected.slot_stalls = 1;
+    if (fault.settings.streamCutIntervalMs) injected.streams_cut = bit('streamsCut');
+    if (fault.settings.engineRateLimitRate) injected.engine_429 = bit('engineRateLimited');
+    if (fault.settings.engine5xxRate) injected.engine_5xx = bit('engine5xx');
+    if (fault.settings.rpcDown) injected.rpc_requests_refused = bit('rpcRefused');
+    if (fault.settings.staleTipFloor) injected.stale_tip_floor_answers = bit('staleTipFloorServed');
+    if (fault.settings.slotStall) injected.slots_not_produced = bit('slotsStalled');
     if (fault.settings.deadSlotRate) injected.dead_slots = counts.dead - before.dead;
     if (fault.settings.uncleRate) injected.uncled_blocks = counts.uncled - before.uncled;
+    const notReady = readyzSamples.filter((h) => !h.ready);
+    const readyShare =
+      readyzSamples.length === 0 ? 0 : (readyzSamples.length - notReady.length) / readyzSamples.length;
+    const notReadyReasons = [...new Set(notReady.flatMap((h) => h.reasons))];
     figures.push({
       fault: fault.name,
       settings: fault.settings,
@@ -338,13 +371,25 @@ describe.each(
       degraded_evidence: evidence,
       recovery_ms: recoveryMs,
       settled_after_clear_ms: settledMs,
+      ...(fault.staysReady
+        ? {
+            ready_samples: readyzSamples.length,
+            ready_share: Number(readyShare.toFixed(3)),
+            not_ready_reasons: notReadyReasons,
+          }
+        : {}),
     });
 
     expect(loadError).toBeNull();
     expect(phaseSent).toHaveLength(LOAD.length);
-    expect(Object.values(injected).every((n) => n > 0)).toBe(true);
+    expect(Object.keys(injected)).not.toHaveLength(0);
+    expect(Object.entries(injected).filter(([, n]) => !(n > 0))).toEqual([]);
     expect(degradedSeen).not.toBeNull();
-    if (fault.staysReady) expect(readyzSamples.every(Boolean)).toBe(true);
+    if (fault.staysReady) {
+      expect(readyzSamples.length).toBeGreaterThanOrEqual(10); // enough samples for the share to mean something
+      expect(notReadyReasons.filter((r) => FORK_REASON.test(r))).toEqual([]);
+      expect(readyShare).toBeGreaterThanOrEqual(STAYS_READY_SHARE);
+    }
     expect(recoveryMs).not.toBeNull();
     expect(settledMs).not.toBeNull();
   }, 120_000);
@@ -353,11 +398,23 @@ describe.each(
 test('every transaction ends as the chain says; every tip is accounted for', async () => {
   const ids = sent.map((s) => s.txId);
   await waitUntil(() => terminal(ids), 60_000, 'every transaction to reach a terminal state');
+  // Faults are off by now. Let what is still moving settle before the chain is read: re-broadcasts of uncled bundles
+  // (one transaction per slot) and the finalization of the last landings.
+  const { cluster } = fs.stack.simnet;
+  const processedAtEnd = cluster.slotAt('processed');
+  await waitUntil(
+    () => cluster.slotAt('finalized') > processedAtEnd + 8,
+    30_000,
+    'finalization to pass the last landings',
+  );
+  const chain = (ledger as TipLedger).snapshot();
   const records = await readRecords(fs.url, sent);
   const lifecycle = await readLifecycle(fs.stack.env.LIFECYCLE_PATH as string);
-  const report = await verifyAgainstChain(fs.stack.connection(), sent, records, lifecycle);
+  const report = await verifyAgainstChain(fs.stack.connection(), sent, records, lifecycle, chain);
   const leakedMetric = await metric(fs.url, 'relay_tips_leaked_lamports_total');
-  const leakedLamports = report.leaked.reduce((sum, l) => sum + l.lamports, 0);
+  const leakLogged = new Set(
+    fs.logs.filter((l) => /tip landed without its bundle/.test(l.msg)).map((l) => String(l.fields.bundle_id)),
+  );
 
   for (const figure of figures) {
     const mine = report.verdicts.filter((v) => v.sent.phase === figure.fault);
@@ -369,8 +426,18 @@ test('every transaction ends as the chain says; every tip is accounted for', asy
       outcomes[key] = (outcomes[key] ?? 0) + 1;
     }
     figure.outcomes = outcomes;
+    const phaseIds = new Set(mine.map((v) => v.sent.txId));
+    const leaks = report.leaked.filter((l) => phaseIds.has(l.txId));
+    figure.leaked_tips = leaks.length;
+    figure.leaked_tips_reported = leaks.filter((l) => l.reportedInLifecycle).length;
+    const extra = leaks.filter((l) => l.userLanded !== 'not_on_chain');
+    figure.extra_tips_on_landed_txs = extra.length;
+    figure.extra_tip_lamports = extra.reduce((sum, l) => sum + l.lamports, 0);
   }
   const problems = report.verdicts.filter((v) => v.problems.length > 0);
+  const tipperExpected = report.creditedLamports + report.leakedLamports + report.feeLamports;
+  const landedTxs = report.verdicts.filter((v) => v.onChain && v.chainErr === null).length;
+  const leakedNotFromUncled = report.leaked.filter((l) => !l.fromUncledBundle);
   finalFigures = {
     totals: {
       txs: sent.length,
@@ -381,19 +448,32 @@ test('every transaction ends as the chain says; every tip is accounted for', asy
         (sum, f) => sum + Object.values(f.faults_injected).reduce((a, b) => a + b, 0),
         0,
       ),
+      // Every tipper transaction on chain, enumerated from the simnet (TipLedger), not from relay's log.
       tips_on_chain: report.tipsOnChain,
+      tips_credited_to_landed_bundles: report.creditedTips,
+      stray_tips: report.strayTips.length,
       leaked_tips: report.leaked.length,
-      leaked_tips_reported: report.leaked.filter((l) => l.reported).length,
+      leaked_tips_reported: report.leaked.filter((l) => l.reportedInLifecycle).length,
+      leaked_tips_logged: report.leaked.filter((l) => leakLogged.has(l.bundleId)).length,
       leaked_tips_user_landed_with_a_later_bundle: report.leaked.filter(
         (l) => l.userLanded === 'with_a_later_bundle',
       ).length,
       leaked_tips_user_landed_without_a_bundle: report.leaked.filter(
         (l) => l.userLanded === 'without_a_bundle',
       ).length,
-      leaked_lamports_chain: leakedLamports,
+      leaked_tips_user_not_on_chain: report.leaked.filter((l) => l.userLanded === 'not_on_chain').length,
+      leaked_lamports_chain: report.leakedLamports,
       leaked_lamports_metric: leakedMetric,
+      relay_bundles_uncled: report.uncledRelayBundles,
       extra_tips_on_landed_txs: report.extraTips,
+      extra_tip_lamports: report.extraTipLamports,
+      landed_txs: landedTxs,
       second_tips_after_landing: report.secondTips.length,
+      tipper_drop_lamports: report.tipperDropLamports,
+      tipper_credited_tip_lamports: report.creditedLamports,
+      tipper_leaked_tip_lamports: report.leakedLamports,
+      tipper_fee_lamports: report.feeLamports,
+      tipper_balance_check: report.tipperDropLamports === tipperExpected ? 'equal' : 'differs',
     },
     problems: problems
       .slice(0, 20)
@@ -404,8 +484,18 @@ test('every transaction ends as the chain says; every tip is accounted for', asy
   expect(
     problems.map((v) => `${v.sent.txId} (${v.sent.kind}, ${v.sent.phase}): ${v.problems.join('; ')}`),
   ).toEqual([]);
+  // The tipper paid for nothing but relay's bundles' tips, and lost exactly what the chain shows it paid.
+  expect(report.strayTips).toEqual([]);
+  expect(report.tipsOnChain).toBeGreaterThan(0);
+  expect(report.tipperDropLamports).toBe(tipperExpected);
+  // Leaks: the uncled phase must have produced some (else the detection was not exercised); each one relay reports.
   if (figures.some((f) => f.settings.uncleRate)) expect(report.leaked.length).toBeGreaterThan(0);
-  expect(report.leaked.filter((l) => !l.reported)).toEqual([]);
-  expect(leakedMetric).toBe(leakedLamports);
+  expect(report.leaked.filter((l) => !l.reportedInLifecycle)).toEqual([]);
+  expect(leakedMetric).toBe(report.leakedLamports);
+  // Extra tips (paid by transactions that landed another way) are bounded: a tip lands alone only when the chain
+  // uncled its bundle, so there are never more than the relay bundles uncled, and no bundle is sent (so no tip
+  // paid) after its transaction has landed.
+  expect(leakedNotFromUncled).toEqual([]);
+  expect(report.extraTips).toBeLessThanOrEqual(report.uncledRelayBundles);
   expect(report.secondTips).toEqual([]);
 }, 120_000);

@@ -38,4 +38,9 @@ test('a finalized tip still counts against spend-limit within the rolling hour',
   const answer = await post(url, '/internal/submit', { tx_id: second, tip_lamports: 300_000, reason: 'r' });
   expect(answer.status).toBe(422);
   expect(answer.body.error.details.key).toBe('spend-limit');
+  // /status says why: the hour's spend against the limit.
+  const { spend } = (await get(url, '/status')).body;
+  expect(spend.limit_lamports).toBe(400_000);
+  expect(spend.window_lamports).toBeGreaterThanOrEqual(300_000);
+  expect(spend.window_lamports + 300_000).toBeGreaterThan(400_000);
 }, 30_000);

@@ -482,7 +482,10 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   }
 
   private produceSlot(): void {
-    if (this.faults.current.slotStall) return;
+    if (this.faults.current.slotStall) {
+      this.faults.count('slotsStalled');
+      return;
+    }
     const slot = ++this.clockSlot;
     if (this.tip.doom) this.abandonTip();
 

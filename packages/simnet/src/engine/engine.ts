@@ -180,6 +180,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   admit(ip: string, uuid: string | undefined, limit = true): AdmitDecision {
     const faults = this.faults.current;
     if (this.faultRng.chance(faults.engine5xxRate)) {
+      this.faults.count('engine5xx');
       return {
         ok: false,
         kind: 'unavailable',
@@ -187,6 +188,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       };
     }
     if (this.faultRng.chance(faults.engineRateLimitRate)) {
+      this.faults.count('engineRateLimited');
       // A storm: alternate between the two texts users have seen, so clients must handle both.
       const retryAfterMs = 1000 + this.faultRng.int(0, 999);
       const message = this.faultRng.chance(0.5)
@@ -361,6 +363,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   /** The tip-floor REST answer; frozen with an old `time` while the `staleTipFloor` fault is on. */
   tipFloorEntries(): JitoTipFloorEntry[] {
     if (this.faults.current.staleTipFloor) {
+      this.faults.count('staleTipFloorServed');
       this.frozenTipFloor ??= toJitoTipFloor(this.tipFloor.snapshot(), this.now() - this.staleTipFloorAgeMs);
       return this.frozenTipFloor;
     }

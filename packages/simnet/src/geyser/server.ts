@@ -293,8 +293,10 @@ export async function startGeyserServer(options: GeyserServerOptions): Promise<G
   cluster.on('slot', onSlot);
 
   const onCut = (): void => {
-    for (const stream of [...streams])
+    for (const stream of [...streams]) {
+      faults?.count('streamsCut');
       stream.fail(GrpcStatus.UNAVAILABLE, 'simnet: stream cut (fault injection)');
+    }
   };
   faults?.on('cutStreams', onCut);
   // Periodic cuts (`streamCutIntervalMs`): re-armed whenever the setting changes.

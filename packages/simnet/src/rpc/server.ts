@@ -87,10 +87,12 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     const current = faults?.current;
     if (current?.rpcLatencyMs) await delay(current.rpcLatencyMs);
     if (current?.rpcDown) {
+      faults?.count('rpcRefused');
       send(503, errorResponse(null, -32005, 'Node is unhealthy', { numSlotsBehind: null }));
       return;
     }
     if (current && rng.chance(current.rpc5xxRate)) {
+      faults?.count('rpc5xx');
       send(rng.pick([500, 502, 503]), 'simnet: injected server error');
       return;
     }
@@ -190,6 +192,7 @@ class PubSub {
     cluster.on('slot', this.onSlot);
     wss.on('connection', (socket) => {
       if (this.faults?.current.rpcDown) {
+        this.faults?.count('rpcRefused');
         socket.close(1013, 'node is unhealthy');
         return;
       }

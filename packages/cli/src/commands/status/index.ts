@@ -20,6 +20,16 @@ export function renderStatus(s: StatusResponse, color: boolean): string {
     ['queue', String(s.queue)],
     ['agent', s.agent.connected ? `${s.agent.model ?? '?'} (${s.agent.provider ?? '?'})` : 'not connected'],
   ];
+  // Older sidecars do not report spend.
+  if (s.spend) {
+    const { window_lamports: spent, limit_lamports: limit } = s.spend;
+    rows.push([
+      'spend, rolling hour (lamports)',
+      limit > 0
+        ? `${lamports(spent)} of ${lamports(limit)}${spent >= limit ? ' (limit reached)' : ''}`
+        : `${lamports(spent)} (no limit)`,
+    ]);
+  }
   if (s.paused_reason) rows.push(['paused', s.paused_reason]);
   return keyValueTable(rows, color);
 }
