@@ -1,12 +1,14 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { gitRevision } from './security-results';
 
 /** Where the bad-input suite leaves its figures for RELIABILITY.md. */
 export const FUZZ_RESULTS_PATH = join(__dirname, '..', 'results', 'fuzz.json');
 
 /**
  * Record one part's figures (routes, policy, cli) in results/fuzz.json, keeping the other parts' figures: read,
- * replace this part, write a temp file and rename it over, so a reader never sees half a file.
+ * replace this part, write a temp file and rename it over, so a reader never sees half a file. Each part is stamped
+ * with its time and the commit it was measured on (parts can come from different runs).
  */
 export function recordFuzzFigures(part: string, figures: Record<string, unknown>): void {
   mkdirSync(join(FUZZ_RESULTS_PATH, '..'), { recursive: true });
@@ -18,7 +20,7 @@ export function recordFuzzFigures(part: string, figures: Record<string, unknown>
   } catch {
     all = {};
   }
-  all[part] = { ...figures, recorded_at: new Date().toISOString() };
+  all[part] = { ...figures, recorded_at: new Date().toISOString(), git_revision: gitRevision() };
   const temp = `${FUZZ_RESULTS_PATH}.${process.pid}.tmp`;
   writeFileSync(temp, `${JSON.stringify(all, null, 2)}\n`);
   renameSync(temp, FUZZ_RESULTS_PATH);

@@ -81,6 +81,21 @@ export class Metrics {
     help: 'SSE clients dropped because they stopped reading (cumulative)',
     registers: [this.registry],
   });
+  readonly sseBuffered = new Gauge({
+    name: 'relay_sse_buffered_bytes',
+    help: 'Unsent SSE bytes held for connected clients (socket backlogs plus queues)',
+    registers: [this.registry],
+  });
+  readonly sseBufferedPeak = new Gauge({
+    name: 'relay_sse_buffered_bytes_peak',
+    help: 'The most unsent SSE bytes held for all clients together since start (measured after each flush)',
+    registers: [this.registry],
+  });
+  readonly sseClientBufferedPeak = new Gauge({
+    name: 'relay_sse_client_buffered_bytes_peak',
+    help: 'The most unsent SSE bytes held for one client since start (bounded by RELAY_SSE_BUFFER_BYTES)',
+    registers: [this.registry],
+  });
   readonly upstreamUp = new Gauge({
     name: 'relay_upstream_up',
     help: '1 when the upstream answered recently',

@@ -106,6 +106,13 @@ test('a client that stops reading is dropped past its buffer limit; others keep 
   await healthy.waitFor((r) => r.messages.length === 1000, 15_000);
   expect(hub.counters.slowClientsDropped).toBe(1);
   expect(hub.clientCount).toBe(1);
+  // What the hub held for the stalled reader grew toward the limit and never past it (plus a chunk's framing):
+  // the 16 MB published did not pile up in memory.
+  expect(hub.counters.peakClientBufferedBytes).toBeGreaterThan(128 * 1024);
+  expect(hub.counters.peakClientBufferedBytes).toBeLessThanOrEqual(256 * 1024 + 64);
+  expect(hub.counters.peakBufferedBytes).toBeGreaterThanOrEqual(hub.counters.peakClientBufferedBytes);
+  expect(hub.counters.peakBufferedBytes).toBeLessThanOrEqual(2 * (256 * 1024 + 64));
+  expect(hub.bufferedBytes).toBeLessThan(256 * 1024); // only the healthy reader's backlog is left
   healthy.close();
   stalled.close();
 }, 30_000);

@@ -8,6 +8,7 @@ import type { Sidecar } from '@solrelay/sidecar';
 import { SseReader, get, post, spawnSidecar, waitUntil, type Stack } from '@solrelay/testkit';
 import { corsHeaders, rawRequest, type RawAnswer } from '../../src/security-http';
 import { writeResults } from '../../src/security-results';
+import { openApiRoutes, sourceRoutes, type ApiRoute } from '../../src/security-routes';
 import {
   credentialNeedles,
   findLeaks,
@@ -16,12 +17,17 @@ import {
   type Needle,
 } from '../../src/security-secrets';
 import {
+  AGENT_MAIN,
+  CLI_BIN,
   CapturedLog,
   SIDECAR_MAIN,
   applyPolicy,
   recordBundles,
+  runNode,
   startInProcessStack,
+  startNode,
   startProcessStack,
+  type ProcessRun,
   type ProcessSidecar,
 } from '../../src/security-stack';
 
@@ -33,10 +39,18 @@ import {
 
 const figures = {
   requests: { token: 0, cors_and_host: 0, limits: 0, policy: 0, process: 0 },
-  token_route_matrix: { routes: 0, bad_credentials: 0, refusals: 0 },
-  leak_search: { needles: 0, haystacks: 0, characters: 0, leaks: 0 },
-  policy: { refusals_by_code: {} as Record<string, number>, accepted: 0, bundles_received: 0 },
+  token_route_matrix: { routes: 0, bad_credentials: 0, checked: 0, refusals: 0 },
+  // needles and haystacks are sums over the separate searches; pairs is what was checked (Σ needles × haystacks).
+  leak_search: { needles: 0, haystacks: 0, pairs: 0, characters: 0, leaks: 0 },
+  policy: {
+    refusals_by_code: {} as Record<string, number>,
+    accepted: 0,
+    bundles_received: 0,
+    bundles_refused_by_engine: 0,
+    engine_admission_refusals: 0,
+  },
   bind: { listeners: [] as string[], non_loopback_probe: 'not run' },
+  agent: { model_calls: 0, cortex_decisions: 0, cli_runs: 0 },
 };
 
 function count(part: keyof typeof figures.requests, answer: RawAnswer): RawAnswer {
@@ -54,6 +68,8 @@ const procRuns: ProcessSidecar[] = [];
 const procToken = `ptok-${randomBytes(24).toString('hex')}`;
 const xToken = `xtok-${randomBytes(16).toString('hex')}`;
 const engineUuid = randomUUID();
+/** A fake Anthropic key, in the real key's shape; the simnet's Messages endpoint accepts only this one. */
+const anthropicKey = `sk-ant-api03-${randomBytes(60).toString('base64url')}-${randomBytes(6).toString('hex')}AA`;
 let keyMode = 0o644;
 
 let guarded: Stack<Sidecar>;
@@ -73,7 +89,7 @@ const POLICY = {
 beforeAll(async () => {
   [proc, guarded, open] = await Promise.all([
     startProcessStack({
-      simnet: { xToken },
+      simnet: { xToken, llmApiKey: anthropicKey },
       env: {
         RELAY_API_TOKEN: procToken,
         LOG_LEVEL: 'debug',
@@ -150,33 +166,59 @@ type Route = { method: string; path: string; body?: string; chunked?: boolean; s
 
 describe('RELAY_API_TOKEN on every route but /healthz', () => {
   const validSubmit = JSON.stringify({ tx_id: 'tx_none', tip_lamports: 10_000, reason: 'auth' });
-  const routes: Route[] = [
-    { method: 'GET', path: '/status' },
-    { method: 'GET', path: '/tip' },
-    { method: 'GET', path: '/queue' },
-    { method: 'GET', path: '/lifecycle?last=5' },
-    { method: 'GET', path: '/policy' },
-    { method: 'GET', path: '/metrics' },
-    { method: 'GET', path: '/readyz' },
-    { method: 'GET', path: '/openapi.json' },
-    { method: 'GET', path: '/internal/mode' },
-    { method: 'POST', path: '/internal/mode', body: '{"decision_mode":"reflex"}' },
-    { method: 'GET', path: '/internal/events', stream: true },
-    { method: 'GET', path: '/internal/agent/presence?model=m&provider=p', stream: true },
-    { method: 'GET', path: '/internal/agent/info' },
-    { method: 'POST', path: '/tx/enqueue', body: '{"transaction":"AAAA"}' },
+  /** Request bodies and queries for the routes that need one; any other route is sent bare (POSTs with `{}`). */
+  const samples: Record<string, { body?: string; query?: string }> = {
+    'POST /tx/enqueue': { body: '{"transaction":"AAAA"}' },
+    'POST /internal/submit': { body: validSubmit },
+    'POST /internal/mode': { body: '{"decision_mode":"reflex"}' },
+    'GET /lifecycle': { query: 'last=5' },
+    'GET /internal/agent/presence': { query: 'model=m&provider=p' },
+  };
+  const pathParams: Record<string, string> = { tx_id: 'tx_none', bundle_id: '0'.repeat(64) };
+  /** Ways in that are not operations of the API: another framing, odd paths and methods. */
+  const extras: Route[] = [
     { method: 'POST', path: '/tx/enqueue', body: '{"transaction":"AAAA"}', chunked: true },
     { method: 'POST', path: '/tx/enqueue?x=1', body: '{"transaction":"AAAA"}' },
-    { method: 'POST', path: '/internal/submit', body: validSubmit },
-    { method: 'GET', path: '/tx/tx_none' },
-    { method: 'GET', path: '/tx/events/tx_none' },
-    { method: 'GET', path: `/bundle/${'0'.repeat(64)}` },
     { method: 'GET', path: '/' },
     { method: 'GET', path: '/no-such-route' },
     { method: 'DELETE', path: '/tx/tx_none' },
     { method: 'OPTIONS', path: '/tx/enqueue' },
     { method: 'HEAD', path: '/status' },
   ];
+  /** Every operation the sidecar's /openapi.json declares (but the public ones), then the extras. */
+  let routes: Route[] = [];
+  let api: ApiRoute[] = [];
+
+  beforeAll(async () => {
+    const doc = await rawRequest(guarded.sidecar.url, '/openapi.json', { headers: AUTH });
+    expect(doc.status).toBe(200);
+    api = openApiRoutes(doc.json);
+    routes = [
+      ...api
+        .filter((route) => !route.public)
+        .map((route): Route => {
+          const sample = samples[`${route.method} ${route.path}`] ?? {};
+          const path = route.path.replace(/\{([^}/]+)\}/g, (_, name: string) => pathParams[name] ?? 'x');
+          const body = sample.body ?? (['POST', 'PUT', 'PATCH'].includes(route.method) ? '{}' : undefined);
+          return {
+            method: route.method,
+            path: sample.query ? `${path}?${sample.query}` : path,
+            ...(body !== undefined ? { body } : {}),
+            ...(route.stream ? { stream: true } : {}),
+          };
+        }),
+      ...extras,
+    ];
+  });
+
+  test('the route list is the API: /openapi.json declares exactly what app.ts registers, only /healthz is public', () => {
+    const declared = api.map((route) => route.key).sort();
+    expect(declared.length).toBeGreaterThanOrEqual(19);
+    expect(sourceRoutes().sort()).toEqual(declared);
+    expect(api.filter((route) => route.public).map((route) => route.key)).toEqual(['GET /healthz']);
+    expect(routes).toHaveLength(declared.length - 1 + extras.length);
+  });
+
   const badCredentials: Array<[string, Record<string, string>, string]> = [
     ['none', {}, 'RELAY_E_AUTH_MISSING_TOKEN'],
     ['bare scheme', { authorization: 'Bearer' }, 'RELAY_E_AUTH_INVALID_TOKEN'],
@@ -203,12 +245,18 @@ describe('RELAY_API_TOKEN on every route but /healthz', () => {
       ...(route.stream ? { headersOnly: true } : {}),
     }).then((answer) => count('token', answer));
 
+  /** A token in the query string is not a credential. */
+  const queryParams = ['token', 'access_token', 'api_token'];
+
   test('every route refuses a missing or wrong token with 401 and a precise code', async () => {
     const failures: string[] = [];
+    let checked = 0;
+    let refusals = 0;
     for (const route of routes) {
       for (const [name, headers, code] of badCredentials) {
         const answer = await send(route, headers);
-        figures.token_route_matrix.refusals += answer.status === 401 ? 1 : 0;
+        checked++;
+        refusals += answer.status === 401 ? 1 : 0;
         const gotCode = route.method === 'HEAD' ? code : answer.json?.error?.code;
         if (answer.status !== 401 || gotCode !== code) {
           failures.push(`${route.method} ${route.path} with ${name}: ${answer.status} ${gotCode}`);
@@ -217,32 +265,46 @@ describe('RELAY_API_TOKEN on every route but /healthz', () => {
           failures.push(`${route.method} ${route.path} with ${name}: the answer echoes the token`);
         }
       }
-      // A token in the query string is not a credential.
-      for (const param of ['token', 'access_token', 'api_token']) {
+      for (const param of queryParams) {
         const answer = await send(route, {}, `${param}=${TOKEN}`);
-        if (answer.status !== 401) failures.push(`${route.method} ${route.path}?${param}=: ${answer.status}`);
+        checked++;
+        refusals += answer.status === 401 ? 1 : 0;
+        const gotCode = route.method === 'HEAD' ? 'RELAY_E_AUTH_MISSING_TOKEN' : answer.json?.error?.code;
+        if (answer.status !== 401 || gotCode !== 'RELAY_E_AUTH_MISSING_TOKEN')
+          failures.push(`${route.method} ${route.path} with ?${param}=: ${answer.status} ${gotCode}`);
       }
     }
     figures.token_route_matrix.routes = routes.length;
-    figures.token_route_matrix.bad_credentials = badCredentials.length + 3;
+    figures.token_route_matrix.bad_credentials = badCredentials.length + queryParams.length;
+    figures.token_route_matrix.checked = checked;
+    figures.token_route_matrix.refusals = refusals;
     expect(failures).toEqual([]);
+    expect(checked).toBe(routes.length * (badCredentials.length + queryParams.length));
+    expect(refusals).toBe(checked);
   }, 60_000);
 
   test('the right token opens every route, SSE included; /healthz needs none', async () => {
+    let streams = 0;
     for (const route of routes) {
       const answer = await send(route, AUTH);
       expect([route.method, route.path, answer.status === 401]).toEqual([route.method, route.path, false]);
       // /readyz answers 503 RELAY_E_NOT_READY here (no agent, fallback grace of a day): not an auth refusal.
-      if (route.path === '/readyz') expect(answer.json.error.code).toBe('RELAY_E_NOT_READY');
+      if (route.path === '/readyz' && route.method === 'GET')
+        expect(answer.json.error.code).toBe('RELAY_E_NOT_READY');
       else expect([route.path, answer.status < 500]).toEqual([route.path, true]);
-      if (route.stream)
+      // An existing stream answers as one (a stream of an unknown transaction is a 404, also past the token).
+      if (route.stream && answer.status === 200) {
+        streams++;
         expect([route.path, answer.headers['content-type']]).toEqual([
           route.path,
           expect.stringMatching(/^text\/event-stream/),
         ]);
+      }
     }
+    expect(streams).toBeGreaterThanOrEqual(2); // /internal/events and the presence stream at least
     // A scheme in any case is the same scheme (RFC 9110).
-    expect((await send(routes[0]!, { authorization: `bearer ${TOKEN}` })).status).toBe(200);
+    const status = routes.find((route) => route.method === 'GET' && route.path === '/status')!;
+    expect((await send(status, { authorization: `bearer ${TOKEN}` })).status).toBe(200);
     const health = count('token', await rawRequest(guarded.sidecar.url, '/healthz'));
     expect(health.status).toBe(200);
     expect(health.json).toEqual({ ok: true });
@@ -339,6 +401,7 @@ describe('browsers: CORS closed, cross-site writes and DNS rebinding refused (no
       expect((await get(open.sidecar.url, '/queue')).body.pending).toBe(queueBefore);
       expect((await get(open.sidecar.url, '/internal/mode')).body.decision_mode).toBe(modeBefore);
       expect(recorder.bundles).toEqual([]);
+      expect(recorder.admissionRefusals()).toBe(0);
 
       // The dashboard is same-origin: its Origin equals the Host it talks to, and that works.
       const own = new URL(open.sidecar.url).origin;
@@ -427,6 +490,81 @@ describe('browsers: CORS closed, cross-site writes and DNS rebinding refused (no
     }
   }, 30_000);
 
+  test('the `relay web` dev server (its proxy forwards Origin and Host 127.0.0.1:5173) is the dashboard; other pages through it are not', async () => {
+    // What apps/web/vite.config.ts makes the dev server forward: with changeOrigin false, the browser's own Host
+    // (the dev server's address) and Origin reach the sidecar unchanged, plus Sec-Fetch-Site: same-origin.
+    const config = await readFile(join(__dirname, '..', '..', '..', 'apps', 'web', 'vite.config.ts'), 'utf8');
+    expect(config).toMatch(/changeOrigin:\s*false/);
+    const devPort = /WEB_PORT \?\? (\d+)/.exec(config)?.[1];
+    const devHost = /server:\s*\{\s*host:\s*'([^']+)'/.exec(config)?.[1];
+    expect([devHost, devPort]).toEqual(['127.0.0.1', '5173']);
+    const dev = `${devHost}:${devPort}`;
+    const modeBefore = (await get(open.sidecar.url, '/internal/mode')).body.decision_mode;
+    const otherMode = modeBefore === 'reflex' ? 'cortex' : 'reflex';
+    const failures: string[] = [];
+    // The dashboard page served by the dev server, as 127.0.0.1 or as localhost (both resolve to it).
+    for (const [host, origin] of [
+      [dev, `http://${dev}`],
+      [`localhost:${devPort}`, `http://localhost:${devPort}`],
+    ] as const) {
+      const page = { host, origin, 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors' };
+      const status = await req('/status', { headers: page });
+      const events = await req('/internal/events', {
+        headers: { ...page, accept: 'text/event-stream' },
+        headersOnly: true,
+      });
+      const toggled = await req('/internal/mode', {
+        method: 'POST',
+        headers: { ...page, 'content-type': 'application/json' },
+        body: JSON.stringify({ decision_mode: otherMode }),
+      });
+      const back = await req('/internal/mode', {
+        method: 'POST',
+        headers: { ...page, 'content-type': 'application/json' },
+        body: JSON.stringify({ decision_mode: modeBefore }),
+      });
+      for (const [what, answer, want] of [
+        ['GET /status', status, 200],
+        ['GET /internal/events', events, 200],
+        ['POST /internal/mode', toggled, 200],
+        ['POST /internal/mode back', back, 200],
+      ] as const) {
+        if (answer.status !== want)
+          failures.push(`${what} via ${origin}: ${answer.status} ${answer.text.slice(0, 120)}`);
+        if (corsHeaders(answer.headers).length > 0) failures.push(`${what} via ${origin}: CORS headers`);
+      }
+      if (toggled.json?.decision_mode !== otherMode) failures.push(`mode via ${origin}: ${toggled.text}`);
+      if (!/^text\/event-stream/.test(String(events.headers['content-type'])))
+        failures.push(`events via ${origin}: ${String(events.headers['content-type'])}`);
+    }
+    // Another page reaching the sidecar through the dev server: a different origin than the Host it came in on.
+    for (const origin of [
+      `http://127.0.0.1:${Number(devPort) + 1}`,
+      `http://localhost:${devPort}`, // not the origin of 127.0.0.1:5173
+      'https://evil.example',
+    ]) {
+      const forged = await req('/internal/mode', {
+        method: 'POST',
+        headers: { host: dev, origin, 'content-type': 'application/json' },
+        body: JSON.stringify({ decision_mode: otherMode }),
+      });
+      if (forged.status !== 403 || forged.json?.error?.code !== 'RELAY_E_AUTH_FORBIDDEN_ORIGIN')
+        failures.push(
+          `POST /internal/mode via ${dev} from ${origin}: ${forged.status} ${forged.json?.error?.code}`,
+        );
+      const preflight = await req('/internal/mode', {
+        method: 'OPTIONS',
+        headers: { host: dev, origin, 'access-control-request-method': 'POST' },
+      });
+      if (corsHeaders(preflight.headers).length > 0 || preflight.status < 400)
+        failures.push(
+          `OPTIONS via ${dev} from ${origin}: ${preflight.status} ${corsHeaders(preflight.headers)}`,
+        );
+    }
+    expect(failures).toEqual([]);
+    expect((await get(open.sidecar.url, '/internal/mode')).body.decision_mode).toBe(modeBefore);
+  }, 30_000);
+
   test('body and header size limits: 413 / 431, and the sidecar stays up', async () => {
     const limit = 256 * 1024;
     const padded = (size: number) => {
@@ -488,6 +626,7 @@ describe('browsers: CORS closed, cross-site writes and DNS rebinding refused (no
     const leaks = findLeaks(haystacks, needles);
     figures.leak_search.needles += needles.length;
     figures.leak_search.haystacks += 2;
+    figures.leak_search.pairs += needles.length * 2;
     figures.leak_search.characters += haystackBytes(haystacks);
     figures.leak_search.leaks += leaks.length;
     expect(leaks).toEqual([]);
@@ -744,18 +883,35 @@ describe('the policy holds against hand-crafted /internal/submit bodies', () => 
   }, 30_000);
 
   test('the block engine received nothing beyond policy, and the tipper paid exactly the landed tips', async () => {
+    // Every bundle that reached the engine, accepted or refused; and nothing was turned away unseen at its door.
     figures.policy.bundles_received = recorder.bundles.length;
+    figures.policy.bundles_refused_by_engine = recorder.bundles.filter((b) => !b.accepted).length;
+    figures.policy.engine_admission_refusals = recorder.admissionRefusals();
+    expect(recorder.admissionRefusals()).toBe(0);
+    const submitted = new Map<string, string[]>(); // tx_id -> its signatures, for the accepted submits
+    for (const { txId } of accepted.values())
+      submitted.set(txId, (await record(txId)).tx_signatures as string[]);
     for (const bundle of recorder.bundles) {
-      expect(accepted.has(bundle.bundleId)).toBe(true);
-      expect(bundle.tipLamports).toBe(accepted.get(bundle.bundleId)!.tip);
       expect(bundle.tipLamports).toBeGreaterThanOrEqual(POLICY['min-tip']);
       expect(bundle.tipLamports).toBeLessThanOrEqual(POLICY['max-tip']);
+      if (bundle.accepted) {
+        expect(accepted.has(bundle.bundleId!)).toBe(true);
+        expect(bundle.tipLamports).toBe(accepted.get(bundle.bundleId!)!.tip);
+      } else {
+        // A refused bundle still has to be one relay was allowed to send: an accepted submit's, at its tip.
+        const owner = [...accepted.values()].find(
+          (a) =>
+            a.tip === bundle.tipLamports &&
+            (submitted.get(a.txId) ?? []).some((sig) => bundle.signatures.includes(sig)),
+        );
+        expect([bundle.refusal, owner === undefined]).toEqual([bundle.refusal, false]);
+      }
     }
     const perTx = new Map<string, number>();
     for (const { txId } of accepted.values()) perTx.set(txId, (perTx.get(txId) ?? 0) + 1);
     for (const attempts of perTx.values()) expect(attempts).toBeLessThanOrEqual(1 + POLICY['max-retries']);
     const landed = recorder.bundles.filter(
-      (b) => guarded.simnet.engine.getBundle(b.bundleId)?.state === 'landed',
+      (b) => b.accepted && guarded.simnet.engine.getBundle(b.bundleId!)?.state === 'landed',
     );
     expect(landed.map((b) => b.tipLamports).sort()).toEqual([190_000, 200_000]);
     const paid = tipperBefore - guarded.simnet.cluster.getBalance(guarded.tipper.publicKey.toBase58());
@@ -895,21 +1051,98 @@ async function runProcessScenario(): Promise<Record<string, string>> {
   haystacks['SSE presence'] = presence.messages.map((m) => `${m.event} ${m.data}`).join('\n');
   expect(events.events('tx_status_changed').length).toBeGreaterThan(0);
   keyMode = 0o600;
-  await proc.restart();
-  const after = record(
-    'enqueue after restart',
-    await rawRequest(url(), '/tx/enqueue', {
-      method: 'POST',
-      headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ transaction: proc.transfer(200) }),
-    }),
-  );
-  expect(after.status).toBe(202);
-  await waitUntil(
-    async () => (await get(url(), `/tx/${after.json.tx_id}`, auth)).body.state === 'finalized',
-    30_000,
-    'finalized after restart',
-  );
+  // The second run: the agent process decides, in cortex mode, with the simnet's Messages endpoint as its model
+  // (which takes only `anthropicKey`), and the CLI inspects what it did.
+  await proc.restart({ BYPASS_AGENT: '0', AGENT_DECISION_MODE: 'cortex' });
+  const base = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp' };
+  const agent = startNode(AGENT_MAIN, {
+    ...base,
+    RELAY_URL: url(),
+    RELAY_API_TOKEN: procToken,
+    ANTHROPIC_API_KEY: anthropicKey,
+    ANTHROPIC_BASE_URL: proc.simnet.endpoints.anthropicBaseUrl,
+  });
+  let agentRun: ProcessRun;
+  try {
+    await waitUntil(
+      async () => (await get(url(), '/internal/agent/info', auth)).status === 200,
+      30_000,
+      'the agent to register',
+    );
+    const modelCallsBefore = proc.simnet.llm.requests.length;
+    const afterIds: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const after = record(
+        `enqueue after restart ${i}`,
+        await rawRequest(url(), '/tx/enqueue', {
+          method: 'POST',
+          headers: { ...auth, 'content-type': 'application/json' },
+          body: JSON.stringify({ transaction: proc.transfer(200 + i) }),
+        }),
+      );
+      expect(after.status).toBe(202);
+      afterIds.push(after.json.tx_id);
+    }
+    for (const id of afterIds) {
+      await waitUntil(
+        async () => (await get(url(), `/tx/${id}`, auth)).body.state === 'finalized',
+        30_000,
+        `${id} finalized after restart`,
+      );
+    }
+    // The model was asked, with the key (the simnet refuses any other), and cortex's traces are in the lifecycle.
+    const modelCalls = proc.simnet.llm.requests.slice(modelCallsBefore);
+    expect(modelCalls.length).toBeGreaterThan(0);
+    expect(modelCalls.every((call) => call.headers.apiKey || call.headers.authorization)).toBe(true);
+    const entries = (await get(url(), '/lifecycle?last=100', auth)).body.entries as Array<{
+      tx_id: string;
+      bundle_id: string;
+      decision_mode: string;
+      ai_decision_trace: unknown;
+    }>;
+    const cortex = entries.filter(
+      (e) => afterIds.includes(e.tx_id) && e.decision_mode === 'cortex' && e.ai_decision_trace,
+    );
+    expect(cortex.length).toBeGreaterThan(0);
+    figures.agent.cortex_decisions = cortex.length;
+    figures.agent.model_calls = modelCalls.length;
+
+    // The CLI's inspect commands, with the token, as an operator runs them; then one with a wrong token.
+    const cliEnv = { ...base, RELAY_URL: url(), RELAY_API_TOKEN: procToken, NO_COLOR: '1' };
+    const bundle = cortex[0]!.bundle_id;
+    const commands = [
+      ['status'],
+      ['status', '--json'],
+      ['tip'],
+      ['queue', '--json'],
+      ['lifecycle', '--last', '50'],
+      ['lifecycle', '--json'],
+      ['bundle', bundle],
+      ['bundle', bundle, '--json'],
+    ];
+    const runs = await Promise.all(commands.map((args) => runNode(CLI_BIN, args, cliEnv)));
+    for (const [i, run] of runs.entries()) {
+      const name = `relay ${commands[i]!.join(' ')}`;
+      expect([name, run.code]).toEqual([name, 0]);
+      haystacks[`${name} (stdout)`] = run.stdout;
+      haystacks[`${name} (stderr)`] = run.stderr;
+      figures.requests.process++;
+    }
+    // Real content: the CLI printed the cortex decision's bundle.
+    expect(haystacks[`relay bundle ${bundle} --json (stdout)`]).toContain(bundle);
+    const refused = await runNode(CLI_BIN, ['status'], { ...cliEnv, RELAY_API_TOKEN: `${procToken}x` });
+    figures.requests.process++;
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toMatch(/RELAY_E_AUTH_INVALID_TOKEN|token/);
+    haystacks['relay status, wrong token (stdout)'] = refused.stdout;
+    haystacks['relay status, wrong token (stderr)'] = refused.stderr;
+    figures.agent.cli_runs = runs.length + 1;
+  } finally {
+    agentRun = await agent.stop();
+  }
+  haystacks['agent process stdout'] = agentRun.stdout;
+  haystacks['agent process stderr'] = agentRun.stderr;
+  expect(agentRun.stdout).toContain('starting relay=');
   await proc.sidecar.close();
   expect(procRuns).toHaveLength(2);
   expect(procRuns[1]!.output()).not.toContain('readable by other users');
@@ -917,6 +1150,21 @@ async function runProcessScenario(): Promise<Record<string, string>> {
   for (const [i, run] of procRuns.entries()) haystacks[`process output, run ${i + 1}`] = run.output();
   expect(haystacks['process output, run 1']).toContain('relay sidecar listening');
   haystacks['lifecycle.jsonl'] = await readFile(proc.env.LIFECYCLE_PATH as string, 'utf8');
+  // The decision traces on their own too (the agent's inputs, the model's answer and rationale), one per line.
+  haystacks['lifecycle ai_decision_trace entries'] = haystacks['lifecycle.jsonl']
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => {
+      try {
+        const trace = (JSON.parse(line) as { ai_decision_trace?: unknown }).ai_decision_trace;
+        return trace ? JSON.stringify(trace) : '';
+      } catch {
+        return '';
+      }
+    })
+    .filter((text) => text !== '')
+    .join('\n');
+  expect(haystacks['lifecycle ai_decision_trace entries']).toContain('[simnet]'); // cortex's rationale
   const journalDir = join(proc.env.RELAY_DATA_DIR as string, 'journal');
   for (const file of await readdir(journalDir)) {
     haystacks[`journal/${file}`] = await readFile(join(journalDir, file), 'utf8');
@@ -977,10 +1225,12 @@ describe('the built sidecar process (its scenario ran alongside the tests above)
       ...credentialNeedles('RELAY_API_TOKEN', procToken),
       ...credentialNeedles('STREAM_X_TOKEN', xToken),
       ...credentialNeedles('BUNDLE_ENGINE_UUID', engineUuid),
+      ...credentialNeedles('ANTHROPIC_API_KEY', anthropicKey),
     ];
     const leaks = findLeaks(haystacks, needles);
     figures.leak_search.needles += needles.length;
     figures.leak_search.haystacks += Object.keys(haystacks).length;
+    figures.leak_search.pairs += needles.length * Object.keys(haystacks).length;
     figures.leak_search.characters += haystackBytes(haystacks);
     figures.leak_search.leaks += leaks.length;
     expect(leaks).toEqual([]);
@@ -993,6 +1243,7 @@ describe('the built sidecar process (its scenario ran alongside the tests above)
       const leaks = findLeaks({ [`start-up error (${name})`]: failure }, keypairNeedles(secret));
       figures.leak_search.needles += 10;
       figures.leak_search.haystacks += 1;
+      figures.leak_search.pairs += 10;
       figures.leak_search.characters += failure.length;
       expect(leaks).toEqual([]);
     }

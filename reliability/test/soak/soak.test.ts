@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import { get, waitUntil, type Stack } from '@solrelay/testkit';
@@ -117,7 +118,12 @@ test(
         RELAY_AGENT_GRACE_S: '86400', // the agent decides, never the sidecar's own fallback
         BUNDLE_ENGINE_RPS: '2000',
       },
-      policy: { 'rate-limit': 1_000_000, 'max-queue': 1_000_000 },
+      // DESIGN: soak tests set rate-limit, max-queue and spend-limit explicitly. The default spend-limit (0.5 SOL a
+      // rolling hour) is spent in under a minute at 200 tips a second (~56k lamports each); the soak measures
+      // relay's throughput, so it lifts the budget (0 = none) rather than watch every later transaction expire.
+      policy: { 'rate-limit': 1_000_000, 'max-queue': 1_000_000, 'spend-limit': 0 },
+      // SOAK_SIDECAR_NODE_FLAGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof", to profile the sidecar under load.
+      nodeArgs: (process.env.SOAK_SIDECAR_NODE_FLAGS ?? '').split(' ').filter(Boolean),
     });
     const url = stack.sidecar.url;
     const sidecarPid = stack.sidecar.child.pid as number;
@@ -145,6 +151,12 @@ test(
     };
     agent.stdout!.on('data', keepLine);
     agent.stderr!.on('data', keepLine);
+    // SOAK_AGENT_LOG=<path> keeps the agent's whole output (one line per decision) for a post-mortem.
+    if (process.env.SOAK_AGENT_LOG) {
+      const file = createWriteStream(process.env.SOAK_AGENT_LOG);
+      agent.stdout!.pipe(file);
+      agent.stderr!.pipe(file);
+    }
     await waitUntil(
       async () => (await get(url, '/internal/agent/info')).status === 200,
       30_000,

@@ -91,7 +91,16 @@ export class EventHub {
   private flushScheduled: { cancel(): void } | null = null;
   private lastFlushAt = -Infinity;
   private lastFlushWrites = 0;
-  readonly counters = { published: 0, slowClientsDropped: 0, resyncsSent: 0, replayedEvents: 0 };
+  readonly counters = {
+    published: 0,
+    slowClientsDropped: 0,
+    resyncsSent: 0,
+    replayedEvents: 0,
+    /** The most unsent bytes all clients held together, measured after each flush (see `bufferedBytes`). */
+    peakBufferedBytes: 0,
+    /** The most unsent bytes one client held, measured after each write to it. */
+    peakClientBufferedBytes: 0,
+  };
 
   constructor(private readonly options: EventHubOptions) {
     this.bootId = options.bootId;
@@ -106,6 +115,17 @@ export class EventHub {
 
   get clientCount(): number {
     return this.clients.size;
+  }
+
+  /**
+   * Unsent bytes held for clients right now: each socket's backlog (`writableLength`, what node has not yet handed
+   * to the kernel) plus each filtered client's queue. The buffer limit bounds each client's share, so this stays at
+   * most about the limit times the number of clients.
+   */
+  get bufferedBytes(): number {
+    let total = 0;
+    for (const client of this.clients) total += client.res.writableLength + client.queuedBytes;
+    return total;
   }
 
   /** The id of the newest event, or null before the first. */
@@ -226,6 +246,8 @@ export class EventHub {
     if (writes > 0) {
       this.lastFlushAt = performance.now();
       this.lastFlushWrites = writes;
+      const buffered = this.bufferedBytes;
+      if (buffered > this.counters.peakBufferedBytes) this.counters.peakBufferedBytes = buffered;
     }
   }
 
@@ -336,6 +358,8 @@ export class EventHub {
       return;
     }
     res.write(chunk);
+    const backlog = res.writableLength;
+    if (backlog > this.counters.peakClientBufferedBytes) this.counters.peakClientBufferedBytes = backlog;
     if (client.closing) res.end();
   }
 

@@ -207,6 +207,9 @@ export function createApp(deps: AppDeps): express.Express {
   app.get('/metrics', async (_req, res) => {
     deps.metrics.sseClients.set(hub.clientCount);
     deps.metrics.sseDropped.set(hub.counters.slowClientsDropped);
+    deps.metrics.sseBuffered.set(hub.bufferedBytes);
+    deps.metrics.sseBufferedPeak.set(hub.counters.peakBufferedBytes);
+    deps.metrics.sseClientBufferedPeak.set(hub.counters.peakClientBufferedBytes);
     deps.metrics.queueDepth.set(relay.state.active);
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
