@@ -19,14 +19,33 @@ import { TransferSigner, type SignedTransfer } from './crash-wire';
  * The client side is accounted for exactly: a transaction is *acknowledged* once any sidecar answered its enqueue
  * with a 2xx (it has a tx_id from then on). An enqueue in flight when the process died has no answer; it is sent
  * again, byte for byte, to the next process (as a client would), which finds it (200, journaled before the crash),
- * accepts it (202, it never was) or refuses it. An acknowledged transaction is never sent again, so a journal that
+ * accepts it (202, it never was) or refuses it (422, only because its blockhash died meanwhile: checked against the
+ * chain). Every other answer is a problem. An acknowledged transaction is never sent again, so a journal that
  * lost it cannot be hidden by a re-enqueue: after each restart it must be found by its tx_id.
  */
 
 export const SIDECAR_MAIN = join(__dirname, '..', '..', 'apps', 'sidecar', 'dist', 'main.cjs');
 export const AGENT_MAIN = join(__dirname, '..', '..', 'apps', 'agents', 'dist', 'main.cjs');
 
-export type Kill = { kind: 'point'; point: string; after: number } | { kind: 'random'; delayMs: number };
+/**
+ * A kill at the `after`-th hit of a named crash point, or by this process at a random moment: `fraction` of the way
+ * through the trial's span (`TrialContext.randomKill`), so random kills land anywhere from the enqueue burst to the
+ * last finalizations and compactions.
+ */
+export type Kill = { kind: 'point'; point: string; after: number } | { kind: 'random'; fraction: number };
+
+/** A crash point that never fired: the process had fewer than `after` hits (flushes batch more on a loaded box). */
+export class CrashPointNotReached extends Error {
+  override readonly name = 'CrashPointNotReached';
+  constructor(
+    readonly killIndex: number,
+    readonly point: string,
+    readonly after: number,
+    detail: string,
+  ) {
+    super(`crash point ${point} #${after} never fired\n${detail}`);
+  }
+}
 
 export interface TrialSpec {
   name: string;
@@ -44,6 +63,8 @@ export interface TrialContext {
   /** Enqueues in flight at once. */
   concurrency: number;
   bypassTip: number;
+  /** Random kills land `floorMs + fraction × spanMs` after their process is listening. */
+  randomKill: { floorMs: number; spanMs: number };
 }
 
 interface Sent extends SignedTransfer {
@@ -53,19 +74,30 @@ interface Sent extends SignedTransfer {
   ackedBy: number | null;
   /** Every answer, in order: the HTTP status, or 0 for "no answer" (the process died). */
   answers: Array<{ proc: number; status: number; code?: string }>;
+  /** Refused for good (a resend whose blockhash expired while no process was up to take it). */
+  refused: boolean;
 }
+
+/** The only refusal a resend may get: its blockhash died while relay was down. */
+const EXPIRED_CODE = 'RELAY_E_TX_BLOCKHASH_EXPIRED';
 
 export interface KillReport {
   kind: Kill['kind'];
   point: string | null;
   after: number | null;
   delay_ms: number | null;
+  /** Random kills: where in the span the delay was drawn (0..1). */
+  fraction: number | null;
   /** How the process ended: SIGKILL expected. */
   ended: string;
   /** Its stderr named the crash point it died at. */
   crash_point_reached: boolean;
   /** Milliseconds from spawn to "listening" of this process. */
   start_ms: number;
+  /** Milliseconds from spawn to death of this process. */
+  died_at_ms: number;
+  /** Milliseconds from its death to the next process listening: time no process could take or send anything. */
+  down_ms: number;
   /** Acknowledged before this kill. */
   acked_before: number;
   /** Enqueues that had no answer when it died. */
@@ -88,13 +120,22 @@ export interface TrialResult {
   restart_ms: number;
   replay_ms: number;
   acknowledged: number;
-  /** In flight at a crash, sent again to the next process: found (200), accepted anew (202), refused (other). */
+  /** In flight at a crash, sent again to the next process: found (200), accepted anew (202), refused (422, the
+   * blockhash expired meanwhile: the only refusal accepted; each checked to be off chain with a dead blockhash). */
   resent: { found: number; accepted: number; refused: number };
+  /** Enqueue answers outside the expected set (must be 0); 429 and 503-not-ready answers, retried. */
+  unexpected_answers: number;
+  retried_answers: { rate_limited: number; not_ready: number };
+  /** Refusals whose transaction is on chain or whose blockhash is still valid (must be 0). */
+  refused_unexplained: number;
+  /** Total time with no process up (sum of the kills' down_ms). */
+  downtime_ms: number;
   /** Acknowledged transactions the next process did not know (must be 0). */
   lost: number;
   terminal: Record<string, number>;
   not_terminal: number;
-  /** Relay's final state disagrees with the chain (finalized ⇔ on chain and finalized). */
+  /** Relay's final state disagrees with the chain (finalized: on chain and finalized; expired: not on chain and its
+   * blockhash no longer valid; failed: not on chain or failed there). */
   disagree: number;
   /** The payer's signatures on chain more than once, or on chain with no acknowledged record (both must be 0). */
   double_landed: number;
@@ -276,20 +317,44 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
   const sent: Sent[] = [];
   const retry: Sent[] = [];
   const resent = { found: 0, accepted: 0, refused: 0 };
+  const retried = { rate_limited: 0, not_ready: 0 };
+  let unexpected = 0;
+  const unexpectedAnswer = (message: string) => {
+    unexpected++;
+    if (unexpected <= 5) problems.push(message);
+  };
   const fresh = (): Sent | null => {
     if (sent.length >= ctx.txs) return null;
-    const tx: Sent = { ...signer.transfer(), index: sent.length, txId: null, ackedBy: null, answers: [] };
+    const tx: Sent = {
+      ...signer.transfer(),
+      index: sent.length,
+      txId: null,
+      ackedBy: null,
+      answers: [],
+      refused: false,
+    };
     sent.push(tx);
     return tx;
   };
 
-  /** Send (and resend) enqueues to process `proc` until the load is all answered or the process is gone. */
-  const sendPhase = async (proc: number, url: string, alive: () => boolean): Promise<void> => {
+  /**
+   * Send (and resend) enqueues to process `proc` until the load is all answered or the process is gone. Expected
+   * answers: 202 (accepted), 200 (found: only for a transaction in flight at an earlier crash), no answer while the
+   * process is being killed, 429 and 503 RELAY_E_NOT_READY (retried), and for a resend the blockhash-expired 422.
+   * Anything else is a problem.
+   */
+  const sendPhase = async (
+    proc: number,
+    url: string,
+    alive: () => boolean,
+    exited: Promise<unknown>,
+  ): Promise<void> => {
     const worker = async (): Promise<void> => {
       while (alive()) {
         const tx = retry.shift() ?? fresh();
         if (!tx) return;
-        const wasResend = tx.answers.length > 0 && tx.answers.every((a) => a.status === 0);
+        // In flight when an earlier process died: it may or may not be in the journal.
+        const wasInFlight = tx.answers.some((a) => a.status === 0 && a.proc < proc);
         // Status 0: no answer, the process died with the request in flight.
         let status = 0;
         let code: string | undefined;
@@ -303,20 +368,38 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
           /* no answer */
         }
         tx.answers.push({ proc, status, ...(code ? { code } : {}) });
+        const what = `process ${proc} answered the enqueue of tx #${tx.index}${wasInFlight ? ' (a resend)' : ''}`;
         if (status === 200 || status === 202) {
+          if (!txId) unexpectedAnswer(`${what} ${status} without a tx_id`);
           if (tx.txId && tx.txId !== txId) problems.push(`${tx.signature} got two tx ids`);
+          if (status === 200 && !wasInFlight)
+            unexpectedAnswer(`${what} 200 (already known), but no process ever took it before`);
           tx.txId = txId ?? null;
           tx.ackedBy = proc;
-          if (wasResend && proc > 1) {
+          if (wasInFlight) {
             if (status === 200) resent.found++;
             else resent.accepted++;
           }
-        } else if (status === 0 || status === 429 || status === 503) {
+        } else if (status === 0) {
           retry.push(tx);
-          if (status !== 0) await new Promise((r) => setTimeout(r, 100));
-          else if (!alive()) return;
+          // No answer is expected only from a process being killed: it must be dead (or die) right after.
+          if (alive()) await Promise.race([exited, sleep(5000)]);
+          if (alive()) {
+            unexpectedAnswer(
+              `process ${proc} gave no answer to the enqueue of tx #${tx.index} and stayed up`,
+            );
+            await sleep(100);
+          } else return;
+        } else if (status === 429 || (status === 503 && code === 'RELAY_E_NOT_READY')) {
+          if (status === 429) retried.rate_limited++;
+          else retried.not_ready++;
+          retry.push(tx);
+          await sleep(100);
+        } else if (status === 422 && code === EXPIRED_CODE && wasInFlight) {
+          tx.refused = true;
+          resent.refused++;
         } else {
-          if (wasResend) resent.refused++;
+          unexpectedAnswer(`${what} ${status} ${code ?? JSON.stringify(code)}`);
         }
       }
     };
@@ -330,6 +413,8 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
   let restartMs = 0;
   let replayMismatch = 0;
   let finalRecords = new Map<string, RecordView | null>();
+  /** When the previous process died (to measure the time with no process up). */
+  let previousDiedAt: number | null = null;
   try {
     for (let proc = 1; proc <= spec.kills.length + 1; proc++) {
       const kill = spec.kills[proc - 1];
@@ -338,7 +423,10 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
       const t0 = Date.now();
       const running: RunningSidecar = await spawnSidecar(SIDECAR_MAIN, { ...env, ...crashEnv }, 30_000);
       sidecar = running;
-      const startMs = Date.now() - t0;
+      const listeningAt = Date.now();
+      const startMs = listeningAt - t0;
+      const previousKill = kills[kills.length - 1];
+      if (previousKill && previousDiedAt !== null) previousKill.down_ms = listeningAt - previousDiedAt;
       if (spec.agent && !agent) {
         agent = spawnAgent({
           RELAY_URL: running.url,
@@ -346,8 +434,11 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
         });
       }
       let dead = false;
-      void running.exited.then(() => (dead = true));
-      const previousKill = kills[kills.length - 1];
+      let diedAt = 0;
+      void running.exited.then(() => {
+        dead = true;
+        diedAt = Date.now();
+      });
 
       // Acknowledged transactions survive the crash: the new process knows every one of them.
       // (A process that dies at a crash point while being asked is checked by the next one; the last one always is.)
@@ -367,7 +458,7 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
       if (!kill) {
         restartMs = startMs;
         lap('kills_and_restarts');
-        await sendPhase(proc, running.url, () => !dead);
+        await sendPhase(proc, running.url, () => !dead, running.exited);
         if (retry.length > 0) problems.push(`${retry.length} enqueues never answered by the last process`);
         await waitUntil(
           async () => {
@@ -389,9 +480,18 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
       }
 
       const ackedBefore = acked().length;
-      const phase = sendPhase(proc, running.url, () => !dead);
+      const phase = sendPhase(proc, running.url, () => !dead, running.exited);
       let timer: NodeJS.Timeout | null = null;
-      if (kill.kind === 'random') timer = setTimeout(() => running.child.kill('SIGKILL'), kill.delayMs);
+      const delayMs =
+        kill.kind === 'random'
+          ? Math.round(ctx.randomKill.floorMs + kill.fraction * ctx.randomKill.spanMs)
+          : null;
+      // A random kill lands at its moment after "listening", whatever the process is doing then, idle included.
+      if (delayMs !== null)
+        timer = setTimeout(
+          () => running.child.kill('SIGKILL'),
+          Math.max(0, listeningAt + delayMs - Date.now()),
+        );
       // A crash point that has not fired once the whole load is terminal and sent never will: give up then.
       let idleSince: number | null = null;
       const quiet = async (): Promise<'idle'> => {
@@ -411,19 +511,22 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
       };
       const ended = await Promise.race([
         running.exited,
-        quiet(),
+        ...(kill.kind === 'point' ? [quiet()] : []),
         new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), 120_000).unref()),
       ]);
       if (timer) clearTimeout(timer);
       if (ended === 'timeout' || ended === 'idle') {
         running.child.kill('SIGKILL');
         await running.exited;
-        throw new Error(
-          `trial ${spec.name}: ${kill.kind === 'point' ? `crash point ${kill.point} #${kill.after} never fired` : 'no exit'}` +
-            `\n${running.output().slice(-2000)}`,
-        );
+        await phase;
+        const detail = running.output().slice(-2000);
+        if (kill.kind === 'point' && ended === 'idle')
+          throw new CrashPointNotReached(proc - 1, kill.point, kill.after, detail);
+        throw new Error(`trial ${spec.name}: process ${proc} did not exit (${kill.kind} kill)\n${detail}`);
       }
       await phase;
+      await running.exited;
+      previousDiedAt = diedAt;
       if (previousKill) previousKill.recovery_warnings = recoveryWarnings(running.output());
       const reached = kill.kind === 'point' && running.output().includes(`crash point ${kill.point} reached`);
       if (kill.kind === 'point' && !reached)
@@ -436,10 +539,13 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
         kind: kill.kind,
         point: kill.kind === 'point' ? kill.point : null,
         after: kill.kind === 'point' ? kill.after : null,
-        delay_ms: kill.kind === 'random' ? kill.delayMs : null,
+        delay_ms: delayMs,
+        fraction: kill.kind === 'random' ? kill.fraction : null,
         ended: String(ended),
         crash_point_reached: reached,
         start_ms: startMs,
+        died_at_ms: diedAt - t0,
+        down_ms: 0,
         acked_before: ackedBefore,
         in_flight: retry.length,
         lifecycle_torn_tail_bytes: life.tornBytes,
@@ -482,17 +588,22 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
       const status = simnet.cluster.signatureStatus(s.signature);
       const onChainFinal =
         status !== null && status.err === null && status.confirmationStatus === 'finalized';
+      // Expired means nothing can land any more (DESIGN §2): not on chain, and its blockhash no longer valid.
+      const blockhashValid = simnet.cluster.isBlockhashValid(s.blockhash);
       const agrees =
         record.state === 'finalized'
           ? onChainFinal
           : record.state === 'expired'
-            ? status === null
+            ? status === null && !blockhashValid
             : record.state === 'failed'
               ? status === null || status.err !== null
               : false;
       if (!agrees) {
         disagree++;
-        if (disagree <= 3) problems.push(`${s.txId} is ${record.state}; chain: ${JSON.stringify(status)}`);
+        if (disagree <= 3)
+          problems.push(
+            `${s.txId} is ${record.state}; chain: ${JSON.stringify(status)}, blockhash valid: ${blockhashValid}`,
+          );
       }
       // The engine tracks every bundle it took; one it refused (say, an expired blockhash) is not tracked either, but
       // then the refusal is the record's last error. An attempt the engine never saw, settled by relay's own expiry
@@ -518,6 +629,26 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
       }
     }
     if (lost > 0) problems.push(`${lost} acknowledged transactions are unknown at the end`);
+
+    // Every transaction of the load is accounted for: acknowledged, or refused for a reason the chain confirms (the
+    // resend's blockhash is dead and the transaction is not on chain, so the client's refusal is final).
+    const refusedTxs = sent.filter((s) => s.refused);
+    let refusedUnexplained = 0;
+    for (const s of refusedTxs) {
+      const onChain = (chain.landings.get(s.signature) ?? 0) > 0;
+      const valid = simnet.cluster.isBlockhashValid(s.blockhash);
+      if (onChain || valid || s.txId !== null) {
+        refusedUnexplained++;
+        problems.push(
+          `tx #${s.index} was refused as expired, but on chain=${onChain}, blockhash valid=${valid}, acknowledged=${s.txId !== null}`,
+        );
+      }
+    }
+    if (sent.length !== ctx.txs) problems.push(`${sent.length} transactions sent, not ${ctx.txs}`);
+    if (ackedTxs.length + refusedTxs.length !== ctx.txs)
+      problems.push(
+        `${ackedTxs.length} acknowledged + ${refusedTxs.length} refused != ${ctx.txs} transactions of the load`,
+      );
 
     let doubleLanded = 0;
     let unknownLanded = 0;
@@ -643,6 +774,10 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
       replay_ms: replayMs,
       acknowledged: ackedTxs.length,
       resent,
+      unexpected_answers: unexpected,
+      retried_answers: retried,
+      refused_unexplained: refusedUnexplained,
+      downtime_ms: kills.reduce((a, k) => a + k.down_ms, 0),
       lost,
       terminal,
       not_terminal: notTerminal,

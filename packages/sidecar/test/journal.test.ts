@@ -1,4 +1,5 @@
-import { mkdtemp, readdir, appendFile, writeFile, readFile } from 'node:fs/promises';
+import { readdirSync } from 'node:fs';
+import { mkdtemp, open, readdir, appendFile, writeFile, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Journal, JournalCorruptError, type JournalCodec } from '../src/journal/journal';
@@ -141,31 +142,74 @@ describe('Journal', () => {
     await reopened.close();
   });
 
-  test.each(['compaction.started', 'compaction.before-rename', 'compaction.renamed'] as const)(
-    'a compaction cut short at %s recovers every commit',
-    async (point) => {
-      const dir = await freshDir();
-      let armed = false;
-      const { journal } = await Journal.open(dir, codec, {
-        // The crash: the second compaction stops right there, and the process never touches the files again.
-        crashPoint: (name) => {
-          if (armed && name === point) throw new Error(`crashed at ${name}`);
-        },
-      });
-      for (let i = 0; i < 20; i++) await journal.commit({ k: 'set', key: `k${i}`, value: i });
+  test('the compaction crash points are four distinct steps: the snapshot fsync lies between written and rename', async () => {
+    const dir = await freshDir();
+    // Count fsyncs (FileHandle.sync) to tell the steps apart: the class is not exported, its prototype is reachable.
+    const probe = await open(join(dir, 'probe'), 'w');
+    const proto = Object.getPrototypeOf(probe) as { sync: () => Promise<void> };
+    await probe.close();
+    const sync = jest.spyOn(proto, 'sync');
+    const seen: Array<{ name: string; syncs: number; files: string[] }> = [];
+    const { journal } = await Journal.open(dir, codec, {
+      crashPoint: (name) => {
+        seen.push({ name, syncs: sync.mock.calls.length, files: readdirSync(dir).sort() });
+      },
+    });
+    try {
+      for (let i = 0; i < 5; i++) await journal.commit({ k: 'set', key: `k${i}`, value: i });
+      sync.mockClear();
       await journal.compact();
-      await journal.commit({ k: 'del', key: 'k0' });
-      armed = true;
-      await expect(journal.compact()).rejects.toThrow(`crashed at ${point}`);
-      await journal.commit({ k: 'set', key: 'late', value: 99 });
-      const { journal: again, recovery } = await Journal.open(dir, codec);
-      expect(new Map(again.state)).toEqual(new Map(journal.state));
-      expect(again.state.has('k0')).toBe(false);
-      expect(again.state.get('late')).toBe(99);
-      expect(recovery.warnings).toEqual([]);
-      await again.close();
-    },
-  );
+    } finally {
+      sync.mockRestore();
+    }
+    await journal.close();
+    expect(seen.map((s) => s.name)).toEqual([
+      'compaction.started',
+      'compaction.snapshot-written',
+      'compaction.before-rename',
+      'compaction.renamed',
+    ]);
+    const step = (name: string) => seen.find((s) => s.name === name)!;
+    const started = step('compaction.started');
+    const written = step('compaction.snapshot-written');
+    const beforeRename = step('compaction.before-rename');
+    const renamed = step('compaction.renamed');
+    expect(started.files).not.toContain('snapshot-1.jsonl.tmp');
+    expect(written.files).toContain('snapshot-1.jsonl.tmp');
+    // The snapshot's own fsync happens after `snapshot-written` and before `before-rename`.
+    expect(beforeRename.syncs).toBe(written.syncs + 1);
+    expect(beforeRename.files).toContain('snapshot-1.jsonl.tmp');
+    expect(renamed.files).toContain('snapshot-1.jsonl');
+    expect(renamed.files).not.toContain('snapshot-1.jsonl.tmp');
+  });
+
+  test.each([
+    'compaction.started',
+    'compaction.snapshot-written',
+    'compaction.before-rename',
+    'compaction.renamed',
+  ] as const)('a compaction cut short at %s recovers every commit', async (point) => {
+    const dir = await freshDir();
+    let armed = false;
+    const { journal } = await Journal.open(dir, codec, {
+      // The crash: the second compaction stops right there, and the process never touches the files again.
+      crashPoint: (name) => {
+        if (armed && name === point) throw new Error(`crashed at ${name}`);
+      },
+    });
+    for (let i = 0; i < 20; i++) await journal.commit({ k: 'set', key: `k${i}`, value: i });
+    await journal.compact();
+    await journal.commit({ k: 'del', key: 'k0' });
+    armed = true;
+    await expect(journal.compact()).rejects.toThrow(`crashed at ${point}`);
+    await journal.commit({ k: 'set', key: 'late', value: 99 });
+    const { journal: again, recovery } = await Journal.open(dir, codec);
+    expect(new Map(again.state)).toEqual(new Map(journal.state));
+    expect(again.state.has('k0')).toBe(false);
+    expect(again.state.get('late')).toBe(99);
+    expect(recovery.warnings).toEqual([]);
+    await again.close();
+  });
 
   test('commits after close are refused', async () => {
     const { journal } = await Journal.open(await freshDir(), codec);

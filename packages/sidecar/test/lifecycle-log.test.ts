@@ -1,7 +1,7 @@
 import { mkdtemp, appendFile, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LifecycleLog } from '../src/lifecycle/log';
+import { LifecycleLog, midWriteCut } from '../src/lifecycle/log';
 
 type Entry = { bundle_id: string; stage: string; n: number };
 
@@ -87,4 +87,88 @@ test('the index says whether it covers the whole file (eviction or a tail-only s
   const { log: tail } = await LifecycleLog.open<Entry>(path, { tailBytes: 60 });
   expect(tail.indexesWholeFile).toBe(false);
   await tail.close();
+});
+
+describe('the lifecycle.mid-write crash point', () => {
+  /** A hook that "crashes" (throws, so the second write never happens) at the first mid-write. */
+  function crashingHook(armed: (name: string) => boolean) {
+    const calls: string[] = [];
+    const hook = Object.assign(
+      (name: 'lifecycle.mid-write') => {
+        calls.push(name);
+        throw new Error(`crashed at ${name}`);
+      },
+      { armed },
+    );
+    return { hook, calls };
+  }
+
+  test.each([1, 2, 3, 4])(
+    'a crash there with %i equal-length lines in the batch leaves a torn last line, cut and reported at start-up',
+    async (count) => {
+      const path = await logPath();
+      const { log } = await LifecycleLog.open<Entry>(path);
+      await log.append({ bundle_id: 'b0', stage: 'submitted', n: 0 });
+      await log.close();
+      const before = (await readFile(path)).length;
+
+      const { hook, calls } = crashingHook((name) => name === 'lifecycle.mid-write');
+      const { log: crashing } = await LifecycleLog.open<Entry>(path, { crashPoint: hook });
+      // Appended in one turn: one batch, one flush. Equal lengths: a cut at half the batch would land on a newline.
+      const entries = Array.from({ length: count }, (_, i) => ({
+        bundle_id: `c${i}`,
+        stage: 'landed',
+        n: i + 1,
+      }));
+      const written = await Promise.allSettled(entries.map((e) => crashing.append(e)));
+      expect(calls).toEqual(['lifecycle.mid-write']);
+      expect(written.every((w) => w.status === 'rejected')).toBe(true);
+
+      const lineBytes = Buffer.byteLength(JSON.stringify(entries[0]) + '\n');
+      const text = await readFile(path, 'utf8');
+      const torn = text.length - text.lastIndexOf('\n') - 1;
+      // Every line of the batch but the last is whole; the last is cut inside, past its first byte.
+      expect(torn).toBe(Math.floor(lineBytes / 2));
+      expect(torn).toBeGreaterThan(0);
+      expect(Buffer.byteLength(text)).toBe(before + (count - 1) * lineBytes + torn);
+      await crashing.close();
+
+      const { log: reopened, recovery } = await LifecycleLog.open<Entry>(path);
+      expect(recovery.warnings).toEqual([
+        `lifecycle log: skipped a torn last line (${torn} bytes) left by a crash`,
+      ]);
+      expect(reopened.size).toBe(count); // b0 and the whole lines c0..c(count-2)
+      expect(reopened.get(`c${count - 1}`)).toBeUndefined();
+      await reopened.close();
+      expect((await readFile(path, 'utf8')).endsWith('\n')).toBe(true);
+    },
+  );
+
+  test('the cut is inside the last line for lines of any length, multi-byte characters included', () => {
+    for (const sizes of [[2], [2, 2], [10, 10, 10, 10], [3, 200], [200, 3], [7, 8, 9]]) {
+      const lines = sizes.map((n) => Buffer.from('é'.repeat(n) + '\n'));
+      const total = lines.reduce((a, l) => a + l.length, 0);
+      const lastStart = total - lines[lines.length - 1]!.length;
+      const cut = midWriteCut(lines);
+      expect(cut).toBeGreaterThan(lastStart);
+      expect(cut).toBeLessThan(total);
+    }
+  });
+
+  test('a hook armed for other points is never called and leaves the writes whole', async () => {
+    const path = await logPath();
+    const { hook, calls } = crashingHook((name) => name === 'attempt.sent');
+    const { log } = await LifecycleLog.open<Entry>(path, { crashPoint: hook });
+    await Promise.all([
+      log.append({ bundle_id: 'b1', stage: 'submitted', n: 1 }),
+      log.append({ bundle_id: 'b2', stage: 'submitted', n: 2 }),
+    ]);
+    await log.close();
+    expect(calls).toEqual([]);
+    expect(log.counters).toEqual({ appended: 2, writeErrors: 0 });
+    const { log: reopened, recovery } = await LifecycleLog.open<Entry>(path);
+    expect(recovery.warnings).toEqual([]);
+    expect(reopened.size).toBe(2);
+    await reopened.close();
+  });
 });

@@ -34,9 +34,10 @@ export interface JournalOptions {
 }
 
 /**
- * Where a compaction can be interrupted: the live file already switched to the next generation but no snapshot
- * written (`started`); the snapshot complete under its temp name (`snapshot-written`, `before-rename`); the snapshot
- * renamed into place but the generations it replaces not yet deleted (`renamed`).
+ * Where a compaction can be interrupted, in order: the live file already switched to the next generation but no
+ * snapshot written (`started`); the snapshot written under its temp name but not yet fsynced (`snapshot-written`);
+ * fsynced and closed, not yet renamed (`before-rename`); renamed into place but the generations it replaces not yet
+ * deleted (`renamed`).
  */
 export type CompactionCrashPoint =
   'compaction.started' | 'compaction.snapshot-written' | 'compaction.before-rename' | 'compaction.renamed';
@@ -227,11 +228,11 @@ export class Journal<TState, TOp> {
       await handle.write(
         lines.join('\n') + (lines.length ? '\n' : '') + JSON.stringify({ end: lines.length }) + '\n',
       );
+      this.options.crashPoint?.('compaction.snapshot-written');
       await handle.sync();
     } finally {
       await handle.close();
     }
-    this.options.crashPoint?.('compaction.snapshot-written');
     this.options.crashPoint?.('compaction.before-rename');
     await rename(tmp, join(this.dir, `snapshot-${next}.jsonl`));
     await syncDirectory(this.dir);
