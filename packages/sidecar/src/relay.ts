@@ -91,6 +91,8 @@ const TIP_LANDING_HORIZON_SLOTS = 300;
  */
 export type TrackKind = 'slot' | 'hint' | 'full';
 const TRACK_RANK: Record<TrackKind, number> = { hint: 0, slot: 1, full: 2 };
+/** Transactions a status pass judges at once. */
+const EVALUATE_CONCURRENCY = 64;
 /** Hinted passes start at least this far apart. */
 const MIN_HINTED_PASS_GAP_MS = 150;
 /** Without finalized-slot reports from the stream, confirmed transactions are read every this many slots. */
@@ -171,6 +173,10 @@ export class Relay {
   private lastTrackedSlot = 0;
   private tracking = false;
   private trackAgain: TrackKind | null = null;
+  /** Signatures the stream saw land since the last pass began (read at the next pass). */
+  private hinted = new Set<string>();
+  /** Whether the stream is connected and delivering (so a landing of relay's tips shows on it). */
+  private streamWatching: () => boolean = () => false;
   /** Highest slot the stream reported finalized, and the processed slot we were at when it did. */
   private finalizedSlot = 0;
   private finalizedReportedAt = Number.NEGATIVE_INFINITY;
@@ -876,6 +882,44 @@ export class Relay {
     if (height > this.blockHeight) this.blockHeight = height;
   }
 
+  /**
+   * How the tracker learns whether the stream is watching: while it is, every tip transaction relay sends shows on
+   * it when it lands (the tipper is a subscribed account), so a bundle still inside its window needs no status
+   * read until the stream says something of it landed. Without it, every bundle out is read every slot.
+   */
+  watchStreamWith(watching: () => boolean): void {
+    this.streamWatching = watching;
+  }
+
+  /**
+   * Whether a pass reads this transaction's statuses. Every pass reads what the stream hinted at; a hinted pass
+   * reads only that. The slot's pass reads the rest by state, as little as the truth allows: a bundle out only once
+   * its window has passed (to judge it lost) unless the stream is not watching; landed and processed ones every
+   * slot (confirmation is a slot or two away); confirmed ones when their slot is final; pending ones with an old
+   * attempt every few slots.
+   */
+  private worthReading(tx: StoredTx, kind: TrackKind, hinted: ReadonlySet<string>): boolean {
+    if (kind === 'full') return true;
+    for (const signature of this.signaturesOf(tx)) if (hinted.has(signature)) return true;
+    if (kind === 'hint') return false;
+    // An included-tip transaction's payer joins the stream's filter only every few slots: read it as before.
+    const watching = tx.tip !== 'included' && this.streamWatching();
+    switch (tx.state) {
+      case 'landed':
+      case 'processed':
+        return true;
+      case 'confirmed':
+        return this.confirmedDue(tx);
+      default: {
+        const flying = this.inFlight(tx);
+        // Its user transactions may still land on their own (not through relay), which the stream need not show.
+        if (!flying) return this.currentSlot % CONFIRMED_POLL_EVERY_SLOTS === 0;
+        if (!watching || flying.stage !== 'submitted' || flying.window_end_slot === null) return true;
+        return this.currentSlot > flying.window_end_slot + WINDOW_GRACE_SLOTS;
+      }
+    }
+  }
+
   /** The stream reports a slot finalized (rooted): confirmed transactions up to it are worth a status read. */
   onFinalizedSlot(slot: number): void {
     if (slot > this.finalizedSlot) this.finalizedSlot = slot;
@@ -931,8 +975,9 @@ export class Relay {
   }
 
   /** A transaction status seen on the stream (tip transactions, and payers of tip-included transactions). */
-  onStreamTransaction(): void {
-    // A status on the stream is a hint to read statuses now rather than at the next slot's pass.
+  onStreamTransaction(signature: string): void {
+    // A status on the stream is a hint to read that transaction's statuses now rather than at a later pass.
+    this.hinted.add(signature);
     void this.track('hint');
   }
 
@@ -942,6 +987,8 @@ export class Relay {
     if (!txId) return;
     const report = classifyGrpcBundleResult(result);
     if (report.kind === 'landed') {
+      const tx = this.state.records.get(txId);
+      if (tx) for (const signature of this.signaturesOf(tx)) this.hinted.add(signature);
       void this.track('hint');
       return;
     }
@@ -974,6 +1021,8 @@ export class Relay {
     // A hinted pass reads only what has a bundle out: the slot's pass over everything is still due.
     if (kind !== 'hint') this.lastTrackedSlot = this.currentSlot;
     const startedAt = this.now();
+    const hinted = this.hinted;
+    this.hinted = new Set();
     try {
       const followed: StoredTx[] = [];
       // One group per transaction (its user signatures, then the tip signatures of attempts that could still land),
@@ -983,11 +1032,7 @@ export class Relay {
       for (const tx of this.state.records.values()) {
         if (isTerminalTxState(tx.state)) continue;
         if (tx.attempts.length === 0 && tx.state === 'pending') continue;
-        if (kind !== 'full' && tx.state === 'confirmed' && !this.confirmedDue(tx)) continue;
-        // A hint says something landed: only transactions with a bundle out can be it. What already landed moves
-        // on at the slot's pass.
-        if (kind === 'hint' && !(tx.state === 'submitted' || (tx.state === 'pending' && this.inFlight(tx))))
-          continue;
+        if (!this.worthReading(tx, kind, hinted)) continue;
         followed.push(tx);
         const group = [...tx.signatures];
         for (const a of tx.attempts) {
@@ -1026,10 +1071,21 @@ export class Relay {
             });
         });
       }
-      for (const tx of followed) {
-        await this.locks.run(tx.tx_id, () => this.evaluate(tx.tx_id, statuses, readAt));
+      // Transactions are independent (each under its own lock), so they are judged many at a time: one after
+      // another, every state change waited for its own journal fsync, and a pass over a few thousand landings took
+      // tens of seconds under load; together, their writes share group commits.
+      for (let i = 0; i < followed.length; i += EVALUATE_CONCURRENCY) {
+        const judged = await Promise.allSettled(
+          followed
+            .slice(i, i + EVALUATE_CONCURRENCY)
+            .map((tx) => this.locks.run(tx.tx_id, () => this.evaluate(tx.tx_id, statuses, readAt))),
+        );
+        for (const result of judged)
+          if (result.status === 'rejected')
+            this.o.log.debug({ err: result.reason }, 'status evaluation failed');
       }
-      await this.checkExpiry();
+      // Expiry moves with slots: the slot's pass looks at it, not every hinted one.
+      if (kind !== 'hint') await this.checkExpiry();
     } catch (error) {
       this.o.log.debug({ err: error }, 'status poll failed');
     } finally {

@@ -373,7 +373,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
         r.onFinalizedSlot(update.slot);
       }
     },
-    onTransactionStatus: () => r.onStreamTransaction(),
+    onTransactionStatus: (status) => r.onStreamTransaction(status.signature),
     onState: (state, detail) => {
       mark('stream', state !== 'disconnected', state === 'disconnected' ? detail : null);
       if (state === 'disconnected') log.warn({ detail }, 'stream disconnected; reconnecting');
@@ -384,6 +384,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     },
   });
   stream.start();
+  r.watchStreamWith(() => streamHealth().ok);
 
   let stopResults: (() => void) | null = null;
   let resubscribe: NodeJS.Timeout | null = null;
