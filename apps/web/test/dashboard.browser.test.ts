@@ -119,6 +119,8 @@ describe('dashboard served by a bypass sidecar on simnet', () => {
     await page.waitForSelector('[data-testid="connection"][data-state="open"]');
     expect(await page.textContent('[data-testid="health-events"]')).toContain('open');
     expect(await page.textContent('[data-testid="health-block-engine"]')).toMatch(/ok/);
+    // The rolling hour's spend against the default spend-limit (0.5 SOL).
+    expect(await page.textContent('[data-testid="health-spend"]')).toMatch(/of 0\.5 SOL/);
     expect(await page.textContent('[data-testid="bundle-engine"]')).toMatch(/bundle engine/);
     expect(await page.textContent('[data-testid="panel-mode"]')).toContain('bypass');
   });

@@ -99,6 +99,7 @@ export function HealthPanel({ state, now }: { state: DashboardState; now: number
             </span>
           </li>
         ) : null}
+        {status?.spend ? <SpendRow spend={status.spend} /> : null}
       </ul>
       {state.pollError ? <p className="text-bad small">last poll failed: {state.pollError}</p> : null}
     </Panel>
@@ -204,5 +205,21 @@ export function TipNowPanel({ state, now }: { state: DashboardState; now: number
         {state.status ? ` · queue ${state.status.queue}` : ''}
       </p>
     </Panel>
+  );
+}
+
+/** The rolling hour's tips and fees against `spend-limit`: full means submits are refused until it frees up. */
+function SpendRow({ spend }: { spend: { window_lamports: number; limit_lamports: number } }) {
+  const { window_lamports: spent, limit_lamports: limit } = spend;
+  const tone = limit === 0 ? 'good' : spent >= limit ? 'bad' : spent >= limit * 0.8 ? 'warn' : 'good';
+  return (
+    <li className="health-row" data-testid="health-spend">
+      <Dot tone={tone} label="spend" />
+      <span className="health-name">spend, rolling hour</span>
+      <span className="health-detail" title={`${formatInteger(spent)} lamports`}>
+        {formatSol(spent, 4)}
+        {limit > 0 ? ` of ${formatSol(limit, 4)}` : ' (no limit)'}
+      </span>
+    </li>
   );
 }
