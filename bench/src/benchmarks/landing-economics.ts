@@ -206,6 +206,7 @@ export const landingEconomics: Benchmark = {
     const e2eRuns = [];
     for (const [strategy, regime] of [
       ['reflex', 'busy'],
+      ['reflex', 'spike'],
       ['fixed-10k', 'spike'],
     ] as const) {
       const run = await endToEnd(ctx, strategy, ctx.quick ? 40 : 300, regime, 12);
@@ -240,7 +241,7 @@ export const landingEconomics: Benchmark = {
     const notes = [
       `${seeds} seeds x ${arrivals} arrivals (one per slot after a 150-slot warm-up) per regime, the regime pinned; every strategy replays the same seed (regime path, clearing tips, leader schedule with 90% bundle-engine leaders, model latencies). Intervals are 95% t intervals over the per-seed values.`,
       `Policy for every strategy: defaults (tip-percentile p75, max-tip 2,000,000, escalation-step 50,000) with max-retries ${SIM_POLICY['max-retries']}, so expiry, not a retry count, ends attempts. Baselines send at once on enqueue and again one slot after a lost window; escalate multiplies by 1.5 per failure from p50; cortex is the simnet Messages endpoint's heuristic with a log-normal model latency (p50 2 slots, p95 5 slots at 400 ms), asked when reflex's timing says a bundle-engine leader is near.`,
-      "The auction is the simnet's: a bundle competes in every slot of its leader window and each slot draws its own clearing tip, so even a fixed 10,000-lamport bid lands far more often per window than the per-slot clear rates (83 / 44 / 20%) suggest, and more than agent-sdk.md §4's toy run. The market (competitor tips feeding the floor) is exogenous: our bids do not move it.",
+      "The auction is the simnet's: a bundle competes in every slot of its leader window and each slot draws its own clearing tip, so even a fixed 10,000-lamport bid lands far more often per window than its per-slot clear rate suggests, and more than agent-sdk.md §4's toy run. The market (competitor tips feeding the floor) is exogenous: our bids do not move it.",
       '"Missed windows" counts bundle-engine leader windows that opened while a transaction waited without a bundle in them (holding, model thinking, or waiting for a settle).',
     ];
     const markdown = [

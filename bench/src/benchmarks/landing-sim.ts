@@ -30,7 +30,14 @@ export type Strategy = (typeof STRATEGIES)[number];
 
 const LEADER_WINDOW = 4;
 const ENGINE_LOOKAHEAD = 4;
-const SETTLE_DELAY_SLOTS = 1;
+/**
+ * Slots after a window's last slot before a lost attempt is known and the next can go out. Relay over JSON-RPC has
+ * no push for a lost auction: it judges a bundle lost on the first status pass after the window plus its grace of 4
+ * slots (`WINDOW_GRACE_SLOTS` in the sidecar), so the next attempt goes out about 5 slots after the window. (The
+ * first version assumed 1; the end-to-end fixed-bid run, with 1.5 submits per transaction against the simulator's
+ * ~3, showed it was too optimistic.)
+ */
+const SETTLE_DELAY_SLOTS = 5;
 /** Share of leaders running the bundle engine (the simnet's default, and mainnet's 89–95% of stake). */
 const BUNDLE_ENGINE_SHARE = 0.9;
 /** Slots of synthetic market history fed to the tip floor before the first arrival (the engine warms it too). */

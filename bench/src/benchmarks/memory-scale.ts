@@ -201,17 +201,21 @@ export const memoryScale: Benchmark = {
     const through = await throughPhase(
       ctx,
       count || (ctx.quick ? 1_000 : 100_000),
-      seconds || (ctx.quick ? 8 : 180),
+      // 100,000 at ~260/s takes ~390 s: the budget lets the issue's count through within the suite's 15 minutes.
+      seconds || (ctx.quick ? 8 : 400),
     );
-    // The same stream with RELAY_MEMORY_MODE=small (V8 --optimize-for-size), shorter.
-    const small = await throughPhase(
-      ctx,
-      count || (ctx.quick ? 1_000 : 100_000),
-      seconds || (ctx.quick ? 8 : 120),
-      'small',
-    );
+    // The same stream with RELAY_MEMORY_MODE=small (V8 --optimize-for-size), only when asked (BENCH_MEMORY_SMALL=1):
+    // the full suite has no room for both at the issue's size.
+    const small = process.env.BENCH_MEMORY_SMALL
+      ? await throughPhase(
+          ctx,
+          count || (ctx.quick ? 1_000 : 100_000),
+          seconds || (ctx.quick ? 8 : 120),
+          'small',
+        )
+      : null;
     const growth = rssGrowth(through.samples);
-    const smallGrowth = rssGrowth(small.samples);
+    const smallGrowth = small ? rssGrowth(small.samples) : 0;
     const reachedAll = through.landed >= through.target_transactions;
     return {
       rows: [
@@ -227,12 +231,16 @@ export const memoryScale: Benchmark = {
           measured: `${through.samples[through.samples.length - 1]?.rss_mb} MB (peak ${through.peak_rss_mb} MB; second half vs first-half peak ${growth >= 0 ? '+' : ''}${growth} MB)`,
           met: through.peak_rss_mb <= RSS_TARGET_MB && growth <= 20,
         },
-        {
-          metric: `RELAY_MEMORY_MODE=small: RSS after ${small.landed.toLocaleString('en-US')} through (peak)`,
-          target: `<= ${RSS_TARGET_MB} MB, flat`,
-          measured: `${small.samples[small.samples.length - 1]?.rss_mb} MB (peak ${small.peak_rss_mb} MB; second half vs first-half peak ${smallGrowth >= 0 ? '+' : ''}${smallGrowth} MB; ${small.through_per_s}/s through)`,
-          met: small.peak_rss_mb <= RSS_TARGET_MB && smallGrowth <= 20,
-        },
+        ...(small
+          ? [
+              {
+                metric: `RELAY_MEMORY_MODE=small: RSS after ${small.landed.toLocaleString('en-US')} through (peak)`,
+                target: `<= ${RSS_TARGET_MB} MB, flat`,
+                measured: `${small.samples[small.samples.length - 1]?.rss_mb} MB (peak ${small.peak_rss_mb} MB; second half vs first-half peak ${smallGrowth >= 0 ? '+' : ''}${smallGrowth} MB; ${small.through_per_s}/s through)`,
+                met: small.peak_rss_mb <= RSS_TARGET_MB && smallGrowth <= 20,
+              },
+            ]
+          : []),
         {
           metric: 'transactions through (bypass, landed)',
           target: `${through.target_transactions.toLocaleString('en-US')}`,
@@ -256,7 +264,7 @@ export const memoryScale: Benchmark = {
         'RSS is `VmRSS` of the sidecar process from /proc; the simnet and the load generator are other processes.',
         'The run through uses bypass (every enqueue submitted at once at 10,000 lamports) on a simnet with 200 ms slots, every leader on the bundle engine and the clearing tip pinned at 5,000, so every transaction lands and finalizes 32 slots later; at most 2,000 are in flight at once. It stops at the target count or the time budget, whichever comes first.',
         'Start-up is spawn to `relay: listening on` of apps/sidecar/dist/main.cjs on the same data directory (journal replay included).',
-        "`heap_used_mb` in the samples (the JSON) is the V8 heap in use from the sidecar's /metrics: it falls to ~110 MB after a full collection at 20,000 terminal records retained, so the RSS above that is collectable garbage V8 has not yet collected plus committed-but-free heap, which `RELAY_MEMORY_MODE=small` (V8 `--optimize-for-size`) keeps down at a CPU cost.",
+        `\`heap_used_mb\` in the samples (the JSON) is the V8 heap in use from the sidecar's /metrics, sampled every 15 s wherever the collector happens to be: lowest ${Math.min(...through.samples.slice(Math.floor(through.samples.length / 2)).map((x) => x.heap_used_mb))} MB over the second half of the run, against an RSS that V8 keeps committed between major collections. The growth criterion is the second half's last RSS against the first half's peak, +20 MB at most.`,
       ],
       details: { pending, through, small },
     };
