@@ -112,7 +112,12 @@ test('≥ 2,000 malformed command lines: each a clear error, exit 1 or 2, no sta
 
   // The sample through the real binary runs in child processes alongside the in-process runs below.
   const step = Math.max(1, Math.floor(cases.length / SPAWNED));
-  const sample = [...cases.keys()].filter((i) => i % step === 0 && !unsafe.has(i)).slice(0, SPAWNED);
+  // An argument holding a NUL byte cannot reach a process at all (execve takes C strings): such lines run in
+  // process only.
+  const passable = (i: number) => !(cases[i] as ArgvCase).argv.some((arg) => arg.includes('\0'));
+  const sample = [...cases.keys()]
+    .filter((i) => i % step === 0 && !unsafe.has(i) && passable(i))
+    .slice(0, SPAWNED);
   const spawned = new Map<number, CliRun>();
   const spawnStarted = performance.now();
   let spawnedMs = 0;

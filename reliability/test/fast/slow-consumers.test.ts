@@ -11,7 +11,7 @@ import { TransferFactory } from '../../src/soak-wire';
  * Issue #10, "Slow consumers": SSE clients that never read must not stall the others nor grow the sidecar's memory
  * without bound; past a buffer limit they are dropped and counted (relay_sse_slow_clients_dropped).
  *
- * The built sidecar process runs with RELAY_SSE_BUFFER_BYTES=64 KiB so the limit is reached in seconds. Even so,
+ * The built sidecar process runs with RELAY_SSE_BUFFER_BYTES=256 KiB so the limit is reached in seconds. Even so,
  * each stalled connection first soaks up ~4 MB in kernel socket buffers (on loopback the server's send buffer
  * alone grows to ~2.5 MB; node cannot shrink a TCP client's receive buffer), so several MB of events must flow
  * before the sidecar's own buffer fills. Enqueue load alone (4-transaction bundles, bypass mode) takes ~40 s on
@@ -30,7 +30,7 @@ import { TransferFactory } from '../../src/soak-wire';
  */
 
 const STALLED = 60;
-const BUFFER_LIMIT = 64 * 1024;
+const BUFFER_LIMIT = 256 * 1024;
 const AFTER_DROP_ENQUEUES = 200;
 const POST_DROP_BYTES = 8 * 1024 * 1024;
 /** What a client's backlog may hold beyond the limit: the chunked-encoding framing of the last write. */

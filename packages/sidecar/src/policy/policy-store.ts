@@ -1,5 +1,5 @@
 import { watch, type FSWatcher } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import {
   DEFAULT_POLICY,
@@ -93,10 +93,11 @@ export class PolicyStore {
     let text: string | null;
     let signature: string;
     try {
-      const info = await stat(this.path);
-      signature = `${info.mtimeMs}:${info.size}:${info.ino}`;
-      if (signature === this.lastSignature) return;
+      // The content decides, not the stat: two saves in the same timestamp tick with the same size can even reuse
+      // the inode freed by the rename before, and a stat signature then misses the second (the file is small).
       text = await readFile(this.path, 'utf8');
+      signature = `text:${text}`;
+      if (signature === this.lastSignature) return;
     } catch {
       signature = 'absent';
       if (signature === this.lastSignature) return;
