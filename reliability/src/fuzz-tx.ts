@@ -1,5 +1,6 @@
 import { createPrivateKey, sign } from 'node:crypto';
 import { Keypair, PublicKey, SystemProgram, Transaction } from '@solana/web3.js';
+import { base58 } from './crash-wire';
 
 /**
  * Nearly valid transactions: real signed transfers (from the stack's funded payer, on a fresh blockhash) taken
@@ -61,21 +62,7 @@ export interface EncodedTx {
 }
 
 const PACKET_DATA_SIZE = 1232;
-const BASE58_ALPHABET = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
 
-/** Bitcoin-alphabet base58 (what Solana uses), written out here rather than adding a dependency. */
-export function base58(bytes: Uint8Array): string {
-  let zeros = 0;
-  while (zeros < bytes.length && bytes[zeros] === 0) zeros++;
-  let value = 0n;
-  for (const byte of bytes) value = value * 256n + BigInt(byte);
-  let out = '';
-  while (value > 0n) {
-    out = BASE58_ALPHABET[Number(value % 58n)] + out;
-    value /= 58n;
-  }
-  return '1'.repeat(zeros) + out;
-}
 const PKCS8_ED25519_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
 
 function signer(payer: Keypair) {

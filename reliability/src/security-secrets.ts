@@ -2,28 +2,11 @@
  * The secrets a sidecar holds, in every encoding a leak could take, and a search of texts for them. A leak is any
  * needle found verbatim (case-insensitively for hex) in a haystack.
  */
+import { base58 } from './crash-wire';
 
 export interface Needle {
   name: string;
   value: string;
-}
-
-const BASE58_ALPHABET = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
-
-/** Bitcoin-alphabet base58, as Solana writes keys and signatures. */
-export function base58(bytes: Uint8Array): string {
-  let value = 0n;
-  for (const byte of bytes) value = value * 256n + BigInt(byte);
-  let out = '';
-  while (value > 0n) {
-    out = BASE58_ALPHABET[Number(value % 58n)] + out;
-    value /= 58n;
-  }
-  for (const byte of bytes) {
-    if (byte !== 0) break;
-    out = '1' + out;
-  }
-  return out;
 }
 
 /**

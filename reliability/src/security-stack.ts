@@ -15,7 +15,7 @@ import {
   type Stack,
   type StackOptions,
 } from '@solrelay/testkit';
-import { base58 } from './security-secrets';
+import { base58 } from './crash-wire';
 
 type SidecarOptions = NonNullable<Parameters<typeof startSidecar>[1]>;
 type Logger = NonNullable<SidecarOptions['logger']>;

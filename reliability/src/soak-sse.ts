@@ -1,4 +1,5 @@
 import { request, type ClientRequest } from 'node:http';
+import { connect, type Socket } from 'node:net';
 
 /** One parsed SSE event. */
 export interface SoakEvent {
@@ -76,4 +77,24 @@ export class SseTally {
       this.onEvent({ id, event, data });
     }
   }
+}
+
+/**
+ * A raw TCP client that asks for the event stream and then never reads a byte (what a stalled consumer looks like
+ * to the sidecar). Its errors are swallowed: the sidecar resets it when it drops it, which is expected.
+ */
+export function openStalledClient(base: string): Promise<Socket> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port) }, () => {
+      socket.pause();
+      socket.write(
+        `GET /internal/events HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAccept: text/event-stream\r\n\r\n`,
+      );
+      socket.off('error', reject);
+      socket.on('error', () => undefined);
+      resolve(socket);
+    });
+    socket.once('error', reject);
+  });
 }

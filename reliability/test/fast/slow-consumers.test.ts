@@ -1,10 +1,11 @@
 import { rename, writeFile } from 'node:fs/promises';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { SseReader, get, waitUntil, type Stack } from '@solrelay/testkit';
 import { percentile, writeResults } from '../../src/security-results';
 import { deliveryLags, stampReceipts } from '../../src/security-sse';
 import { processMemory, startProcessStack, type ProcessSidecar } from '../../src/security-stack';
 import { EnqueueClient, closedLoop, metricValue, type EnqueueResult } from '../../src/soak-load';
+import { openStalledClient } from '../../src/soak-sse';
 import { TransferFactory } from '../../src/soak-wire';
 
 /**
@@ -59,23 +60,6 @@ afterAll(async () => {
   for (const socket of stalled) socket.destroy();
   await stack?.close();
 });
-
-/** A raw TCP client that asks for the event stream and then never reads a byte. */
-function openStalledClient(base: string): Promise<Socket> {
-  const { hostname, port } = new URL(base);
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: hostname, port: Number(port) }, () => {
-      socket.pause();
-      socket.write(
-        `GET /internal/events HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAccept: text/event-stream\r\n\r\n`,
-      );
-      socket.off('error', reject);
-      socket.on('error', () => undefined); // the sidecar resets it when it drops it: expected
-      resolve(socket);
-    });
-    socket.once('error', reject);
-  });
-}
 
 const round = (ms: number | null) => (ms === null ? null : Math.round(ms));
 

@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { connect, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { get, waitUntil, type Stack } from '@solrelay/testkit';
 import { percentile, writeResults } from '../../src/security-results';
 import { AGENT_MAIN, processMemory, startProcessStack, type ProcessSidecar } from '../../src/security-stack';
 import { EnqueueClient, metricSum, metricValue, openLoop, type EnqueueResult } from '../../src/soak-load';
-import { SseTally } from '../../src/soak-sse';
+import { SseTally, openStalledClient } from '../../src/soak-sse';
 import { TransferFactory } from '../../src/soak-wire';
 
 /**
@@ -88,22 +88,6 @@ afterAll(async () => {
   }
   await stack?.close();
 });
-
-function openStalledClient(base: string): Promise<Socket> {
-  const { hostname, port } = new URL(base);
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: hostname, port: Number(port) }, () => {
-      socket.pause();
-      socket.write(
-        `GET /internal/events HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAccept: text/event-stream\r\n\r\n`,
-      );
-      socket.off('error', reject);
-      socket.on('error', () => undefined);
-      resolve(socket);
-    });
-    socket.once('error', reject);
-  });
-}
 
 function cpuDuring(first: Sample, end: Sample, loadMs: number): Record<string, number | null> {
   const diff = (a: number | null, b: number | null) =>
