@@ -19,6 +19,7 @@ module.exports = function jestConfig(packageDir, overrides = {}) {
     },
     moduleFileExtensions: ['ts', 'tsx', 'js', 'cjs', 'mjs', 'json'],
     passWithNoTests: false,
+    setupFiles: [path.join(__dirname, 'jest.seed.cjs')],
     reporters: ['default', path.join(__dirname, 'jest-counts-reporter.cjs')],
     ...overrides,
   };

@@ -20,6 +20,7 @@ let passed = 0;
 let failed = 0;
 let skipped = 0;
 let suitesFailed = 0;
+let suitesCrashed = 0;
 const perPackage = [];
 const missing = [];
 for (const dir of dirs) {
@@ -46,6 +47,7 @@ for (const dir of dirs) {
     failed += counts.failed;
     skipped += counts.skipped;
     suitesFailed += counts.suitesFailed;
+    suitesCrashed += counts.runtimeErrorSuites ?? 0;
     perPackage.push(
       `${dir.slice(root.length + 1)}${label}: ${counts.passed} passed, ${counts.failed} failed`,
     );
@@ -53,7 +55,10 @@ for (const dir of dirs) {
 }
 
 for (const line of perPackage) console.log(`  ${line}`);
-if (suitesFailed > 0) console.log(`${suitesFailed} test suite(s) failed to run`);
+// jest counts a file as a failed suite when any of its tests failed; a runtime-error suite is one that did not run
+// at all (an import or a hook threw outside any test).
+if (suitesFailed > 0)
+  console.log(`${suitesFailed} test file(s) with failures, ${suitesCrashed} of them failed to run`);
 if (missing.length > 0) console.log(`${missing.length} package(s) ran no tests: ${missing.join(', ')}`);
 console.log(`${passed} passed, ${failed} failed${skipped > 0 ? `, ${skipped} skipped` : ''}`);
 if (passed + failed === 0) {

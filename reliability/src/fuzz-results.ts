@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { testSeed } from '@solrelay/testkit';
 import { gitRevision } from './security-results';
 
 /** Where the bad-input suite leaves its figures for RELIABILITY.md. */
@@ -26,11 +27,14 @@ export function recordFuzzFigures(part: string, figures: Record<string, unknown>
   renameSync(temp, FUZZ_RESULTS_PATH);
 }
 
-/** The seed for a fuzz run: RELAY_FUZZ_SEED when set (to replay a failure), else a fresh one. */
+/**
+ * The seed for a fuzz run: RELAY_FUZZ_SEED when set (to replay a failure), else the test seed (fixed in CI,
+ * fresh with RELAY_TEST_SEED=random).
+ */
 export function fuzzSeed(): number {
   const fromEnv = process.env.RELAY_FUZZ_SEED;
   if (fromEnv !== undefined && /^\d+$/.test(fromEnv.trim())) return Number(fromEnv.trim());
-  return Math.floor(Math.random() * 2 ** 31);
+  return testSeed();
 }
 
 /** Increment a histogram bucket. */

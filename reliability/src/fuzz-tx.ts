@@ -61,7 +61,7 @@ export interface EncodedTx {
   corrupt: boolean;
 }
 
-const PACKET_DATA_SIZE = 1232;
+export const PACKET_DATA_SIZE = 1232;
 
 const PKCS8_ED25519_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
 
@@ -92,26 +92,46 @@ export function fastTransfer(payer: Keypair, blockhash: string, lamports: number
   return Buffer.concat([Buffer.from([1]), sign(null, message, signer(payer)), message]);
 }
 
+function shortVec(n: number): number[] {
+  const out: number[] = [];
+  let v = n;
+  for (;;) {
+    const byte = v & 0x7f;
+    v >>= 7;
+    if (v === 0) {
+      out.push(byte);
+      return out;
+    }
+    out.push(byte | 0x80);
+  }
+}
+
 /**
- * A well-formed legacy transaction larger than a packet, properly signed by `payer`: one instruction to a random
- * program carrying `size - overhead` bytes of data. The sidecar must refuse it for its size alone.
+ * The bytes around the data: signature count, one signature, header, account count, two keys, blockhash,
+ * instruction count, program index, account-index count.
+ */
+const OVERSIZE_FIXED_BYTES = 1 + 64 + 3 + 1 + 32 + 32 + 32 + 1 + 1 + 1;
+
+/**
+ * The data length that makes the transaction at least `size` bytes. The data's own length prefix grows from one
+ * to three bytes with the data, so it is counted rather than assumed (a fixed 3-byte guess made "oversize"
+ * transactions of exactly 1,232 bytes, which are valid: the flake of issue #19).
+ */
+export function oversizeDataLength(size: number): number {
+  const total = (data: number) => OVERSIZE_FIXED_BYTES + shortVec(data).length + data;
+  let data = Math.max(0, size - OVERSIZE_FIXED_BYTES - 3);
+  while (total(data) < size) data++;
+  return data;
+}
+
+/**
+ * A well-formed legacy transaction of at least `size` bytes (exactly `size` unless the data's length prefix
+ * grows by a byte right there), properly signed by `payer`: one instruction to a random program carrying the
+ * data. The sidecar must refuse it for its size alone when `size` is above a packet.
  */
 export function oversizeTransaction(payer: Keypair, blockhash: string, size: number): Buffer {
   const program = Keypair.generate().publicKey;
-  const dataLength = Math.max(0, size - 1 - 64 - 3 - 1 - 64 - 32 - 1 - 1 - 1 - 3);
-  const shortVec = (n: number) => {
-    const out: number[] = [];
-    let v = n;
-    for (;;) {
-      const byte = v & 0x7f;
-      v >>= 7;
-      if (v === 0) {
-        out.push(byte);
-        return out;
-      }
-      out.push(byte | 0x80);
-    }
-  };
+  const dataLength = oversizeDataLength(size);
   const message = Buffer.concat([
     Buffer.from([1, 0, 1]),
     Buffer.from(shortVec(2)),
@@ -125,7 +145,10 @@ export function oversizeTransaction(payer: Keypair, blockhash: string, size: num
     Buffer.alloc(dataLength, 7),
   ]);
   const signature = sign(null, message, signer(payer));
-  return Buffer.concat([Buffer.from([1]), signature, message]);
+  const wire = Buffer.concat([Buffer.from([1]), signature, message]);
+  if (wire.length < size)
+    throw new Error(`oversizeTransaction built ${wire.length} bytes, asked for ${size}`);
+  return wire;
 }
 
 /** Apply a mutation to a valid signed transfer (`wire`). */

@@ -13,8 +13,16 @@ import { spawnSidecar, type RunningSidecar } from './process';
  */
 let simnet: Simnet;
 
+/** Below the bypass tip: every auction is won, whatever slot a test happens to reach (issue #19). */
+const CLEARING_TIP = 10_000;
+const BYPASS_TIP = 250_000;
+
 beforeAll(async () => {
   simnet = await startSimnet({ slotMs: 60, rateLimit: false });
+  // The seeded auction's regime depends on the slot, and which slot a test reaches depends on how fast the machine
+  // is: in a spike the clearing tip passes the bypass tip, the attempt rightly loses and a second one follows. That
+  // was the CI failure of issue #19 ("two attempts"); here it is pinned, and tested on purpose below.
+  simnet.engine.auction.setFixedClearingTip(CLEARING_TIP);
 }, 20_000);
 
 afterAll(async () => {
@@ -40,7 +48,7 @@ async function setup(): Promise<{
     RELAY_POLICY_FILE: join(dir, 'relay.policy.json'),
     BUNDLE_ENGINE_RPS: '100',
     BYPASS_AGENT: '1',
-    BYPASS_TIP_LAMPORTS: '250000',
+    BYPASS_TIP_LAMPORTS: String(BYPASS_TIP),
   };
   return { env, tipper, payer, dir };
 }
@@ -73,7 +81,15 @@ describe.each(['attempt.journaled', 'attempt.sent'])('SIGKILL at %s', (point) =>
     expect(await first.exited).toBe('SIGKILL');
     expect(first.output()).toContain(`crash point ${point} reached`);
 
-    const second = await spawnSidecar(env);
+    // The chain stands still while relay is down: how long a restart takes on a loaded machine must not decide
+    // whether the bundle still lands in its window (issue #19).
+    simnet.cluster.stop();
+    let second: RunningSidecar;
+    try {
+      second = await spawnSidecar(env);
+    } finally {
+      simnet.cluster.start();
+    }
     try {
       await waitUntil(
         async () => (await get(second.url, `/tx/${txId}`)).body.state === 'finalized',
@@ -89,7 +105,7 @@ describe.each(['attempt.journaled', 'attempt.sent'])('SIGKILL at %s', (point) =>
         5000,
         'the tip to be paid',
       );
-      expect(balanceBefore - simnet.cluster.getBalance(tipper.publicKey.toBase58())).toBe(250_000 + 5000);
+      expect(balanceBefore - simnet.cluster.getBalance(tipper.publicKey.toBase58())).toBe(BYPASS_TIP + 5000);
       // The user transaction is on chain once.
       const status = simnet.cluster.signatureStatus(record.tx_signatures[0]);
       expect(status?.err).toBeNull();
@@ -104,6 +120,47 @@ describe.each(['attempt.journaled', 'attempt.sent'])('SIGKILL at %s', (point) =>
     }
   }, 60_000);
 });
+
+test('a restarted attempt that loses its auction is judged lost and retried, and only the winner pays a tip', async () => {
+  const { env, tipper, payer } = await setup();
+  const balanceBefore = simnet.cluster.getBalance(tipper.publicKey.toBase58());
+  const first = await spawnSidecar({ ...env, RELAY_CRASH_AT: 'attempt.journaled' });
+  const enqueued = await post(first.url, '/tx/enqueue', { transaction: transfer(payer) });
+  expect(enqueued.status).toBe(202);
+  const txId = enqueued.body.tx_id;
+  expect(await first.exited).toBe('SIGKILL');
+  // What the CI failure of issue #19 met by chance: the resent bundle's auctions clear above its tip.
+  simnet.engine.auction.setFixedClearingTip(BYPASS_TIP * 4);
+  const second = await spawnSidecar(env);
+  try {
+    await waitUntil(
+      async () => (await get(second.url, `/tx/${txId}`)).body.attempts?.[0]?.outcome != null,
+      30_000,
+      'the resent attempt judged lost',
+    );
+    simnet.engine.auction.setFixedClearingTip(CLEARING_TIP);
+    await waitUntil(
+      async () => (await get(second.url, `/tx/${txId}`)).body.state === 'finalized',
+      30_000,
+      'finalized after the retry',
+    );
+    const record = (await get(second.url, `/tx/${txId}`)).body;
+    expect(record.attempts).toHaveLength(2);
+    expect(['dropped', 'fee_too_low']).toContain(record.attempts[0].outcome);
+    expect(record.attempts[1].stage).toBe('finalized');
+    expect(record.retries).toBe(1);
+    // The bundle that lost never executed: it paid neither tip nor fee.
+    await waitUntil(
+      () => simnet.cluster.getBalance(tipper.publicKey.toBase58()) < balanceBefore,
+      5000,
+      'the tip to be paid',
+    );
+    expect(balanceBefore - simnet.cluster.getBalance(tipper.publicKey.toBase58())).toBe(BYPASS_TIP + 5000);
+  } finally {
+    simnet.engine.auction.setFixedClearingTip(CLEARING_TIP);
+    await second.stop();
+  }
+}, 90_000);
 
 test('SIGKILL right after an enqueue is journaled: the repeat enqueue finds it and it lands', async () => {
   const { env, tipper, payer } = await setup();
@@ -122,7 +179,7 @@ test('SIGKILL right after an enqueue is journaled: the repeat enqueue finds it a
       30_000,
       'finalized',
     );
-    expect(balanceBefore - simnet.cluster.getBalance(tipper.publicKey.toBase58())).toBe(250_000 + 5000);
+    expect(balanceBefore - simnet.cluster.getBalance(tipper.publicKey.toBase58())).toBe(BYPASS_TIP + 5000);
   } finally {
     await second.stop();
   }

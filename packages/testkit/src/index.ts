@@ -1,3 +1,4 @@
 export * from './sse';
 export * from './stack';
 export * from './process';
+export * from './seed';

@@ -1,4 +1,5 @@
 import { startSimnet, type Simnet } from '@solrelay/simnet';
+import { testSeed } from '@solrelay/testkit';
 import {
   CrashPointNotReached,
   runTrial,
@@ -24,7 +25,8 @@ import { writeResults } from '../../src/security-results';
  * (the baseline of the loose "most of it lands" check).
  *
  * RELIABILITY_CRASH_TX sets the transactions per trial (CI default 120; the issue's full size is 1000),
- * RELIABILITY_CRASH_SEED the seed of the random kills (printed; a fresh one each run otherwise),
+ * RELIABILITY_CRASH_SEED the seed of the random kills (printed; else the test seed: fixed, or fresh with
+ * RELAY_TEST_SEED=random),
  * RELIABILITY_CRASH_ONLY a comma-separated list of trial numbers to run, RELIABILITY_CRASH_PARALLEL how many
  * run at once, RELIABILITY_CRASH_SLOT_MS the simnet's slot time. Figures go to results/crash.json
  * (crash-<N>tx.json for another size).
@@ -32,7 +34,7 @@ import { writeResults } from '../../src/security-results';
 
 const DEFAULT_TXS = 120;
 const TXS = Number(process.env.RELIABILITY_CRASH_TX ?? DEFAULT_TXS);
-const SEED = Number(process.env.RELIABILITY_CRASH_SEED ?? Math.floor(Math.random() * 2 ** 31));
+const SEED = Number(process.env.RELIABILITY_CRASH_SEED ?? testSeed());
 const ONLY = (process.env.RELIABILITY_CRASH_ONLY ?? '')
   .split(',')
   .map((s) => Number(s.trim()))
