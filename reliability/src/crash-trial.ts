@@ -233,7 +233,7 @@ interface RecordView {
   failure: string | null;
   tx_signatures: string[];
   attempts: Array<{ attempt: number; bundle_id: string; tip_lamports: number; stage: string }>;
-  last_error: { code: string; message: string } | null;
+  last_error: { code: string; message: string; details: Record<string, unknown> } | null;
 }
 
 async function readRecords(url: string, ids: string[]): Promise<Map<string, RecordView | null>> {
@@ -616,7 +616,8 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
         record.state === 'expired' &&
         last &&
         !simnet.engine.getBundle(last.bundle_id) &&
-        record.last_error?.message === 'the blockhash expired'
+        record.last_error?.code === 'RELAY_E_ATTEMPT_LOST' &&
+        record.last_error.details.reason === 'the blockhash expired'
       ) {
         expiredWithUnsent++;
         problems.push(`${record.tx_id} expired with its last attempt never sent`);

@@ -202,6 +202,9 @@ describe('dashboard served by a bypass sidecar on simnet', () => {
     const timeline = drill.locator('[data-testid="drill-timeline"]');
     for (const stage of ['submitted', 'processed', 'confirmed', 'finalized']) {
       const row = timeline.locator(`tr[data-stage="${stage}"]`);
+      // The drill-down fills in as its bundle read answers: wait for the row, do not read it on first paint (on a
+      // loaded machine the first paint can come before the answer; issue #19).
+      await timeline.locator(`tr[data-stage="${stage}"][data-reached="yes"]`).waitFor({ timeout: 10_000 });
       expect(await row.getAttribute('data-reached')).toBe('yes');
       expect(await row.textContent()).toContain(entry.timeline[stage].slot.toLocaleString('en-US'));
     }

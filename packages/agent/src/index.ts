@@ -2,8 +2,12 @@
  * @solrelay/agent: relay's decision layer. Presence, the reflex and cortex tiers, and the watchdog; it talks to the
  * sidecar only through @solrelay/client.
  */
-export { RelayAgent, AGENT_DEFAULTS, isTokenRefusal, trackedFromRecord } from './agent';
-export type { RelayAgentOptions, SubmitRecord, AgentDecisionTrace } from './agent';
+export { RelayAgent, AGENT_DEFAULTS } from './agent';
+export type { RelayAgentOptions } from './agent';
+export { isTokenRefusal } from './sidecar-errors';
+export type { SubmitRecord } from './submit';
+export type { AgentDecisionTrace } from './trace';
+export { trackedFromRecord } from './watchdog';
 export { createRelayAgent, cortexConfigured } from './create';
 export type { CreateRelayAgentOptions, CreatedRelayAgent } from './create';
 export {

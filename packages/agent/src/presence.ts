@@ -3,6 +3,7 @@ import { reconnectDelay, RelayError } from '@solrelay/client';
 import { DECISION_MODES, type DecisionMode } from '@solrelay/core';
 import type { IntervalTimers, PresenceChannel, PresenceHandlers } from './ports';
 import { globalIntervalTimers } from './ports';
+import { isTokenRefusal } from './sidecar-errors';
 
 export interface SsePresenceOptions {
   /** The sidecar's address (the same as the client's). */
@@ -93,7 +94,7 @@ export class SsePresence implements PresenceChannel {
       // eventsource arms its own retry right after dispatching `error`; closing on the next microtask clears it.
       queueMicrotask(() => source.close());
       if (this.source === source) this.source = null;
-      if (refusal?.status === 401) {
+      if (isTokenRefusal(refusal)) {
         // A missing or wrong token does not heal by retrying (the client's event stream stops the same way).
         this.closed = true;
         handlers.unauthorized?.(refusal);

@@ -95,7 +95,8 @@ test.each(cases)(
     } as unknown as TrackedTx;
     const world = { slot: relay.slot, policy: relay.policyValues } as Parameters<typeof violationOf>[2];
     expect(violationOf(submit.tip_lamports, tx, world)).toBeNull();
-    expect(elapsed).toBeLessThan(DEADLINE_MS + 500);
+    // Near the deadline, not after a 30 s retry-after or never (the slack is for a loaded machine).
+    expect(elapsed).toBeLessThan(DEADLINE_MS + 2_000);
     expect(relay.submits).toHaveLength(1);
   },
 );
@@ -106,5 +107,6 @@ test('one 529 then a good answer: the single retry succeeds inside the deadline,
   expect(trace.fallback_reason).toBeNull();
   expect(trace.tool_input).toMatchObject({ action: 'submit', tip_lamports: REFLEX_TIP });
   expect(simnet.llm.requests.map((r) => r.scripted)).toEqual(['overloaded', null]);
-  expect(elapsed).toBeLessThan(DEADLINE_MS + 500);
+  // No fallback (asserted above) already means the retry beat the deadline; this bounds the whole decision.
+  expect(elapsed).toBeLessThan(DEADLINE_MS + 2_000);
 });

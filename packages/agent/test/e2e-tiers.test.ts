@@ -145,10 +145,11 @@ test('cortex with adversarial answers: a tip above the cap and a hang fall back 
   const hungTrace = hung.entry.ai_decision_trace as Trace;
   expect(String(hungTrace.fallback_reason)).toMatch(/^timeout/);
   expect(hungTrace.latency_ms as number).toBeGreaterThanOrEqual(1_400);
-  expect(hungTrace.latency_ms as number).toBeLessThan(1_500 + 400);
+  // Cut near the deadline, not by the SDK's own 10-minute timeout (the slack is for a loaded machine).
+  expect(hungTrace.latency_ms as number).toBeLessThan(1_500 + 2_000);
   const submit = agent.submits.find((s) => s.tx_id === hung.txId)!;
   expect(submit.fallback_reason).toMatch(/^timeout/);
-  expect(submit.latency_ms).toBeLessThan(1_500 + 1_000);
+  expect(submit.latency_ms).toBeLessThan(1_500 + 3_000);
 }, 30_000);
 
 test('switching back to reflex: the next decision makes no model call', async () => {

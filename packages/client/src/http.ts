@@ -141,11 +141,14 @@ export async function errorFromResponse(response: Response, signal?: AbortSignal
   const error = relayErrorFromBody(body, response.status);
   const retryAfter = retryAfterSeconds(response.headers.get('retry-after'));
   if (response.status === 429 && retryAfter !== undefined && error.details.retry_after_s === undefined) {
-    return new RelayError(
-      error.code,
-      { ...error.details, retry_after_s: retryAfter },
-      { message: error.message },
-    );
+    // Rebuilt as it came from the wire: the details are the sidecar's, plus the header's wait.
+    return relayErrorFromBody({
+      error: {
+        code: error.code,
+        message: error.message,
+        details: { ...error.details, retry_after_s: retryAfter },
+      },
+    });
   }
   return error;
 }

@@ -1,5 +1,5 @@
 import type { EnqueueResponse, TxRecord, TxState, TxStatusChangedEvent } from '@solrelay/core';
-import { TX_PROGRESS_PATH, isRelayError } from '@solrelay/core/wire';
+import { TX_PROGRESS_PATH, isRelayError, txStatusChangedEvent } from '@solrelay/core/wire';
 import { ClientClosedError, TxFailedError, WaitTimeoutError } from './errors';
 import { unreachable, type HttpTransport, type RelayClientLogger } from './http';
 import { reconnectDelay, type TimerHandle, type Timers } from './reconnect';
@@ -56,15 +56,14 @@ function isWaitTarget(value: unknown): value is WaitTarget {
 
 /** The status view of a full record. */
 export function statusOfRecord(record: TxRecord): TxStatus {
-  return {
+  return txStatusChangedEvent({
     tx_id: record.tx_id,
     state: record.state,
     bundle_id: record.bundle_id,
-    tx_signatures:
-      record.state === 'pending' || record.state === 'submitted' ? [] : [...record.tx_signatures],
+    tx_signatures: record.tx_signatures,
     failure: record.failure,
     ts: record.history[record.history.length - 1]?.ts ?? 0,
-  };
+  });
 }
 
 /** 4xx answers other than 408/429 do not change by retrying (unknown tx, bad token). */

@@ -218,8 +218,9 @@ test('at the deadline a hung read is cancelled and one last read decides; nothin
   const outcome = await within(relay.handle('tx_1').waitFor('finalized', { timeoutMs: 300 }), 3_000);
   expect(isWaitTimeoutError(outcome)).toBe(true);
   expect(outcome).toMatchObject({ last_state: 'processed', verified: true });
-  // The deadline's read answered at once, so the wait ended near timeoutMs, not after the 10 s read bound.
-  expect(Date.now() - startedAt).toBeLessThan(1_500);
+  // The deadline's read answered at once, so the wait ended near timeoutMs, not after the 10 s read bound (the
+  // bound sits halfway between: a loaded machine cannot stretch 300 ms to 5 s, a missed cancel takes 10 s).
+  expect(Date.now() - startedAt).toBeLessThan(5_000);
   // The first read's signal ended with the deadline (its own 10 s bound had not passed), so a fetch that honours
   // signals releases the connection.
   expect(firstReadSignal?.aborted).toBe(true);

@@ -1,4 +1,5 @@
 import { RelayClient, isWaitTimeoutError, type FetchFunction, type TxState } from '../src';
+import { txStatusChangedEvent } from '@solrelay/core/wire';
 import { record } from './helpers/records';
 
 // waitFor's deadline logic with a scripted sidecar (no network): the stream never delivers, so only the final
@@ -55,4 +56,32 @@ test('abort and close reject a pending wait with the signal reason / ClientClose
   await expect(new RelayClient({ baseUrl: 'http://x' }).handle('tx_1').waitFor('failed')).rejects.toThrow(
     TypeError,
   );
+});
+
+test("waitFor resolves with core's tx_status_changed view of the record, the same the sidecar's stream sends", async () => {
+  const landed = record('landed', {
+    bundle_id: 'b'.repeat(64),
+    tx_signatures: ['sigA', 'sigB'],
+    // Only a failed transaction reports its failure class: the shared builder drops it in any other state.
+    failure: 'dropped',
+    history: [{ state: 'landed', slot: 9, ts: 1_234 }],
+  });
+  const relay = new RelayClient({
+    baseUrl: 'http://relay.test',
+    fetch: async () =>
+      new Response(JSON.stringify(landed), { status: 200, headers: { 'content-type': 'application/json' } }),
+  });
+  const status = await relay.handle('tx_1').waitFor('landed', { timeoutMs: 1_000 });
+  expect(status).toEqual(
+    txStatusChangedEvent({ ...landed, ts: 1_234 }), // what GET /tx/events/{id} sends first for this record
+  );
+  expect(status).toEqual({
+    tx_id: 'tx_1',
+    state: 'landed',
+    bundle_id: 'b'.repeat(64),
+    tx_signatures: ['sigA', 'sigB'],
+    failure: null,
+    ts: 1_234,
+  });
+  relay.close();
 });

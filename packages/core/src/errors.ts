@@ -1,10 +1,112 @@
+import type { AttemptOutcome } from './outcomes';
+import type { PolicyKey, PolicyProblem } from './policy';
+import type { TxState } from './states';
+import type { TxEncoding } from './vocabulary';
+
 /**
  * relay's one error type. Every cause has a stable string code `RELAY_E_<AREA>_<REASON>`, one HTTP
- * status and one message template. Codes are never renamed, reused or removed: clients branch on
- * them, and they are written to journals and lifecycle logs.
+ * status, one message template and one details type ({@link RelayErrorContext}). Codes are never renamed,
+ * reused or removed: clients branch on them, and they are written to journals and lifecycle logs.
  *
- * Message templates use `$name` placeholders filled from `details`.
+ * Message templates use `$name` placeholders filled from `details`. Details go on the wire as they are
+ * (`{"error":{code,message,details}}`), so their keys, and the placeholders, are the wire's snake_case.
  */
+
+/** The details of a policy refusal: the key at fault (`max_tip` is the caller's cap, `tip` an included tip). */
+export type PolicyViolationDetails = {
+  key: PolicyKey | 'max_tip' | 'tip';
+  limit: number;
+  actual: number;
+  /** The transaction refused, when there is one (a submit; an enqueue has no id yet). */
+  tx_id?: string;
+};
+
+/** A code with no details. */
+type NoDetails = Record<string, never>;
+
+/**
+ * The details each code carries, by code (the model is @solana/kit's `errors/src/context.ts`). Every
+ * `$placeholder` of a code's message is a required key here, so a message built through {@link RelayError}
+ * cannot ship unfilled; `test/errors.test.ts` holds both at compile time and at run time.
+ */
+export interface RelayErrorContext {
+  RELAY_E_REQUEST_MALFORMED_JSON: { reason: string };
+  RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE: { content_type: string };
+  RELAY_E_REQUEST_BODY_TOO_LARGE: { limit_bytes: number };
+  RELAY_E_REQUEST_INVALID_FIELD: {
+    /** The first field at fault, dotted path. */
+    field: string;
+    reason: string;
+    /** Every field at fault. */
+    issues?: Array<{ field: string; message: string }>;
+  };
+  RELAY_E_REQUEST_UNKNOWN_ROUTE: { method: string; path: string };
+  RELAY_E_REQUEST_MALFORMED_HTTP: { reason: string };
+  RELAY_E_REQUEST_HEADERS_TOO_LARGE: NoDetails;
+
+  RELAY_E_AUTH_MISSING_TOKEN: NoDetails;
+  RELAY_E_AUTH_INVALID_TOKEN: NoDetails;
+  RELAY_E_AUTH_FORBIDDEN_ORIGIN: { origin: string };
+  RELAY_E_AUTH_FORBIDDEN_HOST: { host: string };
+
+  RELAY_E_TX_BAD_ENCODING: { index: number; encoding: TxEncoding };
+  RELAY_E_TX_UNDECODABLE: { index: number; reason: string };
+  /** `signer`: the index of the missing signature in the transaction. */
+  RELAY_E_TX_UNSIGNED: { index: number; signer: number };
+  /** `signer`: the index of the signature that does not verify. */
+  RELAY_E_TX_BAD_SIGNATURE: { index: number; signer: number };
+  RELAY_E_TX_TOO_MANY_TRANSACTIONS: { count: number; field: string };
+  RELAY_E_TX_DUPLICATE_TRANSACTION: { index: number; signature: string };
+  RELAY_E_TX_SIGNATURE_CONFLICT: { signature: string; tx_id: string };
+  RELAY_E_TX_BLOCKHASH_EXPIRED: { index: number; blockhash: string };
+  RELAY_E_TX_NOT_FOUND: { tx_id: string };
+  /** `state`: the state, or a description of it (`pending (attempts stopped)`). */
+  RELAY_E_TX_WRONG_STATE: { tx_id: string; state: string; expected: string };
+  RELAY_E_TX_TIP_NOT_RAISABLE: PolicyViolationDetails;
+  RELAY_E_TX_ILLEGAL_TRANSITION: { from: TxState; to: TxState };
+
+  RELAY_E_BUNDLE_NOT_FOUND: { bundle_id: string };
+
+  /**
+   * An attempt (one bundle) ended without landing; journaled as the transaction's `last_error`. Journals written
+   * before this code have `RELAY_E_UPSTREAM_INVALID_RESPONSE` with the same `outcome` and `bundle_id`.
+   */
+  RELAY_E_ATTEMPT_LOST: { outcome: AttemptOutcome; bundle_id: string; reason: string };
+
+  RELAY_E_POLICY_MAX_TIP_EXCEEDED: PolicyViolationDetails;
+  RELAY_E_POLICY_MIN_TIP_NOT_MET: PolicyViolationDetails;
+  RELAY_E_POLICY_CALLER_MAX_TIP_EXCEEDED: PolicyViolationDetails;
+  RELAY_E_POLICY_CALLER_MAX_TIP_BELOW_MIN_TIP: PolicyViolationDetails;
+  RELAY_E_POLICY_ESCALATION_STEP_EXCEEDED: PolicyViolationDetails;
+  RELAY_E_POLICY_MAX_RETRIES_EXHAUSTED: PolicyViolationDetails;
+  RELAY_E_POLICY_EXPIRY_SLOTS_EXCEEDED: PolicyViolationDetails;
+  RELAY_E_POLICY_SPEND_LIMIT_EXCEEDED: PolicyViolationDetails;
+  RELAY_E_POLICY_INVALID_FILE: { reason: string; problems: PolicyProblem[] };
+  /** `value`: what was given for the key, as given. */
+  RELAY_E_POLICY_INVALID_VALUE: { key: PolicyKey; reason: string; value: unknown };
+  RELAY_E_POLICY_UNKNOWN_KEY: { key: string };
+
+  RELAY_E_QUEUE_FULL: { limit: number; retry_after_s: number };
+  RELAY_E_RATE_LIMITED: { limit: number; retry_after_s: number };
+
+  /** `reasons`: each reason on its own, when there are several (`reason` joins them). */
+  RELAY_E_NOT_READY: { reason: string; reasons?: string[] };
+  RELAY_E_AGENT_NOT_CONNECTED: NoDetails;
+  /** `value`: the given mode, bounded text (see {@link previewValue}). */
+  RELAY_E_MODE_INVALID: { value: string; field: string };
+
+  /** `status`: how the upstream failed, when known (an HTTP status, a gRPC code name, `timeout`, `network`). */
+  RELAY_E_UPSTREAM_UNREACHABLE: { upstream: string; reason: string; status?: number | string | null };
+  RELAY_E_UPSTREAM_INVALID_RESPONSE: { upstream: string; reason: string };
+  RELAY_E_TIP_INVALID_AMOUNT: { value: string };
+
+  RELAY_E_CONFIG_MISSING_ENV: { name: string };
+  RELAY_E_CONFIG_INVALID_ENV: { name: string; reason: string };
+  RELAY_E_CONFIG_UNREADABLE_KEYPAIR: { path: string; reason: string };
+  RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP: { tip: number; max_tip: number };
+
+  RELAY_E_INTERNAL_ERROR: { reason: string };
+}
 
 /** Every relay error code, with its HTTP status and message template. */
 export const RELAY_ERRORS = {
@@ -12,9 +114,9 @@ export const RELAY_ERRORS = {
   RELAY_E_REQUEST_MALFORMED_JSON: { status: 400, message: 'The request body is not valid JSON: $reason' },
   RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE: {
     status: 415,
-    message: 'Content-Type must be application/json (got $contentType)',
+    message: 'Content-Type must be application/json (got $content_type)',
   },
-  RELAY_E_REQUEST_BODY_TOO_LARGE: { status: 413, message: 'The request body exceeds $limitBytes bytes' },
+  RELAY_E_REQUEST_BODY_TOO_LARGE: { status: 413, message: 'The request body exceeds $limit_bytes bytes' },
   RELAY_E_REQUEST_INVALID_FIELD: { status: 400, message: 'Invalid field `$field`: $reason' },
   RELAY_E_REQUEST_UNKNOWN_ROUTE: { status: 404, message: 'No route $method $path' },
   RELAY_E_REQUEST_MALFORMED_HTTP: { status: 400, message: 'The request is not valid HTTP: $reason' },
@@ -59,22 +161,28 @@ export const RELAY_ERRORS = {
   },
   RELAY_E_TX_SIGNATURE_CONFLICT: {
     status: 409,
-    message: 'Signature $signature already belongs to $txId with different transactions',
+    message: 'Signature $signature already belongs to $tx_id with different transactions',
   },
   RELAY_E_TX_BLOCKHASH_EXPIRED: {
     status: 422,
     message: 'Transaction #$index uses a blockhash that is no longer valid',
   },
-  RELAY_E_TX_NOT_FOUND: { status: 404, message: 'Unknown transaction $txId' },
-  RELAY_E_TX_WRONG_STATE: { status: 409, message: 'Transaction $txId is $state; this needs $expected' },
+  RELAY_E_TX_NOT_FOUND: { status: 404, message: 'Unknown transaction $tx_id' },
+  RELAY_E_TX_WRONG_STATE: { status: 409, message: 'Transaction $tx_id is $state; this needs $expected' },
   RELAY_E_TX_TIP_NOT_RAISABLE: {
     status: 422,
-    message: 'Transaction $txId carries its own tip ("tip":"included"); tip_lamports must be 0',
+    message: 'The transaction carries its own tip ("tip":"included"); tip_lamports must be 0 (got $actual)',
   },
   RELAY_E_TX_ILLEGAL_TRANSITION: { status: 500, message: 'Illegal state move $from -> $to' },
 
   // Bundles
-  RELAY_E_BUNDLE_NOT_FOUND: { status: 404, message: 'Unknown bundle $bundleId' },
+  RELAY_E_BUNDLE_NOT_FOUND: { status: 404, message: 'Unknown bundle $bundle_id' },
+
+  // Attempts (journal and `last_error` only; the status only matters if one ever reaches HTTP)
+  RELAY_E_ATTEMPT_LOST: {
+    status: 502,
+    message: 'Bundle $bundle_id did not land ($outcome): $reason',
+  },
 
   // Policy enforcement: one code per key, each with details.key
   RELAY_E_POLICY_MAX_TIP_EXCEEDED: { status: 422, message: 'Tip $actual exceeds max-tip $limit' },
@@ -139,12 +247,12 @@ export const RELAY_ERRORS = {
   RELAY_E_CONFIG_UNREADABLE_KEYPAIR: { status: 500, message: 'Cannot read the keypair at $path: $reason' },
   RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP: {
     status: 500,
-    message: 'The bypass tip $tip is above max-tip $maxTip',
+    message: 'The bypass tip $tip is above max-tip $max_tip',
   },
 
   // A bug
   RELAY_E_INTERNAL_ERROR: { status: 500, message: 'Internal error: $reason' },
-} as const satisfies Record<string, { status: number; message: string }>;
+} as const satisfies { [C in keyof RelayErrorContext]: { status: number; message: string } };
 
 /** A relay error code. */
 export type RelayErrorCode = keyof typeof RELAY_ERRORS;
@@ -155,8 +263,100 @@ export const RELAY_ERROR_CODES = Object.keys(RELAY_ERRORS) as RelayErrorCode[];
 /** The pattern every code matches. */
 export const RELAY_ERROR_CODE_PATTERN = /^RELAY_E_[A-Z0-9]+(?:_[A-Z0-9]+)+$/;
 
-/** Free-form context carried by an error; keys used in the message template should be present. */
+/**
+ * Details as carried on the wire and in journals: any JSON object. What relay itself builds is typed by code
+ * ({@link RelayErrorContext}); what it reads back (an HTTP body, an old journal record) is this.
+ */
 export type RelayErrorDetails = Readonly<Record<string, unknown>>;
+
+/** The details of an error with code `TCode`: its typed context, still readable by any key. */
+export type RelayErrorDetailsOf<TCode extends RelayErrorCode> = Readonly<RelayErrorContext[TCode]> &
+  RelayErrorDetails;
+
+/** Options of a {@link RelayError}: its cause, and a message that replaces the template's. */
+export interface RelayErrorOptions {
+  cause?: unknown;
+  message?: string;
+}
+
+/**
+ * The arguments after the code: the code's details (optional only for a code without details), then options.
+ * Distributes over a union of codes, so `new RelayError(cond ? A : B, details)` takes the details of A or B.
+ */
+export type RelayErrorArgs<TCode extends RelayErrorCode> = TCode extends RelayErrorCode
+  ? Record<never, never> extends RelayErrorContext[TCode]
+    ? [details?: RelayErrorContext[TCode], options?: RelayErrorOptions]
+    : [details: RelayErrorContext[TCode], options?: RelayErrorOptions]
+  : never;
+
+type IdentifierChar =
+  | 'a'
+  | 'b'
+  | 'c'
+  | 'd'
+  | 'e'
+  | 'f'
+  | 'g'
+  | 'h'
+  | 'i'
+  | 'j'
+  | 'k'
+  | 'l'
+  | 'm'
+  | 'n'
+  | 'o'
+  | 'p'
+  | 'q'
+  | 'r'
+  | 's'
+  | 't'
+  | 'u'
+  | 'v'
+  | 'w'
+  | 'x'
+  | 'y'
+  | 'z'
+  | Uppercase<'a' | 'b' | 'c' | 'd' | 'e' | 'f' | 'g' | 'h' | 'i' | 'j' | 'k' | 'l' | 'm'>
+  | Uppercase<'n' | 'o' | 'p' | 'q' | 'r' | 's' | 't' | 'u' | 'v' | 'w' | 'x' | 'y' | 'z'>
+  | '0'
+  | '1'
+  | '2'
+  | '3'
+  | '4'
+  | '5'
+  | '6'
+  | '7'
+  | '8'
+  | '9'
+  | '_';
+
+type LeadingIdentifier<S extends string, Taken extends string = ''> = S extends `${infer C}${infer Rest}`
+  ? C extends IdentifierChar
+    ? LeadingIdentifier<Rest, `${Taken}${C}`>
+    : Taken
+  : Taken;
+
+/** The `$placeholder` names of a message template, as a union of string literals. */
+export type MessagePlaceholders<S extends string> = S extends `${string}$${infer Rest}`
+  ? Exclude<LeadingIdentifier<Rest>, ''> | MessagePlaceholders<Rest>
+  : never;
+
+type RequiredKeys<T> = { [K in keyof T]-?: Record<never, never> extends Pick<T, K> ? never : K }[keyof T];
+
+/**
+ * Per code, the placeholders of its message that its details do not require: `never` for every code, or a message
+ * could ship with a `$placeholder` unfilled. `test/errors.test.ts` asserts it is `never`.
+ */
+export type UnfilledPlaceholders = {
+  [C in RelayErrorCode]: Exclude<
+    MessagePlaceholders<(typeof RELAY_ERRORS)[C]['message']>,
+    RequiredKeys<RelayErrorContext[C]>
+  > extends infer Missing
+    ? [Missing] extends [never]
+      ? never
+      : { code: C; missing: Missing }
+    : never;
+}[RelayErrorCode];
 
 const ERROR_NAME = 'RelayError';
 
@@ -165,9 +365,19 @@ export function httpStatusOf(code: RelayErrorCode): number {
   return RELAY_ERRORS[code].status;
 }
 
-/** Fills `$name` placeholders from `details`; unknown placeholders stay visible rather than vanish. */
-export function formatRelayErrorMessage(code: RelayErrorCode, details: RelayErrorDetails = {}): string {
-  return RELAY_ERRORS[code].message.replace(/\$([A-Za-z_][A-Za-z0-9_]*)/g, (whole, name: string) => {
+/**
+ * Fills `$name` placeholders from `details` (typed by code). Details read back from the wire are not checked, so
+ * an unknown placeholder stays visible rather than vanishes.
+ */
+export function formatRelayErrorMessage<TCode extends RelayErrorCode>(
+  code: TCode,
+  ...[details]: RelayErrorArgs<TCode>
+): string {
+  return fillTemplate(RELAY_ERRORS[code].message, (details ?? {}) as RelayErrorDetails);
+}
+
+function fillTemplate(template: string, details: RelayErrorDetails): string {
+  return template.replace(/\$([A-Za-z_][A-Za-z0-9_]*)/g, (whole, name: string) => {
     if (!(name in details)) return whole;
     const value = details[name];
     if (typeof value === 'string') return value;
@@ -203,26 +413,24 @@ export function previewValue(value: unknown, maxLength = 100): string {
 }
 
 /**
- * relay's error. `code` is the stable identity; `message` is for humans and may change.
+ * relay's error. `code` is the stable identity; `message` is for humans and may change. The details must be the
+ * code's ({@link RelayErrorContext}), checked at compile time.
  *
  * @example
- * throw new RelayError('RELAY_E_TX_NOT_FOUND', { txId: 'tx_01J…' });
+ * throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: 'tx_01J…' });
  */
 export class RelayError<TCode extends RelayErrorCode = RelayErrorCode> extends Error {
   override readonly name = ERROR_NAME;
   readonly code: TCode;
   readonly status: number;
-  readonly details: RelayErrorDetails;
+  readonly details: RelayErrorDetailsOf<TCode>;
 
-  constructor(
-    code: TCode,
-    details: RelayErrorDetails = {},
-    options: { cause?: unknown; message?: string } = {},
-  ) {
-    super(options.message ?? formatRelayErrorMessage(code, details), { cause: options.cause });
+  constructor(code: TCode, ...[details, options = {}]: RelayErrorArgs<TCode>) {
+    const given = (details ?? {}) as RelayErrorDetails;
+    super(options.message ?? fillTemplate(RELAY_ERRORS[code].message, given), { cause: options.cause });
     this.code = code;
     this.status = RELAY_ERRORS[code].status;
-    this.details = Object.freeze({ ...details });
+    this.details = Object.freeze({ ...given }) as RelayErrorDetailsOf<TCode>;
   }
 
   /** The HTTP error body `{"error":{code,message,details}}`. */
@@ -233,6 +441,25 @@ export class RelayError<TCode extends RelayErrorCode = RelayErrorCode> extends E
   toJSON(): ErrorBody['error'] {
     return this.toBody().error;
   }
+}
+
+/**
+ * The JSON form of an error (`{code, message, details}`, what `RelayError.toJSON()` gives) without building an
+ * Error: for records that store one, such as a transaction's `last_error` in the journal.
+ *
+ * @example
+ * const last_error = relayErrorJson('RELAY_E_ATTEMPT_LOST', { outcome: 'dropped', bundle_id, reason: 'window passed' });
+ */
+export function relayErrorJson<TCode extends RelayErrorCode>(
+  code: TCode,
+  ...[details, options = {}]: RelayErrorArgs<TCode>
+): ErrorBody['error'] {
+  const given = (details ?? {}) as RelayErrorDetails;
+  return {
+    code,
+    message: options.message ?? fillTemplate(RELAY_ERRORS[code].message, given),
+    details: { ...given },
+  };
 }
 
 /** The JSON error body of every non-2xx API answer. */
@@ -258,18 +485,19 @@ export function isRelayError<TCode extends RelayErrorCode>(e: unknown, code?: TC
 
 /**
  * Rebuilds a RelayError from an API error body (the client's side of `toBody()`). Unknown codes or
- * shapes become `RELAY_E_UPSTREAM_INVALID_RESPONSE` so callers always get a RelayError.
+ * shapes become `RELAY_E_UPSTREAM_INVALID_RESPONSE` so callers always get a RelayError. The details are taken
+ * as they come: an answer (or a record) from another version of relay may carry other keys than this one's
+ * {@link RelayErrorContext}.
  */
 export function relayErrorFromBody(body: unknown, httpStatus?: number): RelayError {
   const error = (body as { error?: unknown } | null)?.error as
     { code?: unknown; message?: unknown; details?: unknown } | undefined;
   if (error && isRelayErrorCode(error.code)) {
     const details =
-      typeof error.details === 'object' && error.details !== null
-        ? (error.details as Record<string, unknown>)
-        : {};
+      typeof error.details === 'object' && error.details !== null ? (error.details as RelayErrorDetails) : {};
     const message = typeof error.message === 'string' ? error.message : undefined;
-    return new RelayError(error.code, details, message === undefined ? {} : { message });
+    // Unchecked on purpose (see above): the one place details are not typed by their code.
+    return new RelayError(error.code, details as never, message === undefined ? {} : { message });
   }
   return new RelayError('RELAY_E_UPSTREAM_INVALID_RESPONSE', {
     upstream: 'relay',

@@ -21,6 +21,40 @@ export interface TxStatusChangedEvent extends EventBase {
   failure: AttemptOutcome | null;
 }
 
+/** What a `tx_status_changed` payload is built from: a transaction's current state, whatever holds it. */
+export interface TxStatusSource {
+  tx_id: string;
+  state: TxState;
+  /** The bundle that produced this state (usually the last attempt's), or null. */
+  bundle_id: string | null;
+  /** The user transactions' first signatures, whatever the state. */
+  tx_signatures: readonly string[];
+  /** The transaction's failure class, whatever the state. */
+  failure: AttemptOutcome | null;
+  ts: number;
+}
+
+/**
+ * The `tx_status_changed` payload for a transaction's state: the one place its rules live. The signatures are
+ * shown once the transaction has landed (not while `pending` or `submitted`); `failure` only when it `failed`.
+ * Pure: the caller gives the time. The sidecar's publisher, its per-transaction stream's first frame and the
+ * client's view of a record all build the event here, so the three cannot disagree.
+ *
+ * @example
+ * hub.publish('tx_status_changed', txStatusChangedEvent({ tx_id, state: 'landed', bundle_id, tx_signatures, failure: null, ts: now }));
+ */
+export function txStatusChangedEvent(source: TxStatusSource): TxStatusChangedEvent {
+  const beforeLanding = source.state === 'pending' || source.state === 'submitted';
+  return {
+    tx_id: source.tx_id,
+    state: source.state,
+    bundle_id: source.bundle_id,
+    tx_signatures: beforeLanding ? [] : [...source.tx_signatures],
+    failure: source.state === 'failed' ? source.failure : null,
+    ts: source.ts,
+  };
+}
+
 /** A bundle reached a terminal stage. */
 export interface BundleSettledEvent extends EventBase {
   bundle_id: string;

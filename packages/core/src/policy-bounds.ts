@@ -1,5 +1,5 @@
-import { RelayError, type RelayErrorCode } from './errors';
-import type { Policy, PolicyKey } from './policy';
+import { RelayError, type PolicyViolationDetails } from './errors';
+import type { Policy } from './policy';
 import type { TipMode } from './vocabulary';
 
 /**
@@ -69,10 +69,22 @@ export interface SubmitCheckInput {
   fee_lamports?: number;
 }
 
+/** The codes of a broken bound; each carries {@link PolicyViolationDetails}. */
+export type PolicyViolationCode =
+  | 'RELAY_E_TX_TIP_NOT_RAISABLE'
+  | 'RELAY_E_POLICY_MAX_TIP_EXCEEDED'
+  | 'RELAY_E_POLICY_MIN_TIP_NOT_MET'
+  | 'RELAY_E_POLICY_CALLER_MAX_TIP_EXCEEDED'
+  | 'RELAY_E_POLICY_CALLER_MAX_TIP_BELOW_MIN_TIP'
+  | 'RELAY_E_POLICY_ESCALATION_STEP_EXCEEDED'
+  | 'RELAY_E_POLICY_MAX_RETRIES_EXHAUSTED'
+  | 'RELAY_E_POLICY_EXPIRY_SLOTS_EXCEEDED'
+  | 'RELAY_E_POLICY_SPEND_LIMIT_EXCEEDED';
+
 /** A broken bound: the policy key (or `max_tip`, the caller's cap; `tip`, a tip on an included-tip transaction), its code, limit and the offending value. */
 export interface PolicyViolation {
-  key: PolicyKey | 'max_tip' | 'tip';
-  code: RelayErrorCode;
+  key: PolicyViolationDetails['key'];
+  code: PolicyViolationCode;
   limit: number;
   actual: number;
 }
@@ -145,14 +157,18 @@ export function checkSubmitAgainstPolicy(input: SubmitCheckInput, policy: Policy
   return null;
 }
 
-/** The 422 error for a violation, with `details.key`, `limit` and `actual`. */
-export function policyViolationError(violation: PolicyViolation, txId?: string): RelayError {
-  return new RelayError(violation.code, {
+/** The 422 error for a violation, with `details.key`, `limit`, `actual` and, for a submit, `tx_id`. */
+export function policyViolationError(
+  violation: PolicyViolation,
+  txId?: string,
+): RelayError<PolicyViolationCode> {
+  const details: PolicyViolationDetails = {
     key: violation.key,
     limit: violation.limit,
     actual: violation.actual,
-    ...(txId === undefined ? {} : { txId }),
-  });
+    ...(txId === undefined ? {} : { tx_id: txId }),
+  };
+  return new RelayError(violation.code, details);
 }
 
 /**

@@ -16,15 +16,31 @@ export {
   isRelayError,
   isRelayErrorCode,
   relayErrorFromBody,
+  relayErrorJson,
 } from './errors';
-export type { ErrorBody, RelayErrorCode, RelayErrorDetails } from './errors';
+export type {
+  ErrorBody,
+  RelayErrorArgs,
+  RelayErrorCode,
+  RelayErrorContext,
+  RelayErrorDetails,
+  RelayErrorDetailsOf,
+  RelayErrorOptions,
+} from './errors';
 export {
   RELAY_EVENT_NAMES,
   SPEC_EVENT_NAMES,
   formatSseEventId,
   isRelayEventName,
   parseSseEventId,
+  txStatusChangedEvent,
 } from './events';
-export type { RelayEvent, RelayEventMap, RelayEventName } from './events';
+export type {
+  RelayEvent,
+  RelayEventMap,
+  RelayEventName,
+  TxStatusChangedEvent,
+  TxStatusSource,
+} from './events';
 export { TERMINAL_TX_STATES, TX_PROGRESS_PATH, TX_STATES, isTerminalTxState, isTxState } from './states';
 export type { TerminalTxState, TxState } from './states';

@@ -4,6 +4,8 @@ import {
   formatSseEventId,
   isRelayEventName,
   parseSseEventId,
+  txStatusChangedEvent,
+  TX_STATES,
   type RelayEventMap,
   type RelayEventName,
 } from '../src';
@@ -92,5 +94,40 @@ describe('SSE ids', () => {
 
   it.each([['42'], ['-42'], ['a-b'], ['a-1-2'], ['']])('refuses %p', (id) => {
     expect(parseSseEventId(id)).toBeNull();
+  });
+});
+
+describe('txStatusChangedEvent', () => {
+  const source = {
+    tx_id: 'tx_01',
+    bundle_id: 'b'.repeat(64),
+    tx_signatures: ['sigA', 'sigB'],
+    failure: 'dropped' as const,
+    ts: 1_700_000_000_000,
+  };
+
+  it('hides the signatures before landing and the failure unless failed, for every state', () => {
+    for (const state of TX_STATES) {
+      const event = txStatusChangedEvent({ ...source, state });
+      const beforeLanding = state === 'pending' || state === 'submitted';
+      expect([state, event.tx_signatures]).toEqual([state, beforeLanding ? [] : ['sigA', 'sigB']]);
+      expect([state, event.failure]).toEqual([state, state === 'failed' ? 'dropped' : null]);
+      expect(event).toMatchObject({ tx_id: 'tx_01', state, bundle_id: source.bundle_id, ts: source.ts });
+    }
+  });
+
+  it('has exactly the fields of the event, in the order the SSE frames carry them', () => {
+    const event = txStatusChangedEvent({ ...source, state: 'landed' });
+    expect(Object.keys(event)).toEqual(['tx_id', 'state', 'bundle_id', 'tx_signatures', 'failure', 'ts']);
+    expect(JSON.stringify(event)).toBe(
+      `{"tx_id":"tx_01","state":"landed","bundle_id":"${source.bundle_id}","tx_signatures":["sigA","sigB"],"failure":null,"ts":1700000000000}`,
+    );
+  });
+
+  it("copies the signatures: the event never shares the caller's array", () => {
+    const signatures = ['sigA'];
+    const event = txStatusChangedEvent({ ...source, tx_signatures: signatures, state: 'finalized' });
+    signatures.push('sigZ');
+    expect(event.tx_signatures).toEqual(['sigA']);
   });
 });

@@ -44,7 +44,7 @@ describe('checkSubmitAgainstPolicy', () => {
     const error = policyViolationError(violation!, 'tx_1');
     expect(isRelayError(error, violation!.code)).toBe(true);
     expect(error.status).toBe(422);
-    expect(error.details).toMatchObject({ key, txId: 'tx_1' });
+    expect(error.details).toMatchObject({ key, tx_id: 'tx_1' });
   });
 
   it('allows exactly previous + step, and a spend-limit of 0 means none', () => {

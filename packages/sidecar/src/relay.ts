@@ -17,7 +17,9 @@ import {
   parseEnqueueRequest,
   parseSubmitRequest,
   policyViolationError,
+  relayErrorJson,
   timelineDurations,
+  txStatusChangedEvent,
   txTransitionPath,
   type AiDecisionTrace,
   type AttemptOutcome,
@@ -325,11 +327,9 @@ export class Relay {
     const id = this.state.bySignature.get(signatures[0] as string);
     if (!id) {
       for (const sig of signatures.slice(1)) {
-        if (this.state.bySignature.has(sig)) {
-          throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', {
-            signature: sig,
-            tx_id: this.state.bySignature.get(sig),
-          });
+        const owner = this.state.bySignature.get(sig);
+        if (owner !== undefined) {
+          throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', { signature: sig, tx_id: owner });
         }
       }
       return null;
@@ -337,7 +337,10 @@ export class Relay {
     const tx = this.state.records.get(id);
     if (!tx) return null;
     if (tx.signatures.length !== signatures.length || tx.signatures.some((s, i) => s !== signatures[i])) {
-      throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', { signature: signatures[0], tx_id: id });
+      throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', {
+        signature: signatures[0] as string,
+        tx_id: id,
+      });
     }
     this.o.metrics.enqueues.inc({ result: 'repeat' });
     return {
@@ -730,11 +733,11 @@ export class Relay {
         k: 'patch',
         id: tx.tx_id,
         set: {
-          last_error: {
-            code: 'RELAY_E_UPSTREAM_UNREACHABLE',
-            message: result.message,
-            details: { upstream: 'block engine', status: result.status },
-          },
+          last_error: relayErrorJson('RELAY_E_UPSTREAM_UNREACHABLE', {
+            upstream: 'block engine',
+            reason: result.message,
+            status: result.status,
+          }),
         },
         attempts: [{ n: attempt.attempt, set: { send_errors: sendErrors } }],
       });
@@ -1451,11 +1454,12 @@ export class Relay {
       id: tx.tx_id,
       set: {
         retries,
-        last_error: {
-          code: 'RELAY_E_UPSTREAM_INVALID_RESPONSE',
-          message: options.detail,
-          details: { outcome, bundle_id: attempt.bundle_id },
-        },
+        // Journals written before RELAY_E_ATTEMPT_LOST carry RELAY_E_UPSTREAM_INVALID_RESPONSE here (same details).
+        last_error: relayErrorJson('RELAY_E_ATTEMPT_LOST', {
+          outcome,
+          bundle_id: attempt.bundle_id,
+          reason: options.detail,
+        }),
         ...(fails ? { state: 'failed' as TxState, failure: outcome, stopped: true } : {}),
         ...(!fails && backToPending && tx.state !== 'pending' ? { state: 'pending' as TxState } : {}),
         ...(options.stop || (backToPending && exhausted) ? { stopped: true } : {}),
@@ -1755,14 +1759,17 @@ export class Relay {
   ): void {
     if (isTerminalTxState(tx.state)) this.enqueuedAt.delete(tx.tx_id);
     const last = tx.attempts[tx.attempts.length - 1];
-    this.o.hub.publish('tx_status_changed', {
-      tx_id: tx.tx_id,
-      state: tx.state,
-      bundle_id: bundleId !== undefined ? bundleId : (last?.bundle_id ?? null),
-      tx_signatures: tx.state === 'pending' || tx.state === 'submitted' ? [] : [...tx.signatures],
-      failure: tx.state === 'failed' ? tx.failure : null,
-      ts: this.now(),
-    });
+    this.o.hub.publish(
+      'tx_status_changed',
+      txStatusChangedEvent({
+        tx_id: tx.tx_id,
+        state: tx.state,
+        bundle_id: bundleId !== undefined ? bundleId : (last?.bundle_id ?? null),
+        tx_signatures: tx.signatures,
+        failure: tx.failure,
+        ts: this.now(),
+      }),
+    );
   }
 
   /** Write the attempt's entry to the audit log. A write failure is logged, never thrown into the caller's flow. */

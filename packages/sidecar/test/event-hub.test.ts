@@ -1,7 +1,13 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { SlotUpdateEvent } from '@solrelay/core';
 import { EventHub } from '../src/events/hub';
 import { SseReader } from '@solrelay/testkit';
+
+/** A `slot_update` for slot `slot`: the numbered event most tests publish. */
+function slotUpdate(slot: number): SlotUpdateEvent {
+  return { slot, leader: null, bundle_engine_leader: null, next_bundle_engine_slot: null, ts: 1 };
+}
 
 let server: Server;
 let hub: EventHub;
@@ -21,7 +27,7 @@ beforeEach(async () => {
     hub.subscribe(res, {
       lastEventId: req.headers['last-event-id'] as string | undefined,
       filter: only ? (e) => e.name === only : undefined,
-      closeAfter: url.searchParams.has('close-on-done') ? (e) => e.name === 'done' : undefined,
+      closeAfter: url.searchParams.has('close-on-presence') ? (e) => e.name === 'agent_presence' : undefined,
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -38,31 +44,45 @@ test('frames carry <bootId>-<seq> ids, the event name and one-line JSON data', a
   const reader = await SseReader.open(base);
   expect(reader.status).toBe(200);
   expect(reader.headers['content-type']).toMatch(/^text\/event-stream/);
-  hub.publish('slot_update', { slot: 7, leader: 'L' });
-  hub.publish('tx_enqueued', { tx_id: 'tx_1', slot: 7 });
+  hub.publish('slot_update', {
+    slot: 7,
+    leader: 'L',
+    bundle_engine_leader: true,
+    next_bundle_engine_slot: 7,
+    ts: 1,
+  });
+  hub.publish('tx_enqueued', {
+    tx_id: 'tx_1',
+    slot: 7,
+    priority: 'normal',
+    expires_at_slot: 157,
+    max_tip: null,
+    tip: 'auto',
+    ts: 1,
+  });
   await reader.waitFor((r) => r.messages.length === 2);
   expect(reader.messages[0]).toEqual({
     id: 'boot1-1',
     event: 'slot_update',
-    data: '{"slot":7,"leader":"L"}',
+    data: '{"slot":7,"leader":"L","bundle_engine_leader":true,"next_bundle_engine_slot":7,"ts":1}',
   });
   expect(reader.messages[1]!.id).toBe('boot1-2');
   reader.close();
 });
 
 test('Last-Event-ID from this boot replays exactly the missed events', async () => {
-  for (let i = 1; i <= 4; i++) hub.publish('n', { i });
+  for (let i = 1; i <= 4; i++) hub.publish('slot_update', slotUpdate(i));
   const reader = await SseReader.open(base, { 'last-event-id': 'boot1-2' });
   await reader.waitFor((r) => r.messages.length === 2);
-  expect(reader.messages.map((m) => JSON.parse(m.data).i)).toEqual([3, 4]);
-  hub.publish('n', { i: 5 });
+  expect(reader.messages.map((m) => JSON.parse(m.data).slot)).toEqual([3, 4]);
+  hub.publish('slot_update', slotUpdate(5));
   await reader.waitFor((r) => r.messages.length === 3);
   expect(reader.messages[2]!.id).toBe('boot1-5');
   reader.close();
 });
 
 test('an id older than the ring, from another boot, or from the future gets resync', async () => {
-  for (let i = 1; i <= 9; i++) hub.publish('n', { i }); // ring of 5 keeps 5..9
+  for (let i = 1; i <= 9; i++) hub.publish('slot_update', slotUpdate(i)); // ring of 5 keeps 5..9
   for (const id of ['boot1-2', 'otherboot-3', 'boot1-99', 'garbage', 'boot1-x']) {
     const reader = await SseReader.open(base, { 'last-event-id': id });
     await reader.waitFor((r) => r.messages.length === 1);
@@ -82,12 +102,19 @@ test('an id older than the ring, from another boot, or from the future gets resy
 });
 
 test('filters apply to replay and live events; closeAfter ends the stream', async () => {
-  hub.publish('a', {});
-  hub.publish('done', { early: true });
-  const reader = await SseReader.open(`${base}/?only=done&close-on-done`, { 'last-event-id': 'boot1-1' });
+  hub.publish('mode_changed', { decision_mode: 'reflex', previous: 'cortex', ts: 1 });
+  hub.publish('agent_presence', { connected: false, model: null, provider: null, ts: 2 });
+  const reader = await SseReader.open(`${base}/?only=agent_presence&close-on-presence`, {
+    'last-event-id': 'boot1-1',
+  });
   await reader.waitFor((r) => r.ended);
   expect(reader.messages).toHaveLength(1);
-  expect(JSON.parse(reader.messages[0]!.data)).toEqual({ early: true });
+  expect(JSON.parse(reader.messages[0]!.data)).toEqual({
+    connected: false,
+    model: null,
+    provider: null,
+    ts: 2,
+  });
   expect(hub.clientCount).toBe(0);
 });
 
@@ -96,11 +123,18 @@ test('a client that stops reading is dropped past its buffer limit; others keep 
   const healthy = await SseReader.open(base);
   await new Promise((r) => setTimeout(r, 50));
   stalled.pause();
-  const payload = { blob: 'x'.repeat(16 * 1024) };
+  const payload = {
+    tx_id: 'tx_1',
+    bundle_id: 'b'.repeat(64),
+    tip_lamports: 1_000,
+    reason: 'x'.repeat(16 * 1024),
+    leader: null,
+    ts: 1,
+  };
   // 16 MB in small bursts: far more than loopback socket buffers hold for the stalled reader, while the
   // healthy reader's backlog never nears the limit.
   for (let i = 0; i < 1000; i++) {
-    hub.publish('big', payload);
+    hub.publish('submit_requested', payload);
     if (i % 4 === 3) await new Promise((r) => setTimeout(r, 1));
   }
   await healthy.waitFor((r) => r.messages.length === 1000, 15_000);
@@ -148,14 +182,14 @@ test('with many clients, events of several turns are written together, at most e
   const server = await countingServer(fanout);
   try {
     const readers = await Promise.all([1, 2, 3].map(() => SseReader.open(server.url)));
-    fanout.publish('warm-up', {}); // the first flush is immediate; it sets the spacing of the next
+    fanout.publish('slot_update', slotUpdate(100)); // the first flush is immediate; it sets the spacing of the next
     await new Promise((r) => setImmediate(r));
     const before = server.writes.length;
-    fanout.publish('n', { i: 0 });
+    fanout.publish('slot_update', slotUpdate(0));
     await new Promise((r) => setImmediate(r));
-    fanout.publish('n', { i: 1 });
+    fanout.publish('slot_update', slotUpdate(1));
     await new Promise((r) => setTimeout(r, 2));
-    fanout.publish('n', { i: 2 });
+    fanout.publish('slot_update', slotUpdate(2));
     for (const reader of readers) await reader.waitFor((r) => r.messages.length === 4);
     expect(server.writes.length - before).toBe(3); // one write per client for three events in three turns
     for (const reader of readers) reader.close();
@@ -171,14 +205,32 @@ test('a burst published in one turn reaches each client as one socket write, in 
     const a = await SseReader.open(server.url);
     const b = await SseReader.open(server.url);
     const before = server.writes.length;
-    for (let i = 0; i < 200; i++) hub.publish('n', { i });
+    for (let i = 0; i < 200; i++) hub.publish('slot_update', slotUpdate(i));
     await a.waitFor((r) => r.messages.length === 200);
     await b.waitFor((r) => r.messages.length === 200);
     expect(server.writes.length - before).toBe(2);
-    expect(a.messages.map((m) => JSON.parse(m.data).i)).toEqual([...Array(200).keys()]);
+    expect(a.messages.map((m) => JSON.parse(m.data).slot)).toEqual([...Array(200).keys()]);
     a.close();
     b.close();
   } finally {
     await server.close();
+  }
+});
+
+test("publish takes only the names of core's RelayEventMap, each with its own payload", () => {
+  const quiet = new EventHub({ bootId: 'types', keepAliveMs: 0 });
+  try {
+    // Each line below must fail to typecheck (`pnpm typecheck` fails if one compiles).
+    // @ts-expect-error not an event of RelayEventMap
+    quiet.publish('slot', slotUpdate(1));
+    // @ts-expect-error the payload of another event
+    quiet.publish('tx_enqueued', slotUpdate(1));
+    // @ts-expect-error a payload missing a field of its event (ts)
+    quiet.publish('mode_changed', { decision_mode: 'reflex', previous: 'cortex' });
+    const event = quiet.publish('resync', { reason: 'too_old', ts: 1 });
+    expect(event).toMatchObject({ id: 'types-4', seq: 4, name: 'resync' });
+    expect(event.frame).toBe('id: types-4\nevent: resync\ndata: {"reason":"too_old","ts":1}\n\n');
+  } finally {
+    quiet.dispose();
   }
 });

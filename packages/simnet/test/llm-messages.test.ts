@@ -207,9 +207,9 @@ describe('scripted faults map onto the SDK error classes (maxRetries: 0)', () =>
 
   test('a hang is cut by the caller deadline; added latency delays the answer', async () => {
     llm.script({ kind: 'hang' });
-    const started = Date.now();
+    // A hang that the deadline failed to cut would never settle: jest's own timeout fails the test then, so no
+    // upper bound on the elapsed time is asserted (a loaded machine could break one).
     await expect(decide({}, { signal: AbortSignal.timeout(200) })).rejects.toThrow();
-    expect(Date.now() - started).toBeLessThan(2_000);
     llm.setLatency(150);
     const slowStart = Date.now();
     await decide();

@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { RelayEventMap } from '@solrelay/core';
 
 /**
  * Server-Sent Events fan-out with resumable ids.
@@ -133,8 +134,11 @@ export class EventHub {
     return this.seq === 0 ? null : `${this.bootId}-${this.seq}`;
   }
 
-  /** Publish one event to the ring, every matching client and every in-process listener. */
-  publish(name: string, data: unknown): HubEvent {
+  /**
+   * Publish one event to the ring, every matching client and every in-process listener. Only the events of core's
+   * `RelayEventMap`, each with its own payload: what goes out on `/internal/events` is what clients are typed for.
+   */
+  publish<K extends keyof RelayEventMap>(name: K, data: RelayEventMap[K]): HubEvent {
     const seq = ++this.seq;
     const id = `${this.bootId}-${seq}`;
     const frame = `id: ${id}\nevent: ${name}\ndata: ${JSON.stringify(data)}\n\n`;

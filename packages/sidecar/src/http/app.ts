@@ -12,6 +12,7 @@ import {
   isTerminalTxState,
   parseModeRequest,
   parseRequestBody,
+  txStatusChangedEvent,
   type LifecycleEntry,
   type ReadyResponse,
   type StatusResponse,
@@ -66,7 +67,7 @@ export function createApp(deps: AppDeps): express.Express {
     if (req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH') {
       const type = req.headers['content-type'] ?? '';
       if (!/^application\/json\s*(;|$)/i.test(type)) {
-        next(new RelayError('RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE', { contentType: type || '(none)' }));
+        next(new RelayError('RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE', { content_type: type || '(none)' }));
         return;
       }
     }
@@ -85,15 +86,14 @@ export function createApp(deps: AppDeps): express.Express {
     const txId = req.params.txId as string;
     const tx = relay.stored(txId);
     if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: txId });
-    const last = tx.attempts[tx.attempts.length - 1];
-    const current = {
+    const current = txStatusChangedEvent({
       tx_id: tx.tx_id,
       state: tx.state,
-      bundle_id: last?.bundle_id ?? null,
-      tx_signatures: tx.state === 'pending' || tx.state === 'submitted' ? [] : [...tx.signatures],
-      failure: tx.state === 'failed' ? tx.failure : null,
+      bundle_id: tx.attempts[tx.attempts.length - 1]?.bundle_id ?? null,
+      tx_signatures: tx.signatures,
+      failure: tx.failure,
       ts: Date.now(),
-    };
+    });
     const terminal = isTerminalTxState(tx.state);
     hub.subscribe(res, {
       initialFrames: [Hub.frame('tx_status_changed', current)],
@@ -348,7 +348,7 @@ function toRelayError(error: unknown): RelayError {
   if (isRelayError(error)) return error;
   const e = error as { type?: string; status?: number; message?: string };
   if (e?.type === 'entity.too.large')
-    return new RelayError('RELAY_E_REQUEST_BODY_TOO_LARGE', { limitBytes: MAX_REQUEST_BODY_BYTES });
+    return new RelayError('RELAY_E_REQUEST_BODY_TOO_LARGE', { limit_bytes: MAX_REQUEST_BODY_BYTES });
   if (e?.type === 'entity.parse.failed') {
     return new RelayError('RELAY_E_REQUEST_MALFORMED_JSON', {
       reason: (e.message ?? 'unparsable').slice(0, 200),
@@ -356,7 +356,7 @@ function toRelayError(error: unknown): RelayError {
   }
   if (e?.type === 'encoding.unsupported' || e?.type === 'charset.unsupported') {
     return new RelayError('RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE', {
-      contentType: e.message ?? 'unsupported encoding',
+      content_type: e.message ?? 'unsupported encoding',
     });
   }
   if (e?.type === 'request.aborted')

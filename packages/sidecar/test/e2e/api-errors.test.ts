@@ -101,23 +101,29 @@ test('415 without application/json, 413 over 256 KiB', async () => {
     body: '{}',
   });
   expect(wrongType.status).toBe(415);
-  expect(((await wrongType.json()) as { error: { code: string } }).error.code).toBe(
-    'RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE',
-  );
+  const wrongTypeError = ((await wrongType.json()) as { error: { code: string; message: string } }).error;
+  expect(wrongTypeError.code).toBe('RELAY_E_REQUEST_UNSUPPORTED_MEDIA_TYPE');
+  expect(wrongTypeError.message).toBe('Content-Type must be application/json (got text/plain)');
   const huge = await post(url, '/tx/enqueue', { transaction: 'A'.repeat(300 * 1024) });
   expect(huge.status).toBe(413);
   expect(huge.body.error.code).toBe('RELAY_E_REQUEST_BODY_TOO_LARGE');
+  expect(huge.body.error.message).toBe('The request body exceeds 262144 bytes');
+  expect(huge.body.error.details).toEqual({ limit_bytes: 262_144 });
 });
 
 test('404 for unknown ids and routes', async () => {
   const tx = await get(url, '/tx/tx_01ARZ3NDEKTSV4RRFFQ69G5FAV');
   expect(tx.status).toBe(404);
   expect(tx.body.error.code).toBe('RELAY_E_TX_NOT_FOUND');
+  // The message names the id (the template's placeholder is filled from the details callers send).
+  expect(tx.body.error.message).toBe('Unknown transaction tx_01ARZ3NDEKTSV4RRFFQ69G5FAV');
   const events = await get(url, '/tx/events/tx_01ARZ3NDEKTSV4RRFFQ69G5FAV');
   expect(events.status).toBe(404);
+  expect(events.body.error.message).toBe('Unknown transaction tx_01ARZ3NDEKTSV4RRFFQ69G5FAV');
   const bundle = await get(url, `/bundle/${'ab'.repeat(32)}`);
   expect(bundle.status).toBe(404);
   expect(bundle.body.error.code).toBe('RELAY_E_BUNDLE_NOT_FOUND');
+  expect(bundle.body.error.message).toBe(`Unknown bundle ${'ab'.repeat(32)}`);
   const badBundle = await get(url, '/bundle/xyz');
   expect(badBundle.status).toBe(400);
   const route = await get(url, '/nope');

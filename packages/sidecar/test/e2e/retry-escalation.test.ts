@@ -59,6 +59,13 @@ describe.each(['jsonrpc', 'grpc'] as const)('fee_too_low then an escalated retry
     const afterFirst = await get(url, `/tx/${txId}`);
     expect(afterFirst.body.state).toBe('pending');
     expect(afterFirst.body.retries).toBe(1);
+    // The lost attempt is the record's last error, under its own code, with a message filled from its details.
+    expect(afterFirst.body.last_error).toMatchObject({
+      code: 'RELAY_E_ATTEMPT_LOST',
+      details: { outcome: 'fee_too_low', bundle_id: first.body.bundle_id },
+    });
+    expect(afterFirst.body.last_error.message).toContain(first.body.bundle_id);
+    expect(afterFirst.body.last_error.message).not.toMatch(/\$[A-Za-z_]/);
 
     // Above previous + escalation-step is refused, naming the key; nothing is clamped.
     const tooHigh = await post(url, '/internal/submit', {

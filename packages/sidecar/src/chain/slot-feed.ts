@@ -1,0 +1,68 @@
+import type { Logger } from 'pino';
+import type { UpstreamHealth } from '../health/upstream-health';
+import type { Relay } from '../relay';
+import type { Periodic } from '../runtime/periodic';
+import { GeyserStream } from '../upstream/geyser-stream';
+import type { SolanaRpc } from '../upstream/solana-rpc';
+
+/**
+ * Where the relay's slots come from: the Yellowstone stream (processed slots drive tracking passes, dead slots undo
+ * landings, finalized slots settle confirmations, and the tipper's transactions hint at landings), with RPC polled
+ * for slots while the stream is down or silent, so tracking and expiry never stop.
+ */
+export function startSlotFeed(deps: {
+  endpoint: string;
+  xToken: string | undefined;
+  /** The tipper's address: every tip transaction relay sends shows on the stream when it lands. */
+  tipper: string;
+  relay: Relay;
+  rpc: SolanaRpc;
+  health: UpstreamHealth;
+  periodic: Periodic;
+  rpcSlotMs: number;
+  log: Logger;
+}): GeyserStream {
+  const { relay, rpc, health, log } = deps;
+  const onNewSlot = (slot: number, fromStream: boolean) => {
+    health.slotSeen(fromStream, slot > relay.slot);
+    relay.onSlot(slot);
+  };
+
+  deps.periodic.every(deps.rpcSlotMs, async () => {
+    if (health.stream().ok) return;
+    const slot = await rpc.getSlot('processed');
+    if (slot > relay.slot) {
+      onNewSlot(slot, false);
+      void relay.track();
+    }
+  });
+
+  const stream = new GeyserStream({
+    endpoint: deps.endpoint,
+    xToken: deps.xToken,
+    staticAccounts: [deps.tipper],
+    onSlot: (update) => {
+      if (update.status === 'processed') {
+        onNewSlot(update.slot, true);
+        void relay.track();
+        if (update.slot % 8 === 0) stream.setPayerAccounts(relay.includedPayers());
+      } else if (update.status === 'dead') {
+        void relay.onDeadSlot(update.slot);
+      } else if (update.status === 'finalized') {
+        relay.onFinalizedSlot(update.slot);
+      }
+    },
+    onTransactionStatus: (status) => relay.onStreamTransaction(status.signature),
+    onState: (state, detail) => {
+      health.mark('stream', state !== 'disconnected', state === 'disconnected' ? detail : null);
+      if (state === 'disconnected') log.warn({ detail }, 'stream disconnected; reconnecting');
+      if (state === 'reconnected') {
+        log.info('stream reconnected; reconciling in-flight signatures over RPC');
+        void relay.track('full');
+      }
+    },
+  });
+  stream.start();
+  relay.watchStreamWith(() => health.stream().ok);
+  return stream;
+}
