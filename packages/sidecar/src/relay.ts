@@ -54,6 +54,7 @@ import {
 import { SIGNATURE_FEE_LAMPORTS, TipSigner } from './engine/tip-tx';
 import type { BlockEngineTransport, BundleResultMessage, SendBundleResult } from './upstream/block-engine';
 import type { SolanaRpc } from './upstream/solana-rpc';
+import { creditedAttempt } from './track/credit';
 import { KeyedLock } from './util/keyed-lock';
 import { SlidingWindow, TokenBucket } from './util/rate';
 import { MAX_SIGNATURES_PER_STATUS_CALL } from './upstream/solana-rpc';
@@ -1301,19 +1302,7 @@ export class Relay {
    * uncled block, their tip in another slot): then no bundle of relay's is credited with it.
    */
   private landedAttempt(tx: StoredTx, statuses: Map<string, { slot: number }>): StoredAttempt | null {
-    const slots = tx.signatures.map((s) => statuses.get(s)?.slot);
-    const slot = slots[0];
-    const together = slot !== undefined && slots.every((s) => s === slot);
-    for (let i = tx.attempts.length - 1; i >= 0 && together; i--) {
-      const a = tx.attempts[i] as StoredAttempt;
-      if (a.tip_signature && !a.leaked && statuses.get(a.tip_signature)?.slot === slot) return a;
-    }
-    if (tx.tip !== 'included') return null;
-    for (let i = tx.attempts.length - 1; i >= 0; i--) {
-      const a = tx.attempts[i] as StoredAttempt;
-      if (a.stage !== 'journaled') return a;
-    }
-    return null;
+    return creditedAttempt(tx, statuses);
   }
 
   private path(from: TxState, to: TxState, slot: number, ts: number): TxHistoryEntry[] {
