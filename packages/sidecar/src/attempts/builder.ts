@@ -1,0 +1,200 @@
+import { randomInt } from 'node:crypto';
+import {
+  RelayError,
+  checkSubmitAgainstPolicy,
+  deriveBundleId,
+  emptyTimeline,
+  parseSubmitRequest,
+  policyViolationError,
+  type AiDecisionTrace,
+  type DecisionMode,
+  type SubmitResponse,
+  type TipFloor,
+} from '@solrelay/core';
+import type { RelayContext } from '../context';
+import { SIGNATURE_FEE_LAMPORTS, TipSigner } from '../engine/tip-tx';
+import type { Operator } from '../operator/operator';
+import type { SendQueue } from '../send/queue';
+import { inFlight, lastSettled } from '../store/queries';
+import type { AttemptDecision, StoredAttempt } from '../store/records';
+import { spentInWindow } from './spend';
+
+/**
+ * Attempts: the one `submit` entry every decider goes through (the agent over HTTP, bypass, the fallback reflex).
+ * It checks the tip against policy and spend, builds the tip transaction on a fresh blockhash, journals the attempt
+ * (write-ahead) and queues it for sending.
+ */
+export class AttemptBuilder {
+  readonly tipSigner: TipSigner;
+  private tipAccounts: string[] = [];
+
+  constructor(
+    private readonly ctx: RelayContext,
+    private readonly operator: Operator,
+    private readonly queue: SendQueue,
+  ) {
+    this.tipSigner = new TipSigner(ctx.o.tipper);
+  }
+
+  /** An attempt at a tip, asked by the agent (or a manual call, bypass, or the sidecar's own reflex). */
+  async submit(body: unknown, source: AttemptDecision['source'] = 'agent'): Promise<SubmitResponse> {
+    const request = parseSubmitRequest(body);
+    return this.ctx.locks.run(request.tx_id, async () => {
+      const tx = this.ctx.state.records.get(request.tx_id);
+      if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: request.tx_id });
+      if (tx.state !== 'pending' || tx.stopped || inFlight(tx)) {
+        throw new RelayError('RELAY_E_TX_WRONG_STATE', {
+          tx_id: tx.tx_id,
+          state: tx.stopped && tx.state === 'pending' ? 'pending (attempts stopped)' : tx.state,
+          expected: 'pending with no attempt in flight',
+        });
+      }
+      const policy = this.ctx.o.policy();
+      const previous = lastSettled(tx);
+      const now = this.ctx.now();
+      const included = tx.tip === 'included';
+      const fee = included ? 0 : SIGNATURE_FEE_LAMPORTS;
+      const violation = checkSubmitAgainstPolicy(
+        {
+          tip_lamports: request.tip_lamports,
+          tip_mode: tx.tip,
+          caller_max_tip: tx.max_tip,
+          previous_tip_lamports: previous?.tip_lamports ?? null,
+          retries: tx.retries,
+          slot: this.ctx.chain.slot,
+          expires_at_slot: tx.expires_at_slot,
+          spent_in_window_lamports: spentInWindow(this.ctx.state, now),
+          fee_lamports: fee,
+        },
+        policy,
+      );
+      if (violation) throw policyViolationError(violation, tx.tx_id);
+      if (!included && this.operator.paused)
+        throw new RelayError('RELAY_E_NOT_READY', { reason: this.operator.paused });
+
+      const n = tx.attempts.length + 1;
+      const userSignatures = tx.signatures;
+      let tip: { wire: Uint8Array; signature: string } | null = null;
+      let tipAccount: string | null = null;
+      let tipLastValid: number | null = null;
+      if (!included) {
+        const [blockhash, accounts] = await Promise.all([
+          this.ctx.o.rpc.recentBlockhash().catch((error: unknown) => {
+            throw new RelayError('RELAY_E_UPSTREAM_UNREACHABLE', {
+              upstream: 'rpc',
+              reason: `getLatestBlockhash: ${(error as Error).message}`,
+            });
+          }),
+          this.ensureTipAccounts(),
+        ]);
+        tipAccount = accounts[randomInt(accounts.length)] as string;
+        tip = this.tipSigner.build({
+          tipAccount,
+          lamports: request.tip_lamports,
+          blockhash: blockhash.blockhash,
+        });
+        tipLastValid = blockhash.lastValidBlockHeight;
+      }
+      const bundleSignatures = tip ? [...userSignatures, tip.signature] : [...userSignatures];
+      const bundleId = deriveBundleId(bundleSignatures);
+      const floor = this.floorNow();
+      // The tier that actually decided: bypass and the sidecar's own fallback are reflex; an agent says which tier
+      // produced its answer (a cortex agent that fell back to reflex says reflex); otherwise the current mode.
+      const mode: DecisionMode =
+        source === 'bypass' || source === 'fallback'
+          ? 'reflex'
+          : (request.decision_mode ?? this.operator.decisionMode);
+      const leader = this.ctx.o.leaders.leaderAt(this.ctx.chain.slot);
+      const attempt: StoredAttempt = {
+        attempt: n,
+        bundle_id: bundleId,
+        tip_lamports: request.tip_lamports,
+        tip_tx: tip ? Buffer.from(tip.wire).toString('base64') : null,
+        tip_signature: tip?.signature ?? null,
+        tip_account: tipAccount,
+        tip_last_valid_block_height: tipLastValid,
+        bundle_signatures: bundleSignatures,
+        created_at: now,
+        created_slot: this.ctx.chain.slot,
+        slot_submitted: null,
+        target_slot: null,
+        window_end_slot: null,
+        leader,
+        stage: 'journaled',
+        outcome: null,
+        slot_landed: null,
+        floor_at_submit: floor,
+        decision: {
+          mode,
+          bypass: source === 'bypass',
+          escalated: request.escalated ?? false,
+          reason: request.reason,
+          trace: (request.trace as AiDecisionTrace | null | undefined) ?? null,
+          source,
+        },
+        reserved_lamports: request.tip_lamports + fee,
+        released: false,
+        leaked: false,
+        timeline: emptyTimeline(),
+        send_errors: 0,
+      };
+      // Write-ahead: the signed tip transaction and the bundle id are on disk before anything is sent, so a crash
+      // anywhere after this resends these exact bytes and never builds a second tip for this attempt.
+      await this.ctx.o.journal.commit({ k: 'patch', id: tx.tx_id, attempt, set: { last_error: null } });
+      this.ctx.o.crashPoint?.('attempt.journaled');
+      this.ctx.o.metrics.attempts.inc({ source });
+      if (n === 1) {
+        const enqueuedAt = this.ctx.enqueuedAt.get(tx.tx_id);
+        if (enqueuedAt !== undefined) {
+          this.ctx.o.metrics.decisionLatency.observe((performance.now() - enqueuedAt) / 1000);
+          this.ctx.enqueuedAt.delete(tx.tx_id);
+        }
+      }
+      this.ctx.o.hub.publish('submit_requested', {
+        tx_id: tx.tx_id,
+        bundle_id: bundleId,
+        tip_lamports: request.tip_lamports,
+        reason: request.reason,
+        leader,
+        ts: this.ctx.now(), // emitted now: after the tip was built and the attempt journaled
+      });
+      this.queue.queueSend(tx, n);
+      return { tx_id: tx.tx_id, bundle_id: bundleId, tip_lamports: request.tip_lamports };
+    });
+  }
+
+  /** Tip accounts, cached: they change only with a network, and the engine's request budget is for bundles. */
+  async ensureTipAccounts(): Promise<string[]> {
+    if (this.tipAccounts.length > 0) return this.tipAccounts;
+    let accounts: string[];
+    try {
+      accounts = await this.ctx.o.engine.getTipAccounts();
+    } catch (error) {
+      throw new RelayError('RELAY_E_UPSTREAM_UNREACHABLE', {
+        upstream: 'block engine',
+        reason: `getTipAccounts: ${(error as Error).message}`,
+      });
+    }
+    if (accounts.length === 0) {
+      throw new RelayError('RELAY_E_UPSTREAM_INVALID_RESPONSE', {
+        upstream: 'block engine',
+        reason: 'getTipAccounts returned no accounts',
+      });
+    }
+    this.tipAccounts = accounts;
+    return accounts;
+  }
+
+  floorNow(): TipFloor {
+    const view = this.ctx.o.oracle.view(this.ctx.now());
+    return {
+      p25: view.p25,
+      p50: view.p50,
+      p75: view.p75,
+      p95: view.p95,
+      p99: view.p99,
+      ema: view.ema,
+      stale: view.stale,
+    };
+  }
+}

@@ -1,0 +1,80 @@
+import type { Keypair } from '@solana/web3.js';
+import type { DecisionMode, LeaderBuffer, LifecycleEntry, Policy, TipOracle } from '@solrelay/core';
+import type { Logger } from 'pino';
+import { BlockhashChecks } from './chain/blockhash';
+import { ChainPosition } from './chain/position';
+import { Announcer } from './events/announce';
+import type { EventHub } from './events/hub';
+import type { Journal } from './journal/journal';
+import type { LifecycleLog } from './lifecycle/log';
+import type { Metrics } from './metrics';
+import type { StoreOp, StoreState } from './store/records';
+import type { BlockEngineTransport } from './upstream/block-engine';
+import type { SolanaRpc } from './upstream/solana-rpc';
+import { KeyedLock } from './util/keyed-lock';
+import type { SignatureVerifier } from './wire/signature-verifier';
+
+export interface RelayOptions {
+  journal: Journal<StoreState, StoreOp>;
+  lifecycle: LifecycleLog<LifecycleEntry>;
+  hub: EventHub;
+  rpc: SolanaRpc;
+  engine: BlockEngineTransport;
+  tipper: Keypair;
+  oracle: TipOracle;
+  leaders: LeaderBuffer;
+  policy: () => Policy;
+  metrics: Metrics;
+  log: Logger;
+  now?: () => number;
+  bypass: { enabled: boolean; tipLamports: number };
+  initialMode: DecisionMode;
+  /** With no agent for this long (and not bypass), the sidecar decides with its own reflex. 0 disables. */
+  agentGraceMs: number;
+  bundleEngineRps: number;
+  /** Crash-test hook: called at named points; inert unless a test sets it. */
+  crashPoint?: (name: CrashPointName) => void;
+  /** Signature checks off the event loop; inline checks when absent. */
+  verifier?: SignatureVerifier;
+}
+
+export type CrashPointName = 'enqueue.journaled' | 'attempt.journaled' | 'attempt.sent';
+
+/**
+ * What the stages of one relay share: its options (store, upstreams, policy, metrics, log, hub), one clock, the
+ * per-transaction locks, the chain position, and the announcer of status changes and lifecycle entries. Every stage
+ * module is built over it; the `Relay` facade creates it and wires the stages.
+ */
+export interface RelayContext {
+  readonly o: RelayOptions;
+  readonly now: () => number;
+  readonly locks: KeyedLock;
+  readonly chain: ChainPosition;
+  readonly blockhashes: BlockhashChecks;
+  readonly announce: Announcer;
+  /** When each transaction was accepted (performance.now()), until its first attempt: decision latency. */
+  readonly enqueuedAt: Map<string, number>;
+  readonly lastErrors: { engine: string | null };
+  /** The store's state (the journal's). */
+  readonly state: StoreState;
+  closed: boolean;
+}
+
+export function createContext(o: RelayOptions): RelayContext {
+  const now = o.now ?? Date.now;
+  const enqueuedAt = new Map<string, number>();
+  return {
+    o,
+    now,
+    locks: new KeyedLock(),
+    chain: new ChainPosition(),
+    blockhashes: new BlockhashChecks(o.rpc, now),
+    announce: new Announcer({ hub: o.hub, lifecycle: o.lifecycle, log: o.log, now, enqueuedAt }),
+    enqueuedAt,
+    lastErrors: { engine: null },
+    get state() {
+      return o.journal.state;
+    },
+    closed: false,
+  };
+}

@@ -1,0 +1,52 @@
+import type { RelayContext } from '../context';
+import type { AttemptBuilder } from '../attempts/builder';
+import type { SettleSignals } from '../settle/signals';
+import { inFlight } from '../store/queries';
+
+/**
+ * The bypass decider: every transaction is submitted at once at the fixed tip, and again at the same tip whenever
+ * settlement re-pends it (it subscribes to settlement's `back-to-pending`; settlement never calls it).
+ */
+export class BypassDecider {
+  constructor(
+    private readonly ctx: RelayContext,
+    private readonly attempts: AttemptBuilder,
+  ) {}
+
+  /** Wiring: retry at once what settlement puts back to pending (when bypass is on). */
+  subscribe(signals: SettleSignals): () => void {
+    return signals.on('back-to-pending', ({ txId }) => {
+      if (this.ctx.o.bypass.enabled) void this.submit(txId);
+    });
+  }
+
+  /** Submit a pending transaction with no attempt in flight at the fixed tip (refusals are logged, not thrown). */
+  async submit(txId: string): Promise<void> {
+    const tx = this.ctx.state.records.get(txId);
+    if (!tx || tx.state !== 'pending' || tx.stopped || inFlight(tx)) return;
+    try {
+      await this.attempts.submit(
+        {
+          tx_id: txId,
+          tip_lamports: tx.tip === 'included' ? 0 : this.ctx.o.bypass.tipLamports,
+          reason: 'bypass: fixed tip',
+        },
+        'bypass',
+      );
+    } catch (error) {
+      this.ctx.o.log.warn({ tx_id: txId, err: error }, 'bypass submit refused');
+    }
+  }
+
+  /**
+   * Bypass decides at enqueue, but a refusal then (tipper paused, RPC down, spend limit) must not strand the
+   * transaction: every slot, retry the ones still waiting for an attempt.
+   */
+  sweep(): void {
+    for (const tx of this.ctx.state.records.values()) {
+      if (tx.state === 'pending' && !tx.stopped && !inFlight(tx) && !this.ctx.locks.isBusy(tx.tx_id)) {
+        void this.submit(tx.tx_id);
+      }
+    }
+  }
+}

@@ -1,0 +1,78 @@
+import { decideReflex, effectivePriority } from '@solrelay/core';
+import type { AttemptBuilder } from '../attempts/builder';
+import type { RelayContext } from '../context';
+import { inFlight, lastSettled } from '../store/queries';
+
+/**
+ * The fallback decider: with no agent connected for the grace period (and not bypass), the sidecar decides with
+ * core's reflex itself, recording `fallback_reason: "agent_absent"`. Runs on each new slot while active.
+ */
+export class FallbackDecider {
+  constructor(
+    private readonly ctx: RelayContext,
+    private readonly attempts: AttemptBuilder,
+  ) {}
+
+  private fallbackRunning = false;
+
+  /** With no agent for the grace period, decide with the core reflex, recording why. */
+  async run(): Promise<void> {
+    if (this.fallbackRunning) return;
+    this.fallbackRunning = true;
+    try {
+      const policy = this.ctx.o.policy();
+      const floor = this.attempts.floorNow();
+      const leaders = this.ctx.o.leaders.leaderView(this.ctx.chain.slot);
+      for (const tx of [...this.ctx.state.records.values()]) {
+        if (tx.state !== 'pending' || tx.stopped || inFlight(tx) || this.ctx.locks.isBusy(tx.tx_id)) continue;
+        const previous = lastSettled(tx);
+        const decision = decideReflex({
+          tx: {
+            priority: effectivePriority(policy, tx.priority),
+            max_tip: tx.max_tip,
+            tip: tx.tip,
+            enqueue_slot: tx.enqueued_slot,
+            expires_at_slot: tx.expires_at_slot,
+            retries: tx.retries,
+          },
+          floor,
+          leaders,
+          policy,
+          previous: previous?.outcome
+            ? { tip_lamports: previous.tip_lamports, outcome: previous.outcome }
+            : null,
+          slot: this.ctx.chain.slot,
+        });
+        if (decision.action === 'stop') {
+          await this.ctx.locks.run(tx.tx_id, async () => {
+            const current = this.ctx.state.records.get(tx.tx_id);
+            if (current && current.state === 'pending' && !current.stopped && !inFlight(current)) {
+              await this.ctx.o.journal.commit({ k: 'patch', id: tx.tx_id, set: { stopped: true } });
+            }
+          });
+          continue;
+        }
+        if (decision.action !== 'submit') continue;
+        try {
+          await this.attempts.submit(
+            {
+              tx_id: tx.tx_id,
+              tip_lamports: decision.tip_lamports,
+              reason: decision.reason,
+              trace: {
+                fallback_reason: 'agent_absent',
+                rationale: decision.reason,
+                inputs: { floor, slot: this.ctx.chain.slot },
+              },
+            },
+            'fallback',
+          );
+        } catch (error) {
+          this.ctx.o.log.debug({ tx_id: tx.tx_id, err: error }, 'fallback submit refused');
+        }
+      }
+    } finally {
+      this.fallbackRunning = false;
+    }
+  }
+}

@@ -1,0 +1,214 @@
+import {
+  RelayError,
+  checkEnqueueAgainstPolicy,
+  effectivePriority,
+  expiresAtSlot,
+  parseEnqueueRequest,
+  policyViolationError,
+  type EnqueueResponse,
+  type Policy,
+} from '@solrelay/core';
+import type { RelayContext } from '../context';
+import type { BypassDecider } from '../deciders/bypass';
+import type { StoredTx } from '../store/records';
+import { newUlid } from '../util/ids';
+import { SlidingWindow } from '../util/rate';
+import {
+  WireFormatError,
+  decodeTransactionString,
+  durableNonceAccount,
+  firstInvalidSignature,
+  parseTransaction,
+} from '../wire/transaction';
+
+/**
+ * Intake: parse and verify an enqueue request, admit it (idempotency, `max-queue`, `rate-limit`, a live blockhash),
+ * journal it as `pending`, announce it, and (in bypass) hand it straight to the bypass decider.
+ */
+export class Intake {
+  private readonly rateWindow = new SlidingWindow(60_000);
+  private readonly inflightEnqueues = new Map<
+    string,
+    Promise<{ response: EnqueueResponse; created: boolean }>
+  >();
+  private acceptsInFlight = 0;
+
+  constructor(
+    private readonly ctx: RelayContext,
+    private readonly bypass: Pick<BypassDecider, 'submit'>,
+  ) {}
+
+  /** Accept a transaction (1 to 4 signed transactions that land together). */
+  async enqueue(body: unknown): Promise<{ response: EnqueueResponse; created: boolean }> {
+    const started = performance.now();
+    const request = parseEnqueueRequest(body);
+    const policy = this.ctx.o.policy();
+    const violation = checkEnqueueAgainstPolicy(
+      { max_tip: request.max_tip ?? null, tip: request.tip },
+      policy,
+    );
+    if (violation) throw policyViolationError(violation);
+
+    const parsed = request.transactions.map((encoded, index) => {
+      let wire: Uint8Array;
+      try {
+        wire = decodeTransactionString(encoded, request.encoding);
+      } catch {
+        throw new RelayError('RELAY_E_TX_BAD_ENCODING', { index, encoding: request.encoding });
+      }
+      try {
+        return parseTransaction(wire);
+      } catch (error) {
+        const reason = error instanceof WireFormatError ? error.message : 'unreadable';
+        throw new RelayError('RELAY_E_TX_UNDECODABLE', { index, reason });
+      }
+    });
+    const verifier = this.ctx.o.verifier;
+    const problems = await Promise.all(
+      parsed.map((tx) => (verifier ? verifier.verify(tx) : firstInvalidSignature(tx))),
+    );
+    // Reported in index order: the first transaction with a repeated or a bad signature names the error.
+    const seen = new Set<string>();
+    parsed.forEach((tx, index) => {
+      const sig = tx.signatures[0] as string;
+      if (seen.has(sig)) throw new RelayError('RELAY_E_TX_DUPLICATE_TRANSACTION', { index, signature: sig });
+      seen.add(sig);
+      const bad = problems[index];
+      if (bad?.reason === 'missing')
+        throw new RelayError('RELAY_E_TX_UNSIGNED', { index, signer: bad.index });
+      if (bad) throw new RelayError('RELAY_E_TX_BAD_SIGNATURE', { index, signer: bad.index });
+    });
+    const signatures = parsed.map((tx) => tx.signatures[0] as string);
+    const key = signatures[0] as string;
+
+    // Idempotent: the same first signature returns the transaction already accepted.
+    const existing = this.existingFor(signatures);
+    if (existing) return existing;
+    const running = this.inflightEnqueues.get(key);
+    if (running) {
+      const result = await running;
+      return { response: result.response, created: false };
+    }
+    const work = this.acceptNew(request, parsed, signatures, policy, started);
+    this.inflightEnqueues.set(key, work);
+    try {
+      return await work;
+    } finally {
+      this.inflightEnqueues.delete(key);
+    }
+  }
+
+  private existingFor(signatures: string[]): { response: EnqueueResponse; created: boolean } | null {
+    const id = this.ctx.state.bySignature.get(signatures[0] as string);
+    if (!id) {
+      for (const sig of signatures.slice(1)) {
+        const owner = this.ctx.state.bySignature.get(sig);
+        if (owner !== undefined) {
+          throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', { signature: sig, tx_id: owner });
+        }
+      }
+      return null;
+    }
+    const tx = this.ctx.state.records.get(id);
+    if (!tx) return null;
+    if (tx.signatures.length !== signatures.length || tx.signatures.some((s, i) => s !== signatures[i])) {
+      throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', {
+        signature: signatures[0] as string,
+        tx_id: id,
+      });
+    }
+    this.ctx.o.metrics.enqueues.inc({ result: 'repeat' });
+    return {
+      response: { tx_id: tx.tx_id, state: tx.state, slot: tx.enqueued_slot, signatures: [...tx.signatures] },
+      created: false,
+    };
+  }
+
+  private async acceptNew(
+    request: ReturnType<typeof parseEnqueueRequest>,
+    parsed: ReturnType<typeof parseTransaction>[],
+    signatures: string[],
+    policy: Policy,
+    started: number,
+  ): Promise<{ response: EnqueueResponse; created: boolean }> {
+    const now = this.ctx.now();
+    // Count enqueues still being validated and journaled too, or concurrent requests could all pass the check.
+    if (this.ctx.state.active + this.acceptsInFlight >= policy['max-queue']) {
+      throw new RelayError('RELAY_E_QUEUE_FULL', { limit: policy['max-queue'], retry_after_s: 1 });
+    }
+    if (this.rateWindow.count(now) >= policy['rate-limit']) {
+      const retryAfterMs = this.rateWindow.retryAfterMs(now, policy['rate-limit']);
+      throw new RelayError('RELAY_E_RATE_LIMITED', {
+        limit: policy['rate-limit'],
+        retry_after_s: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+      });
+    }
+    this.rateWindow.add(now); // reserve the slot; released if the enqueue fails below
+    this.acceptsInFlight++;
+    try {
+      const nonces = parsed.map((tx) => durableNonceAccount(tx));
+      for (let i = 0; i < parsed.length; i++) {
+        if (nonces[i]) continue;
+        const valid = await this.ctx.blockhashes.stillValid(
+          (parsed[i] as { recentBlockhash: string }).recentBlockhash,
+        );
+        if (valid === false) {
+          throw new RelayError('RELAY_E_TX_BLOCKHASH_EXPIRED', {
+            index: i,
+            blockhash: (parsed[i] as { recentBlockhash: string }).recentBlockhash,
+          });
+        }
+      }
+      const slot = this.ctx.chain.slot;
+      const txId = `tx_${newUlid(now)}`;
+      const tx: StoredTx = {
+        tx_id: txId,
+        state: 'pending',
+        priority: request.priority,
+        tip: request.tip,
+        max_tip: request.max_tip ?? null,
+        enqueued_at: now,
+        enqueued_slot: slot,
+        expires_at_slot: expiresAtSlot(slot, policy, request.expiry_slots ?? null),
+        wires: parsed.map((p) => Buffer.from(p.wire).toString('base64')),
+        signatures,
+        blockhashes: parsed.map((p) => p.recentBlockhash),
+        nonce_accounts: nonces,
+        fee_payers: parsed.map((p) => p.accountKeys[0] as string),
+        history: [{ state: 'pending', slot, ts: now }],
+        attempts: [],
+        retries: 0,
+        last_error: null,
+        failure: null,
+        landed_slot: null,
+        stopped: false,
+      };
+      await this.ctx.o.journal.commit({ k: 'put', tx });
+      this.ctx.o.crashPoint?.('enqueue.journaled');
+      this.ctx.enqueuedAt.set(txId, performance.now());
+      this.ctx.o.metrics.enqueues.inc({ result: 'accepted' });
+      this.ctx.o.metrics.enqueueLatency.observe((performance.now() - started) / 1000);
+      this.ctx.o.metrics.transitions.inc({ state: 'pending' });
+      this.ctx.o.hub.publish('tx_enqueued', {
+        tx_id: txId,
+        slot,
+        priority: effectivePriority(policy, tx.priority),
+        expires_at_slot: tx.expires_at_slot,
+        max_tip: tx.max_tip,
+        tip: tx.tip,
+        ts: this.ctx.now(), // emitted now, after the journal's fsync (enqueued_at is when the request arrived)
+      });
+      this.ctx.announce.publishStatus(tx);
+      if (this.ctx.o.bypass.enabled) void this.bypass.submit(txId);
+      return {
+        response: { tx_id: txId, state: 'pending', slot, signatures: [...signatures] },
+        created: true,
+      };
+    } catch (error) {
+      this.rateWindow.removeLast();
+      throw error;
+    } finally {
+      this.acceptsInFlight--;
+    }
+  }
+}

@@ -1,0 +1,65 @@
+import { isTerminalTxState } from '@solrelay/core';
+import type { RelayContext } from '../context';
+import type { BypassDecider } from '../deciders/bypass';
+import type { SendQueue } from '../send/queue';
+import { inFlight } from '../store/queries';
+
+/** Start-up after a restart: resend what was journaled but not acknowledged, and repair the lifecycle log. */
+export class Recovery {
+  constructor(
+    private readonly ctx: RelayContext,
+    private readonly queue: SendQueue,
+    private readonly bypass: Pick<BypassDecider, 'submit'>,
+  ) {}
+
+  /**
+   * Resend what was journaled but not acknowledged before a restart (the same bytes), resume tracking, and write
+   * again the lifecycle entries the crash lost.
+   */
+  resumeAfterRestart(): { resent: number; tracked: number; relogged: number } {
+    const relogged = this.relogLostLifecycleEntries();
+    let resent = 0;
+    let tracked = 0;
+    for (const tx of this.ctx.state.records.values()) {
+      if (isTerminalTxState(tx.state)) continue;
+      const flying = inFlight(tx);
+      if (flying?.stage === 'journaled' && tx.wires) {
+        this.queue.queueSend(tx, flying.attempt);
+        resent++;
+      } else if (tx.attempts.length > 0) {
+        tracked++;
+      }
+      // Bypass decides at enqueue; a transaction accepted just before a crash has had no decision yet.
+      if (!flying && tx.state === 'pending' && !tx.stopped && this.ctx.o.bypass.enabled)
+        void this.bypass.submit(tx.tx_id);
+    }
+    return { resent, tracked, relogged };
+  }
+
+  /**
+   * A bundle's lifecycle entry is written after the journal records its stage change, so a crash in between (or in
+   * the middle of the write: start-up cuts a torn last line) leaves the log a stage behind the journal, or without
+   * the bundle. The journal is the truth: append the entry of every attempt whose latest logged entry does not match
+   * it. A bundle missing from a partial index is only re-logged when it is newer than the oldest indexed one (older
+   * ones were evicted, not lost).
+   */
+  private relogLostLifecycleEntries(): number {
+    const log = this.ctx.o.lifecycle;
+    const oldest = log.indexesWholeFile ? undefined : log.oldest();
+    let relogged = 0;
+    for (const tx of this.ctx.state.records.values()) {
+      for (const attempt of tx.attempts) {
+        if (attempt.stage === 'journaled') continue; // not submitted yet: no entry is due
+        const logged = log.get(attempt.bundle_id);
+        if (logged) {
+          if (logged.stage === attempt.stage && logged.slot_landed === attempt.slot_landed) continue;
+        } else if (!log.indexesWholeFile) {
+          if (!oldest || (attempt.slot_submitted ?? attempt.created_slot) < oldest.slot_submitted) continue;
+        }
+        this.ctx.announce.appendLifecycle(tx, attempt);
+        relogged++;
+      }
+    }
+    return relogged;
+  }
+}

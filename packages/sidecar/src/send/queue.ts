@@ -1,0 +1,121 @@
+import { effectivePriority, type Policy } from '@solrelay/core';
+import type { StoredTx } from '../store/records';
+import { TokenBucket } from '../util/rate';
+
+export interface SendJob {
+  txId: string;
+  attempt: number;
+  priority: number;
+  deadline: number;
+  notBefore: number;
+}
+
+export const PRIORITY_RANK = { high: 0, normal: 1, low: 2 } as const;
+/** Bundles on the wire to the engine at once (the token bucket still sets the rate). */
+export const MAX_CONCURRENT_SENDS = 16;
+
+export interface SendQueueDeps {
+  now: () => number;
+  policy: () => Policy;
+  /** Send budget per second (one token bucket, burst of at least one). */
+  ratePerSecond: number;
+  /** Sends one job (the sender); a rejection is logged, never thrown. */
+  send: (job: SendJob) => Promise<void>;
+  log: { error: (fields: object, message: string) => void };
+  /** Once closed, nothing more is sent and no timer is armed. */
+  isClosed: () => boolean;
+  maxConcurrent?: number;
+}
+
+/**
+ * The budgeted send queue: each token of the engine's budget goes to the most valuable bundle ready now (priority,
+ * then deadline, then the earliest `notBefore`); a job waits for its `notBefore` (a backoff) and for a token.
+ */
+export class SendQueue {
+  private readonly jobs: SendJob[] = [];
+  private readonly bucket: TokenBucket;
+  private timer: NodeJS.Timeout | null = null;
+  private inFlight = 0;
+  private readonly maxConcurrent: number;
+
+  constructor(private readonly d: SendQueueDeps) {
+    this.bucket = new TokenBucket(d.ratePerSecond, Math.max(1, d.ratePerSecond), d.now());
+    this.maxConcurrent = d.maxConcurrent ?? MAX_CONCURRENT_SENDS;
+  }
+
+  /** Jobs waiting (not yet on the wire). */
+  get length(): number {
+    return this.jobs.length;
+  }
+
+  /** Queue an attempt of `tx` to be sent after `delayMs`, ranked by its priority and expiry slot. */
+  queueSend(
+    tx: Pick<StoredTx, 'tx_id' | 'priority' | 'expires_at_slot'>,
+    attempt: number,
+    delayMs = 0,
+  ): void {
+    this.push({
+      txId: tx.tx_id,
+      attempt,
+      priority: PRIORITY_RANK[effectivePriority(this.d.policy(), tx.priority)],
+      deadline: tx.expires_at_slot,
+      notBefore: this.d.now() + delayMs,
+    });
+  }
+
+  push(job: SendJob): void {
+    this.jobs.push(job);
+    this.pump();
+  }
+
+  /**
+   * Send queued bundles as the token bucket allows, highest priority first, then the nearest deadline. Several
+   * sends may be on the wire at once (a slow engine answer must not hold up the rest), and no transaction lock is
+   * held while waiting for the engine.
+   */
+  pump(): void {
+    if (this.d.isClosed()) return;
+    while (this.inFlight < this.maxConcurrent) {
+      const now = this.d.now();
+      const ready = this.jobs.filter((j) => j.notBefore <= now);
+      if (ready.length === 0) {
+        this.arm();
+        return;
+      }
+      const wait = this.bucket.waitMs(now);
+      if (wait > 0) {
+        this.arm(wait);
+        return;
+      }
+      ready.sort((x, y) => x.priority - y.priority || x.deadline - y.deadline || x.notBefore - y.notBefore);
+      const job = ready[0] as SendJob;
+      this.jobs.splice(this.jobs.indexOf(job), 1);
+      this.bucket.take(now);
+      this.inFlight++;
+      void this.d
+        .send(job)
+        .catch((error: unknown) =>
+          this.d.log.error({ err: error, tx_id: job.txId }, 'send failed unexpectedly'),
+        )
+        .finally(() => {
+          this.inFlight--;
+          this.pump();
+        });
+    }
+  }
+
+  private arm(ms?: number): void {
+    if (this.timer || this.d.isClosed() || this.jobs.length === 0) return;
+    const now = this.d.now();
+    const next = ms ?? Math.max(1, Math.min(...this.jobs.map((j) => j.notBefore)) - now);
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.pump();
+    }, next);
+    this.timer.unref();
+  }
+
+  close(): void {
+    if (this.timer) clearTimeout(this.timer);
+  }
+}

@@ -1,0 +1,54 @@
+import type { RelayContext } from '../context';
+import { inFlight } from '../store/queries';
+import type { StoredTx } from '../store/records';
+import type { Settler } from './settle';
+
+/** Expiry: the slot's tracking pass asks it which transactions can provably no longer land, and settles them. */
+export class Expiry {
+  constructor(
+    private readonly ctx: RelayContext,
+    private readonly settle: Settler,
+  ) {}
+
+  /**
+   * `expired` only with proof that nothing can land: attempts have stopped (or the expiry slot passed) and a user
+   * transaction's blockhash is dead (or its durable nonce advanced without it).
+   */
+  async checkExpiry(): Promise<void> {
+    for (const tx of [...this.ctx.state.records.values()]) {
+      if (tx.state !== 'pending' && tx.state !== 'submitted') continue;
+      const pastExpiry = this.ctx.chain.slot > tx.expires_at_slot;
+      if (!tx.stopped && !pastExpiry) continue;
+      if (this.ctx.locks.isBusy(tx.tx_id)) continue; // busy now: look again next slot
+      const dead = await this.ctx.blockhashes.anyUserBlockhashDead(tx, 'finalized');
+      await this.ctx.locks.run(tx.tx_id, async () => {
+        const current = this.ctx.state.records.get(tx.tx_id);
+        if (!current || (current.state !== 'pending' && current.state !== 'submitted')) return;
+        if (!dead) {
+          // No further attempt after the expiry slot; the transaction waits for proof one way or the other.
+          if (!current.stopped && this.ctx.chain.slot > current.expires_at_slot && !inFlight(current)) {
+            await this.ctx.o.journal.commit({ k: 'patch', id: current.tx_id, set: { stopped: true } });
+          }
+          return;
+        }
+        // The proof, read under the lock: no user signature is anywhere in the chain's history. (A durable-nonce
+        // transaction's own landing advances its nonce, so the nonce alone proves nothing.)
+        const onChain = await this.ctx.o.rpc.getSignatureStatuses(current.signatures, {
+          searchTransactionHistory: true,
+        });
+        if (onChain.some((status) => status !== null)) return; // it landed: the tracker moves it forward
+        for (const a of current.attempts) {
+          if (!a.outcome && a.stage !== 'failed') {
+            await this.settle.settleFailed(current, a, 'dropped', {
+              countRetry: false,
+              detail: 'the blockhash expired',
+              final: false,
+            });
+          }
+        }
+        const latest = this.ctx.state.records.get(tx.tx_id) as StoredTx;
+        await this.settle.moveTo(latest, 'expired', this.ctx.chain.slot, this.ctx.now(), {});
+      });
+    }
+  }
+}

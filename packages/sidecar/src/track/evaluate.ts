@@ -1,0 +1,163 @@
+import { TX_PROGRESS_PATH, isTerminalTxState } from '@solrelay/core';
+import type { RelayContext } from '../context';
+import type { Settler } from '../settle/settle';
+import { inFlight, signaturesOf } from '../store/queries';
+import type { StoredAttempt, StoredTx } from '../store/records';
+import { creditedAttempt } from './credit';
+import { diagnoseUserTransactions } from './diagnose';
+import { TIP_LANDING_HORIZON_SLOTS, commitmentRank, progress, windowPassed, type StatusMap } from './judge';
+
+/**
+ * Evaluation of one transaction after a status read: drops readings of dead slots, counts leaked tips, and hands
+ * settlement what the statuses prove (a user transaction failed on chain; the target window passed without a
+ * landing; the signatures reached a commitment). The verdicts themselves are the pure functions of `judge.ts`.
+ */
+export class Evaluator {
+  constructor(
+    private readonly ctx: RelayContext,
+    private readonly settle: Settler,
+  ) {}
+
+  /** Under the transaction's lock: judge its statuses and settle what they show. */
+  async evaluate(txId: string, statuses: StatusMap, readAt: { slot: number; ts: number }): Promise<void> {
+    const tx = this.ctx.state.records.get(txId);
+    if (!tx || isTerminalTxState(tx.state)) return;
+    // Moved to a slot that died while the move was being written (the dead-slot notice came in between): undo it.
+    const early = tx.state === 'landed' || tx.state === 'processed';
+    if (early && tx.landed_slot !== null && this.ctx.chain.deadSlots.has(tx.landed_slot)) {
+      await this.settle.unland(tx.tx_id, tx.landed_slot);
+      return;
+    }
+    // Statuses read before a slot was declared dead describe a fork that is gone. Only this transaction's
+    // signatures are looked at here (the map holds every followed one: scanning it whole per transaction was
+    // quadratic in the in-flight count, the largest cost of a busy tracker).
+    for (const signature of signaturesOf(tx)) {
+      const status = statuses.get(signature);
+      if (status && this.ctx.chain.deadSlots.has(status.slot)) statuses.delete(signature);
+    }
+    const userStatuses = tx.signatures.map((s) => statuses.get(s));
+    const landedAll = userStatuses.every((s) => s !== undefined);
+    const failedStatus = userStatuses.find((s) => s && s.err);
+    const now = this.ctx.now();
+
+    // Tips that landed without their bundle (an uncled block broke it up and its transactions were re-broadcast one
+    // by one): leaked. That is every tip on chain but the one of the bundle that landed with the user transactions,
+    // counted once confirmed (a processed tip can still be rolled back with its block, and then was never paid).
+    if (landedAll) await this.readTipsPastHorizon(tx, statuses);
+    const credited = landedAll ? this.landedAttempt(tx, statuses) : null;
+    for (const a of tx.attempts) {
+      if (!a.tip_signature || a.leaked || a === credited) continue;
+      const tipStatus = statuses.get(a.tip_signature);
+      if (tipStatus && commitmentRank(tipStatus.confirmationStatus) >= 1) {
+        this.ctx.o.metrics.tipsLeaked.inc(a.tip_lamports);
+        this.ctx.o.log.warn(
+          { tx_id: tx.tx_id, bundle_id: a.bundle_id, lamports: a.tip_lamports },
+          'tip landed without its bundle (leaked)',
+        );
+        await this.settle.markLeaked(tx, a, tipStatus.slot);
+        if (!a.outcome) {
+          await this.settle.settleFailed(tx, a, 'dropped', {
+            countRetry: false,
+            detail: 'tip leaked: the tip transaction landed without the bundle',
+            // The user transactions are on chain (another way): no new attempt, the tracker moves them on below.
+            ...(landedAll ? { final: false } : {}),
+          });
+        } else {
+          this.ctx.announce.appendLifecycle(tx, a);
+        }
+      }
+    }
+
+    if (failedStatus) {
+      // A user transaction executed and failed: it is on chain for good, nothing else can land.
+      const landedAttempt = this.landedAttempt(tx, statuses);
+      for (const a of tx.attempts)
+        if (!a.outcome && a.stage !== 'failed')
+          await this.settle.settleFailed(tx, a, 'simulation_failed', {
+            countRetry: false,
+            detail: 'a user transaction failed on chain',
+            final: false,
+          });
+      await this.settle.moveTo(tx, 'failed', failedStatus.slot, now, {
+        failure: 'simulation_failed',
+        bundleId: landedAttempt?.bundle_id ?? null,
+      });
+      return;
+    }
+    if (!landedAll) {
+      const flying = inFlight(tx);
+      if (flying && windowPassed(flying, readAt)) {
+        // JSON-RPC has no push channel: before blaming the tip, check whether the user transactions themselves
+        // can execute (an unfunded fee payer or a failing program never lands, whatever the tip).
+        const userFault = await diagnoseUserTransactions(this.ctx.o.rpc, tx);
+        if (userFault) {
+          await this.settle.settleFailed(tx, flying, userFault.outcome, {
+            countRetry: true,
+            detail: userFault.detail,
+          });
+          return;
+        }
+        const belowFloor = flying.tip_lamports < this.ctx.o.oracle.view(now).p50;
+        await this.settle.settleFailed(tx, flying, belowFloor ? 'fee_too_low' : 'dropped', {
+          countRetry: true,
+          detail: `target window ${flying.target_slot ?? '?'}..${flying.window_end_slot} passed without landing`,
+        });
+      }
+      return;
+    }
+
+    const { slot, target } = progress(
+      userStatuses as Array<{ slot: number; confirmationStatus?: string | undefined }>,
+    );
+    const landedAttempt = this.landedAttempt(tx, statuses);
+    if (TX_PROGRESS_PATH.indexOf(target) <= TX_PROGRESS_PATH.indexOf(tx.state)) return; // a null or lower never demotes
+    await this.settle.moveTo(tx, target, slot, now, {
+      bundleId: landedAttempt?.bundle_id ?? null,
+      landedSlot: slot,
+      attempt: landedAttempt,
+    });
+  }
+
+  /**
+   * The tips of attempts older than the landing horizon are not read each pass (they cannot land any more), but one
+   * may have landed already: the bundle judged lost on a read that came too late, or credited long ago and still
+   * finalizing. Once the user transactions are on chain, read those tips too, so the bundle that landed is credited
+   * (and its tip counted as paid) however long ago it was built.
+   */
+  private async readTipsPastHorizon(tx: StoredTx, statuses: StatusMap): Promise<void> {
+    const old = tx.attempts
+      .filter(
+        (a) =>
+          a.tip_signature !== null &&
+          !a.leaked &&
+          !statuses.has(a.tip_signature) &&
+          this.ctx.chain.slot - a.created_slot > TIP_LANDING_HORIZON_SLOTS,
+      )
+      .map((a) => a.tip_signature as string);
+    if (old.length === 0) return;
+    try {
+      const values = await this.ctx.o.rpc.getSignatureStatuses(old);
+      values.forEach((v, i) => {
+        if (v)
+          statuses.set(old[i] as string, {
+            slot: v.slot,
+            err: v.err,
+            confirmationStatus: v.confirmationStatus,
+          });
+      });
+    } catch {
+      /* RPC cannot say now: the next pass reads them again */
+    }
+  }
+
+  /**
+   * The attempt whose bundle landed. A bundle is atomic, so its tip transaction is in the very slot of the user
+   * transactions; of several tips there (an earlier attempt's tip re-broadcast after an uncled block next to a later
+   * bundle), the latest attempt's. A tip-included transaction has no tip transaction, so its latest sent attempt.
+   * Null when the user transactions landed some other way (sent elsewhere, or re-broadcast one by one after an
+   * uncled block, their tip in another slot): then no bundle of relay's is credited with it.
+   */
+  private landedAttempt(tx: StoredTx, statuses: ReadonlyMap<string, { slot: number }>): StoredAttempt | null {
+    return creditedAttempt(tx, statuses);
+  }
+}

@@ -1,0 +1,56 @@
+import type { TxState } from '@solrelay/core';
+import type { StoredAttempt } from '../store/records';
+
+/**
+ * The pure part of judging a transaction from its signatures' statuses: no I/O, no clock (the read's slot and time
+ * are inputs). `evaluate.ts` applies these verdicts through settlement.
+ */
+
+/** One signature's status as read from RPC. */
+export interface StatusReading {
+  slot: number;
+  err: unknown;
+  confirmationStatus?: string | undefined;
+}
+export type StatusMap = Map<string, StatusReading>;
+
+/**
+ * An attempt is judged not to have landed only once its target window is this many slots behind and at least
+ * WINDOW_GRACE_MS have passed since it was sent: statuses take a moment to show, and on a busy machine slots can
+ * outrun the status poll.
+ */
+export const WINDOW_GRACE_SLOTS = 4;
+export const WINDOW_GRACE_MS = 1200;
+/** Slots after which a tip transaction's blockhash is surely dead (150 blocks, with room for skipped slots). */
+export const TIP_LANDING_HORIZON_SLOTS = 300;
+
+export function commitmentRank(status: string | undefined): number {
+  return status === 'finalized' ? 2 : status === 'confirmed' ? 1 : 0;
+}
+
+/**
+ * Whether the attempt in flight has missed its target window, judged against the moment the statuses were read
+ * (`readAt`), never against the slot reached meanwhile.
+ */
+export function windowPassed(flying: StoredAttempt, readAt: { slot: number; ts: number }): boolean {
+  return (
+    flying.stage === 'submitted' &&
+    flying.window_end_slot !== null &&
+    readAt.slot > flying.window_end_slot + WINDOW_GRACE_SLOTS &&
+    readAt.ts - (flying.timeline.submitted?.ts ?? flying.created_at) >= WINDOW_GRACE_MS
+  );
+}
+
+/**
+ * Where every user signature's own status puts the transaction: the highest slot among them, and the lowest
+ * commitment (commitment is promoted only from the signatures' own status).
+ */
+export function progress(defined: Array<{ slot: number; confirmationStatus?: string | undefined }>): {
+  slot: number;
+  target: Extract<TxState, 'processed' | 'confirmed' | 'finalized'>;
+} {
+  const slot = Math.max(...defined.map((s) => s.slot));
+  const rank = Math.min(...defined.map((s) => commitmentRank(s.confirmationStatus)));
+  const target = rank >= 2 ? 'finalized' : rank === 1 ? 'confirmed' : 'processed';
+  return { slot, target };
+}

@@ -1,0 +1,241 @@
+import { classifyGrpcBundleResult, isTerminalTxState } from '@solrelay/core';
+import type { RelayContext } from '../context';
+import type { Expiry } from '../settle/expiry';
+import type { Settler } from '../settle/settle';
+import { inFlight, signaturesOf } from '../store/queries';
+import type { StoredTx } from '../store/records';
+import type { BundleResultMessage } from '../upstream/block-engine';
+import { MAX_SIGNATURES_PER_STATUS_CALL } from '../upstream/solana-rpc';
+import type { Evaluator } from './evaluate';
+import { TIP_LANDING_HORIZON_SLOTS, WINDOW_GRACE_SLOTS, type StatusMap } from './judge';
+
+/**
+ * What starts a status pass: the once-a-slot tick; a hint that something landed (the stream saw a signature, the
+ * engine reported a landing); a full re-read after a reconnect (confirmed transactions included, due or not).
+ */
+export type TrackKind = 'slot' | 'hint' | 'full';
+const TRACK_RANK: Record<TrackKind, number> = { hint: 0, slot: 1, full: 2 };
+/** Transactions a status pass judges at once. */
+const EVALUATE_CONCURRENCY = 64;
+/** Hinted passes start at least this far apart. */
+const MIN_HINTED_PASS_GAP_MS = 150;
+/** Without finalized-slot reports from the stream, confirmed transactions are read every this many slots. */
+const CONFIRMED_POLL_EVERY_SLOTS = 4;
+/** Finalized-slot reports count as flowing while the last one came within this many slots. */
+const FINALIZED_REPORT_FRESH_SLOTS = 64;
+
+/**
+ * The tracker: schedules status passes (each slot, on hints from the stream or the engine, a full one after a
+ * reconnect), reads the statuses of what is worth reading, and has each transaction evaluated under its lock;
+ * the slot's pass also checks expiry. Dead slots and gRPC bundle results come in here too.
+ */
+export class Tracker {
+  private lastTrackedSlot = 0;
+  private tracking = false;
+  private trackAgain: TrackKind | null = null;
+  /** Signatures the stream saw land since the last pass began (read at the next pass). */
+  private hinted = new Set<string>();
+  /** Whether the stream is connected and delivering (so a landing of relay's tips shows on it). */
+  private streamWatching: () => boolean = () => false;
+
+  constructor(
+    private readonly ctx: RelayContext,
+    private readonly settle: Settler,
+    private readonly evaluator: Evaluator,
+    private readonly expiry: Expiry,
+  ) {}
+
+  /**
+   * How the tracker learns whether the stream is watching: while it is, every tip transaction relay sends shows on
+   * it when it lands (the tipper is a subscribed account), so a bundle still inside its window needs no status
+   * read until the stream says something of it landed. Without it, every bundle out is read every slot.
+   */
+  watchStreamWith(watching: () => boolean): void {
+    this.streamWatching = watching;
+  }
+
+  /**
+   * Whether a pass reads this transaction's statuses. Every pass reads what the stream hinted at; a hinted pass
+   * reads only that. The slot's pass reads the rest by state, as little as the truth allows: a bundle out only once
+   * its window has passed (to judge it lost) unless the stream is not watching; landed and processed ones every
+   * slot (confirmation is a slot or two away); confirmed ones when their slot is final; pending ones with an old
+   * attempt every few slots.
+   */
+  private worthReading(tx: StoredTx, kind: TrackKind, hinted: ReadonlySet<string>): boolean {
+    if (kind === 'full') return true;
+    for (const signature of signaturesOf(tx)) if (hinted.has(signature)) return true;
+    if (kind === 'hint') return false;
+    // An included-tip transaction's payer joins the stream's filter only every few slots: read it as before.
+    const watching = tx.tip !== 'included' && this.streamWatching();
+    switch (tx.state) {
+      case 'landed':
+      case 'processed':
+        return true;
+      case 'confirmed':
+        return this.confirmedDue(tx);
+      default: {
+        const flying = inFlight(tx);
+        // Its user transactions may still land on their own (not through relay), which the stream need not show.
+        if (!flying) return this.ctx.chain.slot % CONFIRMED_POLL_EVERY_SLOTS === 0;
+        if (!watching || flying.stage !== 'submitted' || flying.window_end_slot === null) return true;
+        return this.ctx.chain.slot > flying.window_end_slot + WINDOW_GRACE_SLOTS;
+      }
+    }
+  }
+
+  /** The stream reports a slot finalized (rooted): confirmed transactions up to it are worth a status read. */
+  onFinalizedSlot(slot: number): void {
+    this.ctx.chain.finalized(slot);
+  }
+
+  /**
+   * Whether a confirmed transaction's status is worth reading this pass. Confirmed ones wait ~32 slots for
+   * finality and are most of what is in flight under load; reading each one every slot was most of the tracker's
+   * RPC traffic (and web3.js's response validation its largest CPU cost). With the stream reporting finalized slots
+   * they are read once their slot is final; without (stream down, or a stream that does not send them) every
+   * CONFIRMED_POLL_EVERY_SLOTS slots.
+   */
+  private confirmedDue(tx: StoredTx): boolean {
+    if (tx.landed_slot === null) return true;
+    if (this.ctx.chain.slot - this.ctx.chain.finalizedReportedAt <= FINALIZED_REPORT_FRESH_SLOTS)
+      return this.ctx.chain.finalizedSlot >= tx.landed_slot;
+    return this.ctx.chain.slot % CONFIRMED_POLL_EVERY_SLOTS === 0;
+  }
+
+  /** A slot was abandoned: whatever landed in it is back to pending. */
+  async onDeadSlot(slot: number): Promise<void> {
+    // Status reads taken before this moment may still show the slot's signatures: ignore them from now on.
+    if (this.ctx.chain.markDead(slot)) this.ctx.o.metrics.deadSlots.inc();
+    for (const tx of [...this.ctx.state.records.values()]) {
+      if (tx.landed_slot !== slot || (tx.state !== 'landed' && tx.state !== 'processed')) continue;
+      await this.ctx.locks.run(tx.tx_id, () => this.settle.unland(tx.tx_id, slot));
+    }
+  }
+
+  /** A transaction status seen on the stream (tip transactions, and payers of tip-included transactions). */
+  onStreamTransaction(signature: string): void {
+    // A status on the stream is a hint to read that transaction's statuses now rather than at a later pass.
+    this.hinted.add(signature);
+    void this.track('hint');
+  }
+
+  /** The gRPC transport's push results: auction losses, simulation failures and drops settle an attempt at once. */
+  async onBundleResult(result: BundleResultMessage): Promise<void> {
+    const txId = this.ctx.state.byBundle.get(result.bundleId);
+    if (!txId) return;
+    const report = classifyGrpcBundleResult(result);
+    if (report.kind === 'landed') {
+      const tx = this.ctx.state.records.get(txId);
+      if (tx) for (const signature of signaturesOf(tx)) this.hinted.add(signature);
+      void this.track('hint');
+      return;
+    }
+    if (report.kind !== 'outcome') return;
+    await this.ctx.locks.run(txId, async () => {
+      const tx = this.ctx.state.records.get(txId);
+      const attempt = tx?.attempts.find((a) => a.bundle_id === result.bundleId);
+      if (!tx || !attempt || attempt.stage !== 'submitted') return;
+      await this.settle.settleFailed(tx, attempt, report.outcome, {
+        countRetry: true,
+        detail: `engine: ${report.detail}`,
+      });
+    });
+  }
+
+  /**
+   * Read the statuses of every signature relay is following and move transactions accordingly. Runs each slot or
+   * two, and at once when the stream hints that something landed.
+   */
+  async track(kind: TrackKind = 'slot'): Promise<void> {
+    if (this.ctx.closed) return;
+    if (kind === 'slot' && this.ctx.chain.slot - this.lastTrackedSlot < 1) return;
+    if (this.tracking) {
+      // Asked for during a pass: one more pass after it (the running one may have read before the news), the
+      // widest of what was asked.
+      if (this.trackAgain === null || TRACK_RANK[kind] > TRACK_RANK[this.trackAgain]) this.trackAgain = kind;
+      return;
+    }
+    this.tracking = true;
+    // A hinted pass reads only what has a bundle out: the slot's pass over everything is still due.
+    if (kind !== 'hint') this.lastTrackedSlot = this.ctx.chain.slot;
+    const startedAt = this.ctx.now();
+    const hinted = this.hinted;
+    this.hinted = new Set();
+    try {
+      const followed: StoredTx[] = [];
+      // One group per transaction (its user signatures, then the tip signatures of attempts that could still land),
+      // packed into calls without splitting a group: a tip and its bundle are then always read at the same moment,
+      // so a landed bundle is never mistaken for a tip that landed alone.
+      const chunks: string[][] = [[]];
+      for (const tx of this.ctx.state.records.values()) {
+        if (isTerminalTxState(tx.state)) continue;
+        if (tx.attempts.length === 0 && tx.state === 'pending') continue;
+        if (!this.worthReading(tx, kind, hinted)) continue;
+        followed.push(tx);
+        const group = [...tx.signatures];
+        for (const a of tx.attempts) {
+          // A tip transaction is only good for ~150 blocks; older ones cannot land any more.
+          if (
+            a.tip_signature &&
+            !a.leaked &&
+            this.ctx.chain.slot - a.created_slot <= TIP_LANDING_HORIZON_SLOTS
+          ) {
+            group.push(a.tip_signature);
+          }
+        }
+        let current = chunks[chunks.length - 1] as string[];
+        if (current.length + group.length > MAX_SIGNATURES_PER_STATUS_CALL) {
+          current = [];
+          chunks.push(current);
+        }
+        current.push(...group);
+      }
+      const statuses: StatusMap = new Map();
+      // The statuses show the chain as of (at least) this slot and time. A pass over many transactions can take
+      // longer than a slot, so "not landed" is judged against these, never against the slot reached meanwhile.
+      const readAt = { slot: this.ctx.chain.slot, ts: this.ctx.now() };
+      for (const chunk of chunks) {
+        if (chunk.length === 0) continue;
+        const values = await this.ctx.o.rpc.getSignatureStatuses(chunk);
+        values.forEach((v, i) => {
+          if (v)
+            statuses.set(chunk[i] as string, {
+              slot: v.slot,
+              err: v.err,
+              confirmationStatus: v.confirmationStatus,
+            });
+        });
+      }
+      // Transactions are independent (each under its own lock), so they are judged many at a time: one after
+      // another, every state change waited for its own journal fsync, and a pass over a few thousand landings took
+      // tens of seconds under load; together, their writes share group commits.
+      for (let i = 0; i < followed.length; i += EVALUATE_CONCURRENCY) {
+        const judged = await Promise.allSettled(
+          followed
+            .slice(i, i + EVALUATE_CONCURRENCY)
+            .map((tx) =>
+              this.ctx.locks.run(tx.tx_id, () => this.evaluator.evaluate(tx.tx_id, statuses, readAt)),
+            ),
+        );
+        for (const result of judged)
+          if (result.status === 'rejected')
+            this.ctx.o.log.debug({ err: result.reason }, 'status evaluation failed');
+      }
+      // Expiry moves with slots: the slot's pass looks at it, not every hinted one.
+      if (kind !== 'hint') await this.expiry.checkExpiry();
+    } catch (error) {
+      this.ctx.o.log.debug({ err: error }, 'status poll failed');
+    } finally {
+      this.tracking = false;
+      const again = this.trackAgain;
+      this.trackAgain = null;
+      if (again && !this.ctx.closed) {
+        // Under load the stream hints at a landing every few ms: spacing the passes keeps tracking from taking
+        // the whole event loop, and costs a hinted landing at most this long.
+        const wait = again === 'hint' ? Math.max(0, startedAt + MIN_HINTED_PASS_GAP_MS - this.ctx.now()) : 0;
+        const timer = setTimeout(() => void this.track(again), wait);
+        timer.unref();
+      }
+    }
+  }
+}

@@ -1,0 +1,72 @@
+import {
+  RelayError,
+  effectivePriority,
+  isTerminalTxState,
+  type Policy,
+  type QueueResponse,
+  type TxRecord,
+} from '@solrelay/core';
+import type { StoreState, StoredTx } from '../store/records';
+
+/** Read-only views of the store for the API (`GET /tx/{id}`, `GET /queue`) and the stream's filter. */
+
+export function txRecordOf(state: StoreState, txId: string): TxRecord {
+  const tx = state.records.get(txId);
+  if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: txId });
+  return toTxRecord(tx);
+}
+
+export function queueView(state: StoreState, policy: Policy, slot: number): QueueResponse {
+  const entries: QueueResponse['entries'] = [];
+  for (const tx of state.records.values()) {
+    if (isTerminalTxState(tx.state)) continue;
+    entries.push({
+      tx_id: tx.tx_id,
+      age_slots: Math.max(0, slot - tx.enqueued_slot),
+      priority: effectivePriority(policy, tx.priority),
+      retries: tx.retries,
+    });
+  }
+  entries.sort((a, b) => (a.tx_id < b.tx_id ? -1 : 1));
+  const evicted_total = Object.values(state.evicted).reduce((a, b) => a + b, 0);
+  return { pending: entries.length, evicted_total, entries };
+}
+
+/**
+ * Fee payers of live `"tip":"included"` transactions: they carry no relay tip transaction, so the stream must
+ * watch their payers to see them land (DESIGN §8).
+ */
+export function includedPayers(state: StoreState): string[] {
+  const payers = new Set<string>();
+  for (const tx of state.records.values()) {
+    if (tx.tip === 'included' && !isTerminalTxState(tx.state))
+      for (const payer of tx.fee_payers) payers.add(payer);
+  }
+  return [...payers];
+}
+
+export function toTxRecord(tx: StoredTx): TxRecord {
+  return {
+    tx_id: tx.tx_id,
+    state: tx.state,
+    priority: tx.priority,
+    tip: tx.tip,
+    max_tip: tx.max_tip,
+    enqueued_slot: tx.enqueued_slot,
+    expires_at_slot: tx.expires_at_slot,
+    tx_signatures: [...tx.signatures],
+    bundle_id: tx.attempts[tx.attempts.length - 1]?.bundle_id ?? null,
+    history: tx.history.map((h) => ({ ...h })),
+    attempts: tx.attempts.map((a) => ({
+      attempt: a.attempt,
+      bundle_id: a.bundle_id,
+      tip_lamports: a.tip_lamports,
+      slot_submitted: a.slot_submitted ?? a.created_slot,
+      stage: a.stage === 'journaled' ? 'submitted' : a.stage,
+      outcome: a.outcome,
+    })),
+    retries: tx.retries,
+    last_error: tx.last_error,
+    failure: tx.failure,
+  };
+}

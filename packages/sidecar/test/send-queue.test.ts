@@ -1,0 +1,138 @@
+import { DEFAULT_POLICY, type Policy } from '@solrelay/core';
+import { SendQueue, type SendJob } from '../src/send/queue';
+
+/**
+ * The budgeted send queue on its own, with fake timers (Date.now is faked too): which job each token goes to
+ * (priority, then deadline, then notBefore), and that jobs wait for their notBefore and for a token.
+ */
+
+function rig(options: { rps: number; policy?: Partial<Policy>; maxConcurrent?: number }) {
+  const sent: string[] = [];
+  let closed = false;
+  const queue = new SendQueue({
+    now: () => Date.now(),
+    policy: () => ({ ...DEFAULT_POLICY, ...options.policy }) as Policy,
+    ratePerSecond: options.rps,
+    send: (job: SendJob) => {
+      sent.push(job.txId);
+      return Promise.resolve();
+    },
+    log: {
+      error: () => {
+        throw new Error('unexpected send failure');
+      },
+    },
+    isClosed: () => closed,
+    ...(options.maxConcurrent !== undefined ? { maxConcurrent: options.maxConcurrent } : {}),
+  });
+  return { queue, sent, close: () => ((closed = true), queue.close()) };
+}
+
+function job(txId: string, priority: number, deadline: number, notBefore = Date.now()): SendJob {
+  return { txId, attempt: 1, priority, deadline, notBefore };
+}
+
+beforeEach(() => {
+  jest.useFakeTimers({ now: 1_000_000 });
+});
+afterEach(() => {
+  jest.useRealTimers();
+});
+
+test('each token goes to the highest priority, then the nearest deadline, then the earliest notBefore', () => {
+  const { queue, sent, close } = rig({ rps: 1 });
+  queue.push(job('first', 2, 999)); // takes the one token at once
+  expect(sent).toEqual(['first']);
+  const now = Date.now();
+  queue.push(job('low', 2, 100, now - 500));
+  queue.push(job('normal-late', 1, 300, now - 500));
+  queue.push(job('high-late', 0, 300, now - 500));
+  queue.push(job('high-soon-newer', 0, 200, now - 10));
+  queue.push(job('high-soon-older', 0, 200, now - 20));
+  queue.push(job('normal-soon', 1, 250, now - 500));
+  expect(sent).toEqual(['first']); // no token yet
+  for (let i = 0; i < 6; i++) jest.advanceTimersByTime(1000);
+  expect(sent).toEqual([
+    'first',
+    'high-soon-older',
+    'high-soon-newer',
+    'high-late',
+    'normal-soon',
+    'normal-late',
+    'low',
+  ]);
+  expect(queue.length).toBe(0);
+  close();
+});
+
+test('waits for a token: one send per 1/rps second, none early', () => {
+  const { queue, sent, close } = rig({ rps: 2 }); // burst 2, then one token every 500 ms
+  for (const id of ['a', 'b', 'c', 'd']) queue.push(job(id, 1, 100));
+  expect(sent).toEqual(['a', 'b']);
+  jest.advanceTimersByTime(499);
+  expect(sent).toEqual(['a', 'b']);
+  jest.advanceTimersByTime(1);
+  expect(sent).toEqual(['a', 'b', 'c']);
+  jest.advanceTimersByTime(499);
+  expect(sent).toEqual(['a', 'b', 'c']);
+  jest.advanceTimersByTime(1);
+  expect(sent).toEqual(['a', 'b', 'c', 'd']);
+  close();
+});
+
+test('a job waits for its notBefore (a backoff) even with tokens to spare; a later, more urgent one goes first', () => {
+  const { queue, sent, close } = rig({ rps: 10 });
+  const tx = { tx_id: 'backoff', priority: 'high' as const, expires_at_slot: 50 };
+  queue.queueSend(tx, 1, 300);
+  expect(sent).toEqual([]);
+  jest.advanceTimersByTime(299);
+  expect(sent).toEqual([]);
+  queue.queueSend({ tx_id: 'now', priority: 'low', expires_at_slot: 500 }, 1);
+  expect(sent).toEqual(['now']);
+  jest.advanceTimersByTime(1);
+  expect(sent).toEqual(['now', 'backoff']);
+  close();
+});
+
+test("queueSend ranks by the policy's priority when it overrides the transaction's", () => {
+  const { queue, sent, close } = rig({ rps: 1, policy: { priority: 'low' } });
+  queue.push(job('blocker', 0, 1));
+  queue.queueSend({ tx_id: 'high-by-caller', priority: 'high', expires_at_slot: 300 }, 1);
+  queue.queueSend({ tx_id: 'normal-by-caller', priority: 'normal', expires_at_slot: 200 }, 1);
+  jest.advanceTimersByTime(2000);
+  // Both count as low: the nearer deadline decides.
+  expect(sent).toEqual(['blocker', 'normal-by-caller', 'high-by-caller']);
+  close();
+});
+
+test('at most maxConcurrent sends on the wire at once; a finished send frees a place', async () => {
+  const resolvers: Array<() => void> = [];
+  const sent: string[] = [];
+  const queue = new SendQueue({
+    now: () => Date.now(),
+    policy: () => DEFAULT_POLICY as Policy,
+    ratePerSecond: 100,
+    send: (j) => {
+      sent.push(j.txId);
+      return new Promise<void>((resolve) => resolvers.push(resolve));
+    },
+    log: { error: () => undefined },
+    isClosed: () => false,
+    maxConcurrent: 2,
+  });
+  for (const id of ['a', 'b', 'c']) queue.push(job(id, 1, 100));
+  expect(sent).toEqual(['a', 'b']);
+  resolvers[0]?.();
+  for (let i = 0; i < 10; i++) await Promise.resolve(); // the send's catch/finally chain
+  expect(sent).toEqual(['a', 'b', 'c']);
+  queue.close();
+});
+
+test('once closed, nothing more is sent', () => {
+  const { queue, sent, close } = rig({ rps: 1 });
+  queue.push(job('a', 1, 100));
+  queue.push(job('b', 1, 100));
+  close();
+  jest.advanceTimersByTime(5000);
+  expect(sent).toEqual(['a']);
+});

@@ -1,0 +1,283 @@
+import { DEFAULT_POLICY, emptyTimeline, type Policy } from '@solrelay/core';
+import { createContext, type RelayContext, type RelayOptions } from '../src/context';
+import { Metrics } from '../src/metrics';
+import { Settler } from '../src/settle/settle';
+import { storeCodec, type StoreOp, type StoredAttempt, type StoredTx } from '../src/store/records';
+
+/**
+ * Settlement on its own: the only writer of transitions, over a fake journal (the store's real reducer, no disk), a
+ * recording hub and lifecycle log, and upstream stubs that throw if settlement ever touches them.
+ */
+
+const SLOT = 500;
+const NOW = 1_700_000_000_000;
+
+/** A stub that fails the test on any use: settlement must not reach upstreams or deciders. */
+function forbidden(name: string): never {
+  return new Proxy(
+    {},
+    {
+      get: (_target, key) => {
+        if (key === 'then') return undefined;
+        throw new Error(`settlement used ${name}.${String(key)}`);
+      },
+    },
+  ) as never;
+}
+
+function rig(policy: Partial<Policy> = {}) {
+  const codec = storeCodec(1000);
+  const state = codec.initial();
+  const ops: StoreOp[] = [];
+  const journal = {
+    state,
+    commit: (op: StoreOp) => {
+      ops.push(op);
+      codec.apply(state, op);
+      return Promise.resolve();
+    },
+  };
+  const events: Array<{ name: string; data: Record<string, unknown> }> = [];
+  const hub = {
+    publish: (name: string, data: Record<string, unknown>) => events.push({ name, data }),
+  };
+  const lifecycle: Array<{ bundle_id: string; stage: string; failure: string | null }> = [];
+  const log = { error: jest.fn(), warn: jest.fn(), info: jest.fn(), debug: jest.fn() };
+  const options = {
+    journal,
+    hub,
+    lifecycle: {
+      append: (entry: { bundle_id: string; stage: string; failure: string | null }) => {
+        lifecycle.push({ bundle_id: entry.bundle_id, stage: entry.stage, failure: entry.failure });
+        return Promise.resolve();
+      },
+    },
+    rpc: forbidden('rpc'),
+    engine: forbidden('engine'),
+    oracle: { ingestLandedTip: jest.fn() },
+    leaders: forbidden('leaders'),
+    tipper: forbidden('tipper'),
+    policy: () => ({ ...DEFAULT_POLICY, ...policy }) as Policy,
+    metrics: new Metrics(),
+    log,
+    now: () => NOW,
+    bypass: { enabled: true, tipLamports: 5000 },
+    initialMode: 'reflex',
+    agentGraceMs: 0,
+    bundleEngineRps: 1,
+  } as unknown as RelayOptions;
+  const ctx: RelayContext = createContext(options);
+  ctx.chain.advance(SLOT);
+  const settle = new Settler(ctx);
+  const backToPending: string[] = [];
+  settle.signals.on('back-to-pending', ({ txId }) => backToPending.push(txId));
+  return { ctx, settle, state, ops, events, lifecycle, backToPending, journal };
+}
+
+function attempt(n: number, stage: StoredAttempt['stage']): StoredAttempt {
+  return {
+    attempt: n,
+    bundle_id: `${n}`.repeat(64).slice(0, 64),
+    tip_lamports: 10_000,
+    tip_tx: 'AA==',
+    tip_signature: `tip${n}`,
+    tip_account: 'tipAccount',
+    tip_last_valid_block_height: 1000,
+    bundle_signatures: ['user1', `tip${n}`],
+    created_at: NOW - 5000,
+    created_slot: SLOT - 20,
+    slot_submitted: stage === 'journaled' ? null : SLOT - 19,
+    target_slot: SLOT - 16,
+    window_end_slot: SLOT - 13,
+    leader: 'leader',
+    stage,
+    outcome: null,
+    slot_landed: null,
+    floor_at_submit: { p25: 1, p50: 2, p75: 3, p95: 4, p99: 5, ema: 2, stale: false },
+    decision: {
+      mode: 'reflex',
+      bypass: true,
+      escalated: false,
+      reason: 'test',
+      trace: null,
+      source: 'bypass',
+    },
+    reserved_lamports: 15_000,
+    released: false,
+    leaked: false,
+    timeline: {
+      ...emptyTimeline(),
+      ...(stage === 'journaled' ? {} : { submitted: { slot: SLOT - 19, ts: NOW - 4000 } }),
+    },
+    send_errors: 0,
+  };
+}
+
+async function put(
+  r: ReturnType<typeof rig>,
+  state: StoredTx['state'],
+  retries = 0,
+  stage: StoredAttempt['stage'] = 'submitted',
+): Promise<StoredTx> {
+  const tx: StoredTx = {
+    tx_id: 'tx_1',
+    state,
+    priority: 'normal',
+    tip: 'auto',
+    max_tip: null,
+    enqueued_at: NOW - 10_000,
+    enqueued_slot: SLOT - 30,
+    expires_at_slot: SLOT + 100,
+    wires: ['AA=='],
+    signatures: ['user1'],
+    blockhashes: ['hash'],
+    nonce_accounts: [null],
+    fee_payers: ['payer'],
+    history: [{ state: 'pending', slot: SLOT - 30, ts: NOW - 10_000 }],
+    attempts: [],
+    retries,
+    last_error: null,
+    failure: null,
+    landed_slot: null,
+    stopped: false,
+  };
+  await r.journal.commit({ k: 'put', tx });
+  await r.journal.commit({ k: 'patch', id: tx.tx_id, attempt: attempt(retries + 1, stage) });
+  return r.state.records.get(tx.tx_id) as StoredTx;
+}
+
+const statusEvents = (r: ReturnType<typeof rig>) =>
+  r.events.filter((e) => e.name === 'tx_status_changed').map((e) => e.data.state);
+
+test('a retryable loss re-pends a submitted transaction, counts a retry, releases the spend and says so', async () => {
+  const r = rig();
+  const tx = await put(r, 'submitted');
+  expect(r.state.spend.size).toBe(1);
+  await r.settle.settleFailed(tx, tx.attempts[0] as StoredAttempt, 'fee_too_low', {
+    countRetry: true,
+    detail: 'window passed',
+  });
+  const after = r.state.records.get('tx_1') as StoredTx;
+  expect(after.state).toBe('pending');
+  expect(after.retries).toBe(1);
+  expect(after.stopped).toBe(false);
+  expect(after.failure).toBeNull();
+  expect(after.last_error?.code).toBe('RELAY_E_ATTEMPT_LOST');
+  expect(after.history.map((h) => h.state)).toEqual(['pending', 'pending']);
+  expect(after.history[1]).toEqual({ state: 'pending', slot: SLOT, ts: NOW });
+  const a = after.attempts[0] as StoredAttempt;
+  expect(a).toMatchObject({ stage: 'failed', outcome: 'fee_too_low', released: true });
+  expect(a.timeline.failed).toEqual({ slot: SLOT, ts: NOW });
+  expect(r.state.spend.size).toBe(0);
+  expect(statusEvents(r)).toEqual(['pending']);
+  const settled = r.events.find((e) => e.name === 'bundle_settled');
+  expect(settled?.data).toMatchObject({
+    stage: 'failed',
+    failure_type: 'fee_too_low',
+    retries: 1,
+    tx_id: 'tx_1',
+  });
+  expect(r.lifecycle).toEqual([{ bundle_id: a.bundle_id, stage: 'failed', failure: 'fee_too_low' }]);
+  // Settlement calls no decider: it signals, after the journal commit and the events.
+  expect(r.backToPending).toEqual(['tx_1']);
+  expect(r.state.active).toBe(1);
+});
+
+test('a non-retryable outcome fails the transaction for good and counts an eviction', async () => {
+  const r = rig();
+  const tx = await put(r, 'submitted');
+  await r.settle.settleFailed(tx, tx.attempts[0] as StoredAttempt, 'invalid_bundle', {
+    countRetry: false,
+    detail: 'engine: bad bundle',
+  });
+  const after = r.state.records.get('tx_1') as StoredTx;
+  expect(after.state).toBe('failed');
+  expect(after.failure).toBe('invalid_bundle');
+  expect(after.stopped).toBe(true);
+  expect(after.retries).toBe(0);
+  expect(r.state.evicted).toEqual({ failed: 1 });
+  expect(r.state.active).toBe(0);
+  expect(statusEvents(r)).toEqual(['failed']);
+  expect(r.events.find((e) => e.name === 'tx_status_changed')?.data.failure).toBe('invalid_bundle');
+  expect(r.backToPending).toEqual([]);
+});
+
+test('a retry past max-retries stops attempts: pending, stopped, waiting for proof of expiry', async () => {
+  const r = rig({ 'max-retries': 2 });
+  const tx = await put(r, 'submitted', 2);
+  await r.settle.settleFailed(tx, tx.attempts[0] as StoredAttempt, 'dropped', {
+    countRetry: true,
+    detail: 'dropped',
+  });
+  const after = r.state.records.get('tx_1') as StoredTx;
+  expect(after.state).toBe('pending');
+  expect(after.retries).toBe(3);
+  expect(after.stopped).toBe(true);
+  expect(after.failure).toBeNull();
+  expect(statusEvents(r)).toEqual(['pending']);
+});
+
+test('an attempt settled with final: false leaves the transaction where it is', async () => {
+  const r = rig();
+  const tx = await put(r, 'submitted');
+  await r.settle.settleFailed(tx, tx.attempts[0] as StoredAttempt, 'simulation_failed', {
+    countRetry: false,
+    detail: 'a user transaction failed on chain',
+    final: false,
+  });
+  const after = r.state.records.get('tx_1') as StoredTx;
+  expect(after.state).toBe('submitted');
+  expect(after.attempts[0]?.stage).toBe('failed');
+  expect(statusEvents(r)).toEqual([]);
+  expect(r.backToPending).toEqual([]);
+});
+
+test('moving forward emits every skipped state in order and moves the landed bundle with it', async () => {
+  const r = rig();
+  const tx = await put(r, 'submitted');
+  const a = tx.attempts[0] as StoredAttempt;
+  await r.settle.moveTo(tx, 'confirmed', SLOT - 2, NOW, {
+    bundleId: a.bundle_id,
+    landedSlot: SLOT - 2,
+    attempt: a,
+  });
+  const after = r.state.records.get('tx_1') as StoredTx;
+  expect(after.state).toBe('confirmed');
+  expect(after.landed_slot).toBe(SLOT - 2);
+  expect(after.history.slice(1).map((h) => h.state)).toEqual(['landed', 'processed', 'confirmed']);
+  expect(statusEvents(r)).toEqual(['landed', 'processed', 'confirmed']);
+  expect(after.attempts[0]).toMatchObject({ stage: 'confirmed', slot_landed: SLOT - 2 });
+  expect(r.lifecycle.map((l) => l.stage)).toEqual(['confirmed']);
+});
+
+test('the engine taking an attempt marks it submitted with its target window', async () => {
+  const r = rig();
+  const tx = await put(r, 'pending', 0, 'journaled');
+  await r.settle.markSubmitted(tx, tx.attempts[0] as StoredAttempt, (slot) => ({
+    slot: slot + 2,
+    end: slot + 5,
+  }));
+  const after = r.state.records.get('tx_1') as StoredTx;
+  expect(after.state).toBe('submitted');
+  expect(after.attempts[0]).toMatchObject({
+    stage: 'submitted',
+    slot_submitted: SLOT,
+    target_slot: SLOT + 2,
+    window_end_slot: SLOT + 5,
+  });
+  expect(statusEvents(r)).toEqual(['submitted']);
+});
+
+test('a landing slot that died puts the transaction back to pending and drops the landed attempt', async () => {
+  const r = rig();
+  const tx = await put(r, 'submitted');
+  const a = tx.attempts[0] as StoredAttempt;
+  await r.settle.moveTo(tx, 'processed', SLOT - 2, NOW, { landedSlot: SLOT - 2, attempt: a });
+  await r.settle.unland('tx_1', SLOT - 2);
+  const after = r.state.records.get('tx_1') as StoredTx;
+  expect(after.state).toBe('pending');
+  expect(after.landed_slot).toBeNull();
+  expect(after.retries).toBe(0);
+  expect(after.attempts[0]).toMatchObject({ stage: 'failed', outcome: 'dropped' });
+  expect(statusEvents(r)).toEqual(['landed', 'processed', 'pending']);
+});
