@@ -9,6 +9,7 @@ import type { Journal } from './journal/journal';
 import type { LifecycleLog } from './lifecycle/log';
 import type { Metrics } from './metrics';
 import type { StoreOp, StoreState } from './store/records';
+import { JournalTxStore, type TxStore } from './store/store';
 import type { BlockEngineTransport } from './upstream/block-engine';
 import type { SolanaRpc } from './upstream/solana-rpc';
 import { KeyedLock } from './util/keyed-lock';
@@ -55,13 +56,16 @@ export interface RelayContext {
   /** When each transaction was accepted (performance.now()), until its first attempt: decision latency. */
   readonly enqueuedAt: Map<string, number>;
   readonly lastErrors: { engine: string | null };
-  /** The store's state (the journal's). */
+  /** The records: the only way any stage reads or changes them. */
+  readonly store: TxStore;
+  /** The store's state. */
   readonly state: StoreState;
   closed: boolean;
 }
 
 export function createContext(o: RelayOptions): RelayContext {
   const now = o.now ?? Date.now;
+  const store = new JournalTxStore(o.journal);
   const enqueuedAt = new Map<string, number>();
   return {
     o,
@@ -72,8 +76,9 @@ export function createContext(o: RelayOptions): RelayContext {
     announce: new Announcer({ hub: o.hub, lifecycle: o.lifecycle, log: o.log, now, enqueuedAt }),
     enqueuedAt,
     lastErrors: { engine: null },
+    store,
     get state() {
-      return o.journal.state;
+      return store.state;
     },
     closed: false,
   };

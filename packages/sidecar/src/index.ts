@@ -1,18 +1,72 @@
-export * from './wire/transaction';
-export * from './wire/signature-verifier';
-export * from './journal/journal';
-export * from './events/hub';
-export * from './lifecycle/log';
-export * from './config';
-export * from './upstream/block-engine';
-export * from './upstream/block-engine-jsonrpc';
-export * from './upstream/block-engine-grpc';
-export * from './upstream/solana-rpc';
-export * from './upstream/geyser-stream';
-export * from './store/records';
-export * from './relay';
-export * from './service';
-export * from './metrics';
-export * from './policy/policy-store';
-export * from './http/app';
-export * from './engine/tip-tx';
+// @solrelay/sidecar's public surface, by name. What is not listed here is internal to the sidecar (stage modules,
+// tracker helpers, crash hooks) and may change without notice.
+
+// The service: environment → config → running sidecar.
+export { startSidecar, loadKeypair, type Sidecar, type SidecarOptions } from './service';
+export { configFromEnv, DEFAULTS, type SidecarConfig } from './config';
+
+// The transaction path behind the API (the facade over the stages), and its records.
+export {
+  Relay,
+  toTxRecord,
+  type RelayOptions,
+  type CrashPointName,
+  type AgentConnection,
+  type TrackKind,
+} from './relay';
+export {
+  storeCodec,
+  type AttemptDecision,
+  type AttemptStage,
+  type StoreOp,
+  type StoreState,
+  type StoredAttempt,
+  type StoredTx,
+} from './store/records';
+export { JournalTxStore, type TxPatch, type TxStore } from './store/store';
+
+// Building blocks, each usable on its own.
+export {
+  Journal,
+  JournalClosedError,
+  JournalCorruptError,
+  type JournalCodec,
+  type JournalOptions,
+  type JournalRecovery,
+} from './journal/journal';
+export { LifecycleLog, type LifecycleLogOptions, type LifecycleLogRecovery } from './lifecycle/log';
+export { EventHub, type EventHubOptions, type HubEvent, type SubscribeOptions } from './events/hub';
+export { PolicyStore } from './policy/policy-store';
+export { Metrics } from './metrics';
+export { createRequestListener } from './http/app';
+export { SIGNATURE_FEE_LAMPORTS, TipSigner, type TipTransaction } from './engine/tip-tx';
+export {
+  PACKET_DATA_SIZE,
+  WireFormatError,
+  decodeTransactionString,
+  firstInvalidSignature,
+  parseTransaction,
+  type ParsedInstruction,
+  type ParsedTransaction,
+} from './wire/transaction';
+export { SignatureVerifier, type SignatureProblem } from './wire/signature-verifier';
+
+// Upstream clients: Solana JSON-RPC (web3.js), Yellowstone gRPC, the block engine (JSON-RPC and gRPC).
+export { SolanaRpc, type RecentBlockhash, type SolanaRpcOptions } from './upstream/solana-rpc';
+export {
+  GeyserStream,
+  type GeyserSlotStatus,
+  type GeyserSlotUpdate,
+  type GeyserStreamOptions,
+  type GeyserTransactionStatus,
+} from './upstream/geyser-stream';
+export {
+  type BlockEngineTransport,
+  type BundleRejection,
+  type BundleResultMessage,
+  type InflightBundleStatus,
+  type InflightStatus,
+  type SendBundleResult,
+} from './upstream/block-engine';
+export { JsonRpcBlockEngine, type JsonRpcBlockEngineOptions } from './upstream/block-engine-jsonrpc';
+export { GrpcBlockEngine, type LeaderSchedule, type NextScheduledLeader } from './upstream/block-engine-grpc';

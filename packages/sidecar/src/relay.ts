@@ -200,7 +200,7 @@ export class Relay {
     const now = this.ctx.now();
     if (now - this.lastSpendPrune > 60_000) {
       this.lastSpendPrune = now;
-      void pruneSpend(o.journal, now);
+      void pruneSpend(this.ctx.store, now);
     }
   }
 

@@ -140,7 +140,7 @@ export class AttemptBuilder {
       };
       // Write-ahead: the signed tip transaction and the bundle id are on disk before anything is sent, so a crash
       // anywhere after this resends these exact bytes and never builds a second tip for this attempt.
-      await this.ctx.o.journal.commit({ k: 'patch', id: tx.tx_id, attempt, set: { last_error: null } });
+      await this.ctx.store.update({ id: tx.tx_id, attempt, set: { last_error: null } });
       this.ctx.o.crashPoint?.('attempt.journaled');
       this.ctx.o.metrics.attempts.inc({ source });
       if (n === 1) {

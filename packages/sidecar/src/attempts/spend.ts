@@ -1,5 +1,5 @@
-import type { Journal } from '../journal/journal';
-import type { StoreOp, StoreState } from '../store/records';
+import type { StoreState } from '../store/records';
+import type { TxStore } from '../store/store';
 
 export const ROLLING_HOUR_MS = 3_600_000;
 
@@ -8,9 +8,8 @@ export function spentInWindow(state: StoreState, now: number): number {
   return state.spend.spentSince(now - ROLLING_HOUR_MS);
 }
 
-/** Spend older than the rolling hour no longer counts against `spend-limit`: drop it from the journal state. */
-export async function pruneSpend(journal: Journal<StoreState, StoreOp>, now: number): Promise<void> {
+/** Spend older than the rolling hour no longer counts against `spend-limit`: drop it from the store. */
+export async function pruneSpend(store: TxStore, now: number): Promise<void> {
   const before = now - ROLLING_HOUR_MS;
-  if (journal.state.spend.hasOlderThan(before))
-    await journal.commit({ k: 'prune-spend', before }).catch(() => undefined);
+  if (store.hasSpendOlderThan(before)) await store.pruneSpend(before).catch(() => undefined);
 }

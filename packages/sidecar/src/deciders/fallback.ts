@@ -47,7 +47,7 @@ export class FallbackDecider {
           await this.ctx.locks.run(tx.tx_id, async () => {
             const current = this.ctx.state.records.get(tx.tx_id);
             if (current && current.state === 'pending' && !current.stopped && !inFlight(current)) {
-              await this.ctx.o.journal.commit({ k: 'patch', id: tx.tx_id, set: { stopped: true } });
+              await this.ctx.store.update({ id: tx.tx_id, set: { stopped: true } });
             }
           });
           continue;

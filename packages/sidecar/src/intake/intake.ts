@@ -183,7 +183,7 @@ export class Intake {
         landed_slot: null,
         stopped: false,
       };
-      await this.ctx.o.journal.commit({ k: 'put', tx });
+      await this.ctx.store.insert(tx);
       this.ctx.o.crashPoint?.('enqueue.journaled');
       this.ctx.enqueuedAt.set(txId, performance.now());
       this.ctx.o.metrics.enqueues.inc({ result: 'accepted' });

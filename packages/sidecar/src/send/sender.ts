@@ -56,8 +56,7 @@ export class Sender {
       this.ctx.lastErrors.engine = result.message;
       this.ctx.o.metrics.transportErrors.inc({ status: String(result.status ?? 'unknown') });
       const sendErrors = attempt.send_errors + 1;
-      await this.ctx.o.journal.commit({
-        k: 'patch',
+      await this.ctx.store.update({
         id: tx.tx_id,
         set: {
           last_error: relayErrorJson('RELAY_E_UPSTREAM_UNREACHABLE', {

@@ -27,7 +27,7 @@ export class Expiry {
         if (!dead) {
           // No further attempt after the expiry slot; the transaction waits for proof one way or the other.
           if (!current.stopped && this.ctx.chain.slot > current.expires_at_slot && !inFlight(current)) {
-            await this.ctx.o.journal.commit({ k: 'patch', id: current.tx_id, set: { stopped: true } });
+            await this.ctx.store.update({ id: current.tx_id, set: { stopped: true } });
           }
           return;
         }

@@ -48,8 +48,7 @@ export class Settler {
     const target = targetWindow(slot);
     const timeline = { ...attempt.timeline, submitted: { slot, ts: now } };
     const moves = tx.state === 'pending' ? this.path(tx.state, 'submitted', slot, now) : [];
-    await this.ctx.o.journal.commit({
-      k: 'patch',
+    await this.ctx.store.update({
       id: tx.tx_id,
       ...(moves.length ? { set: { state: 'submitted' as TxState }, history: moves } : {}),
       attempts: [
@@ -73,8 +72,7 @@ export class Settler {
   /** A tip transaction landed without its bundle (an uncled block broke the bundle up): the tip leaked. */
   async markLeaked(tx: StoredTx, attempt: StoredAttempt, slot: number): Promise<void> {
     // The tip was paid: it stays counted against spend-limit even if the attempt was settled before.
-    await this.ctx.o.journal.commit({
-      k: 'patch',
+    await this.ctx.store.update({
       id: tx.tx_id,
       attempts: [{ n: attempt.attempt, set: { leaked: true, slot_landed: slot, released: false } }],
     });
@@ -130,8 +128,7 @@ export class Settler {
     }
     if (moves.length === 0 && attemptChanges.length === 0) return;
     const terminal = isTerminalTxState(to);
-    await this.ctx.o.journal.commit({
-      k: 'patch',
+    await this.ctx.store.update({
       id: tx.tx_id,
       set: {
         state: to,
@@ -209,8 +206,7 @@ export class Settler {
       : backToPending && tx.state !== 'pending'
         ? this.path(tx.state, 'pending', slot, now)
         : [];
-    await this.ctx.o.journal.commit({
-      k: 'patch',
+    await this.ctx.store.update({
       id: tx.tx_id,
       set: {
         retries,
@@ -263,8 +259,7 @@ export class Settler {
     if (current.state !== 'landed' && current.state !== 'processed') return;
     const landed = current.attempts.find((a) => a.slot_landed === slot && !a.leaked);
     const now = this.ctx.now();
-    await this.ctx.o.journal.commit({
-      k: 'patch',
+    await this.ctx.store.update({
       id: current.tx_id,
       set: { state: 'pending', landed_slot: null },
       history: [{ state: 'pending', slot: this.ctx.chain.slot, ts: now }],

@@ -6,6 +6,7 @@ import type { StoredAttempt, StoredTx } from '../store/records';
 import { creditedAttempt } from './credit';
 import { diagnoseUserTransactions } from './diagnose';
 import { TIP_LANDING_HORIZON_SLOTS, commitmentRank, progress, windowPassed, type StatusMap } from './judge';
+import { readStatusesInto } from './read-statuses';
 
 /**
  * Evaluation of one transaction after a status read: drops readings of dead slots, counts leaked tips, and hands
@@ -136,15 +137,7 @@ export class Evaluator {
       .map((a) => a.tip_signature as string);
     if (old.length === 0) return;
     try {
-      const values = await this.ctx.o.rpc.getSignatureStatuses(old);
-      values.forEach((v, i) => {
-        if (v)
-          statuses.set(old[i] as string, {
-            slot: v.slot,
-            err: v.err,
-            confirmationStatus: v.confirmationStatus,
-          });
-      });
+      await readStatusesInto(this.ctx.o.rpc, old, statuses);
     } catch {
       /* RPC cannot say now: the next pass reads them again */
     }

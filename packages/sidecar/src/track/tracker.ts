@@ -8,6 +8,7 @@ import type { BundleResultMessage } from '../upstream/block-engine';
 import { MAX_SIGNATURES_PER_STATUS_CALL } from '../upstream/solana-rpc';
 import type { Evaluator } from './evaluate';
 import { TIP_LANDING_HORIZON_SLOTS, WINDOW_GRACE_SLOTS, type StatusMap } from './judge';
+import { readStatusesInto } from './read-statuses';
 
 /**
  * What starts a status pass: the once-a-slot tick; a hint that something landed (the stream saw a signature, the
@@ -196,15 +197,7 @@ export class Tracker {
       const readAt = { slot: this.ctx.chain.slot, ts: this.ctx.now() };
       for (const chunk of chunks) {
         if (chunk.length === 0) continue;
-        const values = await this.ctx.o.rpc.getSignatureStatuses(chunk);
-        values.forEach((v, i) => {
-          if (v)
-            statuses.set(chunk[i] as string, {
-              slot: v.slot,
-              err: v.err,
-              confirmationStatus: v.confirmationStatus,
-            });
-        });
+        await readStatusesInto(this.ctx.o.rpc, chunk, statuses);
       }
       // Transactions are independent (each under its own lock), so they are judged many at a time: one after
       // another, every state change waited for its own journal fsync, and a pass over a few thousand landings took

@@ -182,8 +182,11 @@ test('429 with Retry-After when the queue is full or the rate limit is hit', asy
 test('an invalid policy file is refused whole and the last good policy stays', async () => {
   await writePolicy({ 'max-tip': 3_000_000 });
   await writeFile(join(stack.dir, 'relay.policy.json'), JSON.stringify({ 'max-tip': -5, 'min-tip': 1000 }));
+  // writeFile truncates, then writes: the watcher can read the file half-written (a JSON problem, no key) before
+  // it reads it whole. Wait for the whole file's verdict, not the first one (a loaded machine shows the torn read).
   await waitUntil(
-    async () => (await get(url, '/policy')).body.problems.length > 0,
+    async () =>
+      (await get(url, '/policy')).body.problems.some((p: { key: string | null }) => p.key === 'max-tip'),
     5000,
     'the bad file to be seen',
   );
