@@ -19,6 +19,9 @@ module.exports = function jestConfig(packageDir, overrides = {}) {
     },
     moduleFileExtensions: ['ts', 'tsx', 'js', 'cjs', 'mjs', 'json'],
     passWithNoTests: false,
+    // A test that waits on a condition may take longer on a loaded machine; a per-test limit is a backstop against
+    // a hang, not a timing assertion (a test that means a bound asserts it).
+    testTimeout: 30_000,
     setupFiles: [path.join(__dirname, 'jest.seed.cjs')],
     reporters: ['default', path.join(__dirname, 'jest-counts-reporter.cjs')],
     ...overrides,

@@ -40,14 +40,14 @@ test('holds while no bundle-engine leader is within 2 slots, and submits on the 
   relay.nextBundleEngineSlot = 110;
   const { log } = await startAgent(relay);
   relay.enqueue('tx_a');
-  await waitUntil(() => log.lines.some((l) => l.startsWith('hold tx_a tier=reflex')), 1_000, 'a hold');
+  await waitUntil(() => log.lines.some((l) => l.startsWith('hold tx_a tier=reflex')), 5_000, 'a hold');
   relay.advance(101, 110);
   relay.advance(102, 110);
   await new Promise((r) => setTimeout(r, 50));
   expect(relay.submits).toHaveLength(0);
   expect(log.lines.filter((l) => l.startsWith('hold tx_a'))).toHaveLength(1); // said once, not every slot
   relay.advance(108, 110);
-  await waitUntil(() => relay.submits.length === 1, 1_000, 'the submit');
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'the submit');
   expect(relay.submits[0]).toMatchObject({ tx_id: 'tx_a', tip_lamports: 40_000, escalated: false });
   expect(relay.submits[0]!.trace).toMatchObject({ decision_mode: 'reflex', fallback_reason: null });
   expect(log.lines.find((l) => l.startsWith('submit tx_a'))).toMatch(
@@ -60,7 +60,7 @@ test('fee_too_low: reflex escalates to the model (escalated: true) and the answe
   const model = new ScriptedModel(() => ok({ action: 'submit', tip_lamports: 75_000, rationale: 'outbid' }));
   const { agent } = await startAgent(relay, { model });
   relay.enqueue('tx_b');
-  await waitUntil(() => relay.submits.length === 1, 1_000, 'first submit');
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'first submit');
   expect(model.calls).toEqual([]); // an easy first attempt: no model
   relay.emit('bundle_settled', {
     bundle_id: 'b1',
@@ -70,7 +70,7 @@ test('fee_too_low: reflex escalates to the model (escalated: true) and the answe
     tip_lamports: 40_000,
     retries: 1,
   });
-  await waitUntil(() => relay.submits.length === 2, 1_000, 'the retry');
+  await waitUntil(() => relay.submits.length === 2, 5_000, 'the retry');
   expect(model.calls).toEqual(['tx_b']);
   expect(relay.submits[1]).toMatchObject({ tip_lamports: 75_000, escalated: true });
   expect(relay.submits[1]!.trace).toMatchObject({
@@ -92,7 +92,7 @@ test('fee_too_low: reflex escalates to the model (escalated: true) and the answe
   const relay2 = new FakeRelay();
   await startAgent(relay2, { model: overshoot });
   relay2.enqueue('tx_c');
-  await waitUntil(() => relay2.submits.length === 1, 1_000, 'first submit');
+  await waitUntil(() => relay2.submits.length === 1, 5_000, 'first submit');
   relay2.emit('bundle_settled', {
     bundle_id: 'b',
     stage: 'failed',
@@ -101,7 +101,7 @@ test('fee_too_low: reflex escalates to the model (escalated: true) and the answe
     tip_lamports: 40_000,
     retries: 1,
   });
-  await waitUntil(() => relay2.submits.length === 2, 1_000, 'the retry');
+  await waitUntil(() => relay2.submits.length === 2, 5_000, 'the retry');
   expect(relay2.submits[1]).toMatchObject({ tip_lamports: 40_000, escalated: true });
   expect(relay2.submits[1]!.trace).toMatchObject({ fallback_reason: 'invalid_answer: tip_above_max' });
 });
@@ -112,21 +112,22 @@ test('a hanging model call does not block other transactions; it falls back at i
   const model = new ScriptedModel((txId) =>
     txId === 'tx_slow' ? 'hang' : ok({ action: 'submit', tip_lamports: 42_000, rationale: 'fine' }),
   );
-  await startAgent(relay, { model, cortexDeadlineMs: 400 });
+  // A deadline far beyond the fast answer (which comes at once), so the order below cannot flip on a slow machine.
+  await startAgent(relay, { model, cortexDeadlineMs: 2_000 });
   const started = Date.now();
   relay.enqueue('tx_slow');
   relay.enqueue('tx_fast');
-  await waitUntil(() => relay.submits.length === 1, 1_000, 'the fast submit');
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'the fast submit');
   // Order, not time, proves it: had the hang held the queue, tx_fast would come after tx_slow's fallback.
   expect(relay.submits[0]).toMatchObject({ tx_id: 'tx_fast', tip_lamports: 42_000 });
-  await waitUntil(() => relay.submits.length === 2, 5_000, 'the slow one falls back');
+  await waitUntil(() => relay.submits.length === 2, 10_000, 'the slow one falls back');
   const slow = relay.submits[1]!;
   expect(slow).toMatchObject({ tx_id: 'tx_slow', tip_lamports: 40_000 });
   expect((slow.trace as { fallback_reason: string }).fallback_reason).toMatch(/^timeout/);
-  expect(slow.at - started).toBeGreaterThanOrEqual(400);
-  // Cut at its deadline (400 ms + the 250 ms grace), not left hanging; the slack is for a loaded machine.
-  expect(slow.at - started).toBeLessThan(400 + 250 + 1_500);
-});
+  expect(slow.at - started).toBeGreaterThanOrEqual(2_000);
+  // Cut at its deadline (2 s + the 250 ms grace), not left hanging; the slack is for a loaded machine.
+  expect(slow.at - started).toBeLessThan(2_000 + 250 + 3_000);
+}, 20_000);
 
 test('the mode follows the presence stream and mode_changed; the next decision uses it', async () => {
   const relay = new FakeRelay();
@@ -134,13 +135,13 @@ test('the mode follows the presence stream and mode_changed; the next decision u
   const { agent, presence, log } = await startAgent(relay, { model });
   presence.register('reflex');
   relay.enqueue('tx_1');
-  await waitUntil(() => relay.submits.length === 1, 1_000, 'reflex submit');
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'reflex submit');
   expect(relay.submits[0]!.tip_lamports).toBe(40_000);
   presence.handlers!.modeChanged('cortex');
   expect(agent.mode).toBe('cortex');
   expect(log.lines).toContain('mode cortex (was reflex)');
   relay.enqueue('tx_2');
-  await waitUntil(() => relay.submits.length === 2, 1_000, 'cortex submit');
+  await waitUntil(() => relay.submits.length === 2, 5_000, 'cortex submit');
   expect(relay.submits[1]).toMatchObject({ tx_id: 'tx_2', tip_lamports: 41_000 });
   expect(relay.submits[1]!.trace).toMatchObject({
     decision_mode: 'cortex',
@@ -149,7 +150,7 @@ test('the mode follows the presence stream and mode_changed; the next decision u
   });
   relay.emit('mode_changed', { decision_mode: 'reflex', previous: 'cortex' });
   relay.enqueue('tx_3');
-  await waitUntil(() => relay.submits.length === 3, 1_000, 'reflex again');
+  await waitUntil(() => relay.submits.length === 3, 5_000, 'reflex again');
   expect(relay.submits[2]!.tip_lamports).toBe(40_000);
   expect(model.calls).toEqual(['tx_2']);
 });
@@ -161,7 +162,7 @@ test('the model saying hold is respected, and it is not asked again before the c
   const model = new ScriptedModel(() => ok(answer));
   const { log } = await startAgent(relay, { model, holdCooldownSlots: 4 });
   relay.enqueue('tx_h');
-  await waitUntil(() => log.lines.some((l) => l.startsWith('hold tx_h tier=cortex')), 1_000, 'model hold');
+  await waitUntil(() => log.lines.some((l) => l.startsWith('hold tx_h tier=cortex')), 5_000, 'model hold');
   relay.advance(101, 101);
   relay.advance(102, 102);
   relay.advance(103, 103);
@@ -169,7 +170,7 @@ test('the model saying hold is respected, and it is not asked again before the c
   expect(model.calls).toEqual(['tx_h']);
   answer = { action: 'submit', tip_lamports: 45_000, rationale: 'now' };
   relay.advance(104, 104);
-  await waitUntil(() => relay.submits.length === 1, 1_000, 'submit after the cooldown');
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'submit after the cooldown');
   expect(model.calls).toEqual(['tx_h', 'tx_h']);
   expect(relay.submits[0]!.tip_lamports).toBe(45_000);
 });
@@ -213,7 +214,7 @@ test('the watchdog decides what it finds pending without a decision, with the st
     }),
   );
   const { log, agent } = await startAgent(relay, { watchdogMs: 200 });
-  await waitUntil(() => relay.submits.length === 1, 1_000, 'the missed one');
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'the missed one');
   expect(relay.submits[0]).toMatchObject({ tx_id: 'tx_missed', tip_lamports: 30_000 }); // dropped: same tip
   expect(log.lines).toContain('watchdog redecide tx_missed (pending with no decision)');
   expect(agent.tracked('tx_flying')).toMatchObject({ status: 'submitted' });
@@ -268,7 +269,7 @@ test('cortex unavailable: said once at start, reflex decides and the trace says 
   expect(log.lines[0]).toBe('cortex unavailable: no key; deciding with reflex only');
   relay.enqueue('tx_u1');
   relay.enqueue('tx_u2');
-  await waitUntil(() => relay.submits.length === 2, 1_000, 'submits');
+  await waitUntil(() => relay.submits.length === 2, 5_000, 'submits');
   for (const submit of relay.submits) {
     expect(submit.trace).toMatchObject({ decision_mode: 'reflex', fallback_reason: 'cortex_unavailable' });
   }
@@ -284,7 +285,7 @@ test('a 409 from the sidecar does not loop: the transaction waits for events or 
   });
   const { agent, log } = await startAgent(relay);
   relay.enqueue('tx_w');
-  await waitUntil(() => relay.submits.length === 1, 1_000, 'one submit');
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'one submit');
   relay.advance(101, 101);
   relay.advance(102, 102);
   await new Promise((r) => setTimeout(r, 50));

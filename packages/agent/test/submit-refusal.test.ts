@@ -88,8 +88,8 @@ test('a 404 with RELAY_E_REQUEST_UNKNOWN_ROUTE does not forget the transaction: 
   relay.submitError = refusal;
   const { agent, log } = await startAgent(relay, { refusedCooldownSlots: 2 });
   relay.enqueue('tx_r');
-  await waitUntil(() => relay.submits.length === 1, 1_000, 'the refused submit');
-  await waitUntil(() => agent.tracked('tx_r')?.status === 'pending', 1_000, 'back to pending');
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'the refused submit');
+  await waitUntil(() => agent.tracked('tx_r')?.status === 'pending', 5_000, 'back to pending');
   expect(agent.tracked('tx_r')).toMatchObject({ status: 'pending', cooldown_until_slot: 102 });
   expect(log.errors).toContain('submit tx_r refused: No route POST /internal/submit');
   expect(log.lines.some((l) => l.startsWith('skip tx_r'))).toBe(false);
@@ -98,7 +98,7 @@ test('a 404 with RELAY_E_REQUEST_UNKNOWN_ROUTE does not forget the transaction: 
   await settle();
   expect(relay.submits).toHaveLength(1);
   relay.advance(102, 102);
-  await waitUntil(() => relay.submits.length === 2, 1_000, 'the submit after the cooldown');
+  await waitUntil(() => relay.submits.length === 2, 5_000, 'the submit after the cooldown');
   expect(relay.submits[1]).toMatchObject({ tx_id: 'tx_r' });
   expect(agent.tracked('tx_r')?.status).toBe('submitted');
 });
@@ -108,8 +108,8 @@ test('a 404 with RELAY_E_TX_NOT_FOUND forgets the transaction: no further decisi
   relay.submitError = new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: 'tx_gone' });
   const { agent, log } = await startAgent(relay, { refusedCooldownSlots: 2 });
   relay.enqueue('tx_gone');
-  await waitUntil(() => relay.submits.length === 1, 1_000, 'the refused submit');
-  await waitUntil(() => agent.tracked('tx_gone') === null, 1_000, 'the transaction forgotten');
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'the refused submit');
+  await waitUntil(() => agent.tracked('tx_gone') === null, 5_000, 'the transaction forgotten');
   relay.submitError = null;
   for (let s = 101; s <= 104; s++) relay.advance(s, s);
   await settle();
@@ -124,12 +124,12 @@ test('a 5xx does not forget the transaction', async () => {
     expect(relay.submitError.status).toBeGreaterThanOrEqual(500);
     const { agent } = await startAgent(relay, { refusedCooldownSlots: 2 });
     relay.enqueue('tx_5');
-    await waitUntil(() => relay.submits.length === 1, 1_000, 'the refused submit');
-    await waitUntil(() => agent.tracked('tx_5')?.status === 'pending', 1_000, `${code}: back to pending`);
+    await waitUntil(() => relay.submits.length === 1, 5_000, 'the refused submit');
+    await waitUntil(() => agent.tracked('tx_5')?.status === 'pending', 5_000, `${code}: back to pending`);
     relay.submitError = null;
     relay.advance(101, 101);
     relay.advance(102, 102);
-    await waitUntil(() => relay.submits.length === 2, 1_000, `${code}: the submit after the cooldown`);
+    await waitUntil(() => relay.submits.length === 2, 5_000, `${code}: the submit after the cooldown`);
   }
 });
 
@@ -142,8 +142,8 @@ test('a 409 with RELAY_E_TX_WRONG_STATE naming a terminal state forgets the tran
   });
   const { agent, log } = await startAgent(relay, { refusedCooldownSlots: 2 });
   relay.enqueue('tx_x');
-  await waitUntil(() => relay.submits.length === 1, 1_000, 'the refused submit');
-  await waitUntil(() => agent.tracked('tx_x') === null, 1_000, 'the transaction forgotten');
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'the refused submit');
+  await waitUntil(() => agent.tracked('tx_x') === null, 5_000, 'the transaction forgotten');
   expect(log.lines.some((l) => l.startsWith('skip tx_x reason='))).toBe(true);
   relay.submitError = null;
   for (let s = 101; s <= 104; s++) relay.advance(s, s);

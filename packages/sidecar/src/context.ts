@@ -5,18 +5,18 @@ import { BlockhashChecks } from './chain/blockhash';
 import { ChainPosition } from './chain/position';
 import { Announcer } from './events/announce';
 import type { EventHub } from './events/hub';
-import type { Journal } from './journal/journal';
 import type { LifecycleLog } from './lifecycle/log';
 import type { Metrics } from './metrics';
-import type { StoreOp, StoreState } from './store/records';
-import { JournalTxStore, type TxStore } from './store/store';
+import type { StoreState } from './store/records';
+import type { TxStore } from './store/store';
 import type { BlockEngineTransport } from './upstream/block-engine';
 import type { SolanaRpc } from './upstream/solana-rpc';
 import { KeyedLock } from './util/keyed-lock';
 import type { SignatureVerifier } from './wire/signature-verifier';
 
 export interface RelayOptions {
-  journal: Journal<StoreState, StoreOp>;
+  /** The records (service.ts gives it the local journal; see store/store.ts). */
+  store: TxStore;
   lifecycle: LifecycleLog<LifecycleEntry>;
   hub: EventHub;
   rpc: SolanaRpc;
@@ -65,7 +65,7 @@ export interface RelayContext {
 
 export function createContext(o: RelayOptions): RelayContext {
   const now = o.now ?? Date.now;
-  const store = new JournalTxStore(o.journal);
+  const store = o.store;
   const enqueuedAt = new Map<string, number>();
   return {
     o,

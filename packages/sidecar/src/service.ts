@@ -22,6 +22,7 @@ import { systemClock, type Clock } from './runtime/clock';
 import { loadKeypair } from './runtime/keypair';
 import { Periodic } from './runtime/periodic';
 import { storeCodec } from './store/records';
+import { JournalTxStore } from './store/store';
 import type { BlockEngineTransport } from './upstream/block-engine';
 import { GrpcBlockEngine } from './upstream/block-engine-grpc';
 import { JsonRpcBlockEngine } from './upstream/block-engine-jsonrpc';
@@ -137,8 +138,9 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   const health = new UpstreamHealth(clock, metrics, intervals.slotStallMs);
 
   const verifier = config.verifyThreads > 0 ? new SignatureVerifier(config.verifyThreads) : null;
+  const store = new JournalTxStore(journal);
   const r = new Relay({
-    journal,
+    store,
     lifecycle,
     hub,
     rpc,
@@ -182,7 +184,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   if (resumed.relogged > 0)
     log.warn({ relogged: resumed.relogged }, 'lifecycle log: wrote again entries a crash lost');
 
-  const sources: StatusSources = { relay: r, leaders, oracle, health, policy, journal, tipper, clock };
+  const sources: StatusSources = { relay: r, leaders, oracle, health, policy, store, tipper, clock };
   const listener = createRequestListener({
     relay: r,
     hub,
@@ -196,6 +198,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     status: () => statusOf(sources),
     ready: () => readinessOf(sources),
     tip: () => oracle.view(clock.now()),
+    now: () => clock.now(),
     webDist: options.webDist,
   });
   const server: Server = createServer(listener);

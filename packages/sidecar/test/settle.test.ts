@@ -2,7 +2,15 @@ import { DEFAULT_POLICY, emptyTimeline, type Policy } from '@solrelay/core';
 import { createContext, type RelayContext, type RelayOptions } from '../src/context';
 import { Metrics } from '../src/metrics';
 import { Settler } from '../src/settle/settle';
-import { storeCodec, type StoreOp, type StoredAttempt, type StoredTx } from '../src/store/records';
+import type { Journal } from '../src/journal/journal';
+import {
+  storeCodec,
+  type StoreOp,
+  type StoreState,
+  type StoredAttempt,
+  type StoredTx,
+} from '../src/store/records';
+import { JournalTxStore } from '../src/store/store';
 
 /**
  * Settlement on its own: the only writer of transitions, over a fake journal (the store's real reducer, no disk), a
@@ -44,7 +52,7 @@ function rig(policy: Partial<Policy> = {}) {
   const lifecycle: Array<{ bundle_id: string; stage: string; failure: string | null }> = [];
   const log = { error: jest.fn(), warn: jest.fn(), info: jest.fn(), debug: jest.fn() };
   const options = {
-    journal,
+    store: new JournalTxStore(journal as unknown as Journal<StoreState, StoreOp>),
     hub,
     lifecycle: {
       append: (entry: { bundle_id: string; stage: string; failure: string | null }) => {

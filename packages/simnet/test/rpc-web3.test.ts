@@ -173,13 +173,26 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
         'processed',
       );
     });
-    // Let both subscriptions reach the server before slots move.
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Move slots one at a time until the slot subscription answers: then it is live on the server (a fixed sleep
+    // was a guess a loaded machine could beat). The signature subscription needs no wait: the server notifies at
+    // once a signature that is already processed.
+    const until = async (done: () => boolean, what: string) => {
+      const deadline = Date.now() + 10_000;
+      while (!done()) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    };
+    const deadline = Date.now() + 10_000;
+    while (slots.length === 0 && Date.now() < deadline) {
+      cluster.advance(1);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     cluster.advance(3);
     const result = await notified;
     expect(result.err).toBeNull();
     expect(cluster.signatureStatus(signature)?.slot).toBeGreaterThan(0);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await until(() => slots[slots.length - 1] === cluster.slot, 'the last slot notification');
     expect(slots.slice(-3)).toEqual([cluster.slot - 2, cluster.slot - 1, cluster.slot]);
     await connection.removeSlotChangeListener(slotSubscription);
   });

@@ -1,8 +1,8 @@
 import type { Keypair } from '@solana/web3.js';
 import type { LeaderBuffer, ReadyResponse, StatusResponse, TipOracle } from '@solrelay/core';
-import type { Journal } from '../journal/journal';
 import type { PolicyStore } from '../policy/policy-store';
 import type { Relay } from '../relay';
+import type { TxStore } from '../store/store';
 import type { Clock } from '../runtime/clock';
 import type { UpstreamHealth } from './upstream-health';
 
@@ -12,7 +12,7 @@ export interface StatusSources {
   oracle: TipOracle;
   health: UpstreamHealth;
   policy: PolicyStore;
-  journal: Pick<Journal<unknown, unknown>, 'healthy'>;
+  store: Pick<TxStore, 'healthy'>;
   tipper: Keypair;
   clock: Clock;
 }
@@ -67,7 +67,7 @@ export function readinessOf(s: StatusSources): ReadyResponse {
     );
   if (r.lastErrors.engine) reasons.push(`block engine: ${r.lastErrors.engine}`);
   if (r.paused) reasons.push(r.paused);
-  if (!s.journal.healthy) reasons.push('journal: writes failing');
+  if (!s.store.healthy) reasons.push('journal: writes failing');
   if (!r.bypass && !r.agent && !r.fallbackActive)
     reasons.push('no decider: no agent connected (and the fallback grace period has not passed)');
   return { ready: reasons.length === 0, reasons };

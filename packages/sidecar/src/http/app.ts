@@ -43,6 +43,8 @@ export interface AppDeps {
   apiHost?: string | undefined;
   /** Host names accepted besides loopback ones; `*` turns the Host check off. */
   allowedHosts?: readonly string[] | undefined;
+  /** The service's clock (event timestamps); the system's when absent. */
+  now?: () => number;
 }
 
 /** The HTTP + SSE API of DESIGN §3. Every answer that is not 2xx carries `{"error":{code,message,details}}`. */
@@ -92,7 +94,7 @@ export function createApp(deps: AppDeps): express.Express {
       bundle_id: tx.attempts[tx.attempts.length - 1]?.bundle_id ?? null,
       tx_signatures: tx.signatures,
       failure: tx.failure,
-      ts: Date.now(),
+      ts: (deps.now ?? Date.now)(),
     });
     const terminal = isTerminalTxState(tx.state);
     hub.subscribe(res, {
@@ -142,7 +144,12 @@ export function createApp(deps: AppDeps): express.Express {
     res.on('close', () => relay.agentDisconnected(connection.id));
     hub.subscribe(res, {
       initialFrames: [
-        Hub.frame('registered', { decision_mode: relay.decisionMode, model, provider, ts: Date.now() }),
+        Hub.frame('registered', {
+          decision_mode: relay.decisionMode,
+          model,
+          provider,
+          ts: (deps.now ?? Date.now)(),
+        }),
       ],
       // The presence stream carries mode changes too, so an agent learns the mode without a second stream.
       filter: (event) => event.name === 'mode_changed',

@@ -143,13 +143,7 @@ export class Evaluator {
     }
   }
 
-  /**
-   * The attempt whose bundle landed. A bundle is atomic, so its tip transaction is in the very slot of the user
-   * transactions; of several tips there (an earlier attempt's tip re-broadcast after an uncled block next to a later
-   * bundle), the latest attempt's. A tip-included transaction has no tip transaction, so its latest sent attempt.
-   * Null when the user transactions landed some other way (sent elsewhere, or re-broadcast one by one after an
-   * uncled block, their tip in another slot): then no bundle of relay's is credited with it.
-   */
+  /** The attempt whose bundle landed, or null: the rule is in `credit.ts` (`creditedAttempt`). */
   private landedAttempt(tx: StoredTx, statuses: ReadonlyMap<string, { slot: number }>): StoredAttempt | null {
     return creditedAttempt(tx, statuses);
   }
