@@ -2,6 +2,7 @@ import { DEFAULT_POLICY, emptyTimeline, type Policy } from '@solrelay/core';
 import { createContext, type RelayContext, type RelayOptions } from '../src/context';
 import { Metrics } from '../src/metrics';
 import { Settler } from '../src/settle/settle';
+import { Evaluator } from '../src/track/evaluate';
 import type { Journal } from '../src/journal/journal';
 import {
   storeCodec,
@@ -288,4 +289,59 @@ test('a landing slot that died puts the transaction back to pending and drops th
   expect(after.retries).toBe(0);
   expect(after.attempts[0]).toMatchObject({ stage: 'failed', outcome: 'dropped' });
   expect(statusEvents(r)).toEqual(['landed', 'processed', 'pending']);
+});
+
+describe('a lost attempt whose tip lands alone after the transaction ended', () => {
+  async function finalizedWithLostAttempt(r: ReturnType<typeof rig>) {
+    const tx = await put(r, 'finalized', 0, 'failed');
+    await r.journal.commit({
+      k: 'patch',
+      id: tx.tx_id,
+      attempts: [{ n: 1, set: { outcome: 'dropped', released: true } }],
+    });
+    return r.state.records.get(tx.tx_id) as StoredTx;
+  }
+
+  test('is recorded as leaked, with its lifecycle entry and the metric, once confirmed', async () => {
+    const r = rig();
+    const tx = await finalizedWithLostAttempt(r);
+    const evaluator = new Evaluator(r.ctx, r.settle);
+    // Processed only: it can still roll back with its block, so it is not counted yet.
+    await evaluator.watchLateTips(
+      tx.tx_id,
+      new Map([['tip1', { slot: SLOT - 2, err: null, confirmationStatus: 'processed' }]]),
+    );
+    expect(r.state.records.get(tx.tx_id)?.attempts[0]?.leaked).toBe(false);
+    await evaluator.watchLateTips(
+      tx.tx_id,
+      new Map([['tip1', { slot: SLOT - 2, err: null, confirmationStatus: 'confirmed' }]]),
+    );
+    const after = r.state.records.get(tx.tx_id)!;
+    expect(after.state).toBe('finalized');
+    expect(after.attempts[0]).toMatchObject({ leaked: true, slot_landed: SLOT - 2, released: false });
+    expect(r.lifecycle.at(-1)).toMatchObject({ bundle_id: after.attempts[0]!.bundle_id, stage: 'failed' });
+    expect(
+      (await r.ctx.o.metrics.registry.getSingleMetricAsString('relay_tips_leaked_lamports_total'))
+        .trim()
+        .split('\n')
+        .at(-1),
+    ).toMatch(/ 10000$/);
+    // Seen again: counted once.
+    await evaluator.watchLateTips(
+      tx.tx_id,
+      new Map([['tip1', { slot: SLOT - 2, err: null, confirmationStatus: 'finalized' }]]),
+    );
+    expect(r.lifecycle.filter((e) => e.bundle_id === after.attempts[0]!.bundle_id)).toHaveLength(1);
+  });
+
+  test('not when its slot died', async () => {
+    const r = rig();
+    const tx = await finalizedWithLostAttempt(r);
+    r.ctx.chain.deadSlots.add(SLOT - 2);
+    await new Evaluator(r.ctx, r.settle).watchLateTips(
+      tx.tx_id,
+      new Map([['tip1', { slot: SLOT - 2, err: null, confirmationStatus: 'confirmed' }]]),
+    );
+    expect(r.state.records.get(tx.tx_id)?.attempts[0]?.leaked).toBe(false);
+  });
 });

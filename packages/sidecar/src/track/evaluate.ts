@@ -19,6 +19,29 @@ export class Evaluator {
     private readonly settle: Settler,
   ) {}
 
+  /**
+   * Under the transaction's lock, for a terminal transaction: a lost attempt's tip that landed alone afterwards
+   * (confirmed, in a live slot) was paid: recorded as leaked, with its lifecycle entry, like a leak seen in flight.
+   */
+  async watchLateTips(txId: string, statuses: StatusMap): Promise<void> {
+    const tx = this.ctx.state.records.get(txId);
+    if (!tx || !isTerminalTxState(tx.state)) return;
+    for (const a of tx.attempts) {
+      if (!a.tip_signature || a.leaked || a.stage !== 'failed') continue;
+      const tipStatus = statuses.get(a.tip_signature);
+      if (!tipStatus || this.ctx.chain.deadSlots.has(tipStatus.slot)) continue;
+      if (commitmentRank(tipStatus.confirmationStatus) < 1) continue;
+      this.ctx.o.metrics.tipsLeaked.inc(a.tip_lamports);
+      this.ctx.o.log.warn(
+        { tx_id: tx.tx_id, bundle_id: a.bundle_id, lamports: a.tip_lamports },
+        'tip landed without its bundle after the transaction ended (leaked)',
+      );
+      await this.settle.markLeaked(tx, a, tipStatus.slot);
+      const fresh = this.ctx.state.records.get(tx.tx_id)?.attempts.find((x) => x.attempt === a.attempt) ?? a;
+      this.ctx.announce.appendLifecycle(tx, fresh);
+    }
+  }
+
   /** Under the transaction's lock: judge its statuses and settle what they show. */
   async evaluate(txId: string, statuses: StatusMap, readAt: { slot: number; ts: number }): Promise<void> {
     const tx = this.ctx.state.records.get(txId);

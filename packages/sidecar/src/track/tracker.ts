@@ -14,6 +14,9 @@ import { readStatusesInto } from './read-statuses';
  * What starts a status pass: the once-a-slot tick; a hint that something landed (the stream saw a signature, the
  * engine reported a landing); a full re-read after a reconnect (confirmed transactions included, due or not).
  */
+/** After its blockhash dies, a tip that landed just before is still read this many blocks: until it is confirmed. */
+const LATE_TIP_CONFIRM_BLOCKS = 32;
+
 export type TrackKind = 'slot' | 'hint' | 'full';
 const TRACK_RANK: Record<TrackKind, number> = { hint: 0, slot: 1, full: 2 };
 /** Transactions a status pass judges at once. */
@@ -147,6 +150,27 @@ export class Tracker {
    * Read the statuses of every signature relay is following and move transactions accordingly. Runs each slot or
    * two, and at once when the stream hints that something landed.
    */
+  /**
+   * The tips of a terminal transaction's lost attempts that can still land on their own. An uncled block's
+   * transactions are re-broadcast one at a time, so such a tip can land (and be paid) after the user transactions
+   * finalized another way; the fault matrix met one under load that no one reported. They are read until their
+   * blockhash is dead and a landing would have been confirmed; a hinted pass reads only the hinted ones.
+   */
+  private lateTipsOf(tx: StoredTx, kind: TrackKind, hinted: ReadonlySet<string>): string[] {
+    const tips: string[] = [];
+    for (const a of tx.attempts) {
+      if (!a.tip_signature || a.leaked || a.stage !== 'failed') continue;
+      const alive =
+        a.tip_last_valid_block_height === null
+          ? this.ctx.chain.slot - a.created_slot <= TIP_LANDING_HORIZON_SLOTS
+          : this.ctx.chain.blockHeight <= a.tip_last_valid_block_height + LATE_TIP_CONFIRM_BLOCKS;
+      if (!alive) continue;
+      if (kind === 'hint' && !hinted.has(a.tip_signature)) continue;
+      tips.push(a.tip_signature);
+    }
+    return tips;
+  }
+
   async track(kind: TrackKind = 'slot'): Promise<void> {
     if (this.ctx.closed) return;
     if (kind === 'slot' && this.ctx.chain.slot - this.lastTrackedSlot < 1) return;
@@ -164,12 +188,29 @@ export class Tracker {
     this.hinted = new Set();
     try {
       const followed: StoredTx[] = [];
+      // Terminal transactions whose lost attempts' tips can still land on their own (see `lateTipsOf`).
+      const lateWatched: StoredTx[] = [];
       // One group per transaction (its user signatures, then the tip signatures of attempts that could still land),
       // packed into calls without splitting a group: a tip and its bundle are then always read at the same moment,
       // so a landed bundle is never mistaken for a tip that landed alone.
       const chunks: string[][] = [[]];
+      const pack = (group: string[]) => {
+        let current = chunks[chunks.length - 1] as string[];
+        if (current.length + group.length > MAX_SIGNATURES_PER_STATUS_CALL) {
+          current = [];
+          chunks.push(current);
+        }
+        current.push(...group);
+      };
       for (const tx of this.ctx.state.records.values()) {
-        if (isTerminalTxState(tx.state)) continue;
+        if (isTerminalTxState(tx.state)) {
+          const late = this.lateTipsOf(tx, kind, hinted);
+          if (late.length > 0) {
+            lateWatched.push(tx);
+            pack(late);
+          }
+          continue;
+        }
         if (tx.attempts.length === 0 && tx.state === 'pending') continue;
         if (!this.worthReading(tx, kind, hinted)) continue;
         followed.push(tx);
@@ -184,12 +225,7 @@ export class Tracker {
             group.push(a.tip_signature);
           }
         }
-        let current = chunks[chunks.length - 1] as string[];
-        if (current.length + group.length > MAX_SIGNATURES_PER_STATUS_CALL) {
-          current = [];
-          chunks.push(current);
-        }
-        current.push(...group);
+        pack(group);
       }
       const statuses: StatusMap = new Map();
       // The statuses show the chain as of (at least) this slot and time. A pass over many transactions can take
@@ -214,6 +250,10 @@ export class Tracker {
           if (result.status === 'rejected')
             this.ctx.o.log.debug({ err: result.reason }, 'status evaluation failed');
       }
+      for (const tx of lateWatched)
+        await this.ctx.locks
+          .run(tx.tx_id, () => this.evaluator.watchLateTips(tx.tx_id, statuses))
+          .catch((error: unknown) => this.ctx.o.log.debug({ err: error }, 'late tip check failed'));
       // Expiry moves with slots: the slot's pass looks at it, not every hinted one.
       if (kind !== 'hint') await this.expiry.checkExpiry();
     } catch (error) {
