@@ -70,7 +70,23 @@ export class Settler {
   }
 
   /** A tip transaction landed without its bundle (an uncled block broke the bundle up): the tip leaked. */
-  async markLeaked(tx: StoredTx, attempt: StoredAttempt, slot: number): Promise<void> {
+  /** A tip landed without its bundle: counted, logged and recorded once (`afterEnd`: after the transaction ended). */
+  async markLeaked(
+    tx: StoredTx,
+    attempt: StoredAttempt,
+    slot: number,
+    options: { afterEnd?: boolean } = {},
+  ): Promise<void> {
+    this.ctx.o.metrics.tipsLeaked.inc(attempt.tip_lamports);
+    this.ctx.o.log.warn(
+      {
+        tx_id: tx.tx_id,
+        bundle_id: attempt.bundle_id,
+        lamports: attempt.tip_lamports,
+        ...(options.afterEnd ? { after_end: true } : {}),
+      },
+      'tip landed without its bundle (leaked)',
+    );
     // The tip was paid: it stays counted against spend-limit even if the attempt was settled before.
     await this.ctx.store.update({
       id: tx.tx_id,

@@ -31,12 +31,7 @@ export class Evaluator {
       const tipStatus = statuses.get(a.tip_signature);
       if (!tipStatus || this.ctx.chain.deadSlots.has(tipStatus.slot)) continue;
       if (commitmentRank(tipStatus.confirmationStatus) < 1) continue;
-      this.ctx.o.metrics.tipsLeaked.inc(a.tip_lamports);
-      this.ctx.o.log.warn(
-        { tx_id: tx.tx_id, bundle_id: a.bundle_id, lamports: a.tip_lamports },
-        'tip landed without its bundle after the transaction ended (leaked)',
-      );
-      await this.settle.markLeaked(tx, a, tipStatus.slot);
+      await this.settle.markLeaked(tx, a, tipStatus.slot, { afterEnd: true });
       const fresh = this.ctx.state.records.get(tx.tx_id)?.attempts.find((x) => x.attempt === a.attempt) ?? a;
       this.ctx.announce.appendLifecycle(tx, fresh);
     }
@@ -73,11 +68,6 @@ export class Evaluator {
       if (!a.tip_signature || a.leaked || a === credited) continue;
       const tipStatus = statuses.get(a.tip_signature);
       if (tipStatus && commitmentRank(tipStatus.confirmationStatus) >= 1) {
-        this.ctx.o.metrics.tipsLeaked.inc(a.tip_lamports);
-        this.ctx.o.log.warn(
-          { tx_id: tx.tx_id, bundle_id: a.bundle_id, lamports: a.tip_lamports },
-          'tip landed without its bundle (leaked)',
-        );
         await this.settle.markLeaked(tx, a, tipStatus.slot);
         if (!a.outcome) {
           await this.settle.settleFailed(tx, a, 'dropped', {
