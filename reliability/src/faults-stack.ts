@@ -22,7 +22,7 @@ export const FAULT_INTERVALS: NonNullable<SidecarOptions['intervals']> = {
 };
 
 export interface LogLine {
-  level: 'warn' | 'error';
+  level: 'info' | 'warn' | 'error';
   msg: string;
   at: number;
   fields: Record<string, unknown>;
@@ -40,10 +40,10 @@ export function capturingLogger(lines: LogLine[]): NonNullable<SidecarOptions['l
     };
   const ignore = (): void => undefined;
   const logger: Record<string, unknown> = {
-    level: 'warn',
+    level: 'info',
     trace: ignore,
     debug: ignore,
-    info: ignore,
+    info: keep('info'),
     warn: keep('warn'),
     error: keep('error'),
     fatal: keep('error'),

@@ -1,5 +1,5 @@
 import type { StoredAttempt } from '../src/store/records';
-import { creditedAttempt } from '../src/track/credit';
+import { blockOrderNeeded, creditedAttempt, tipsInUserSlot } from '../src/track/credit';
 
 /** An attempt with only what `creditedAttempt` reads set meaningfully. */
 function attempt(n: number, over: Partial<StoredAttempt> = {}): StoredAttempt {
@@ -106,4 +106,77 @@ test.each([
   },
 ])('credits $name', ({ tx: record, statuses: read, credited }) => {
   expect(creditedAttempt(record, read)?.attempt ?? null).toBe(credited);
+});
+
+// Two tips in the user transactions' slot: statuses alone guess; the block's order decides.
+test.each([
+  {
+    // The case statuses get wrong: attempt 2's uncled landing was never seen, so nothing prefers against it.
+    name: 'the older attempt whose tip follows the user transaction, over a later tip re-broadcast alone',
+    order: ['other', 'user', 'tip-1', 'x', 'tip-2'],
+    credited: 1,
+  },
+  {
+    name: 'the later attempt whose tip follows the user transaction',
+    order: ['user', 'tip-2', 'tip-1'],
+    credited: 2,
+  },
+  {
+    // Re-broadcast one by one and landed apart: no bundle landed; both tips leaked.
+    name: 'no one when no tip follows the user transaction',
+    order: ['tip-1', 'user', 'other', 'tip-2'],
+    credited: null,
+  },
+  {
+    name: 'no one when the user transaction is the last of the block',
+    order: ['tip-1', 'tip-2', 'user'],
+    credited: null,
+  },
+])('with the block order, credits $name', ({ order, credited }) => {
+  const record = tx([attempt(1), attempt(2)]);
+  const read = statuses({ user: 50, 'tip-1': 50, 'tip-2': 50 });
+  expect(tipsInUserSlot(record, read).map((a) => a.attempt)).toEqual([1, 2]);
+  expect(creditedAttempt(record, read)?.attempt).toBe(2); // the guess
+  expect(creditedAttempt(record, read, order)?.attempt ?? null).toBe(credited);
+});
+
+test('with the block order, the tip right after the user transactions of a multi-transaction bundle, contiguous', () => {
+  const record = tx([attempt(1), attempt(2)], 'auto', ['user', 'user-2']);
+  const read = statuses({ user: 50, 'user-2': 50, 'tip-1': 50, 'tip-2': 50 });
+  expect(creditedAttempt(record, read, ['user', 'user-2', 'tip-1', 'tip-2'])?.attempt).toBe(1);
+  expect(creditedAttempt(record, read, ['x', 'user', 'user-2', 'tip-2', 'tip-1'])?.attempt).toBe(2);
+  // Split by another transaction: no bundle of them landed whole.
+  expect(creditedAttempt(record, read, ['user', 'tip-1', 'user-2', 'tip-2'])).toBeNull();
+});
+
+test.each<{ name: string; attempts: StoredAttempt[]; read: Record<string, number>; needed: boolean }>([
+  {
+    name: 'one tip in the user slot, no slot died',
+    attempts: [attempt(1)],
+    read: { 'tip-1': 50 },
+    needed: false,
+  },
+  { name: 'no tip in the user slot', attempts: [attempt(1)], read: { 'tip-1': 49 }, needed: false },
+  {
+    name: 'two tips in the user slot',
+    attempts: [attempt(1), attempt(2)],
+    read: { 'tip-1': 50, 'tip-2': 50 },
+    needed: true,
+  },
+  {
+    // The fault-matrix case: attempt 1 landed at 48 (uncled), attempt 2 at 51 (uncled); the re-broadcasts put the
+    // user transaction and attempt 1's tip into slot 52, apart: no bundle landed there.
+    name: 'one tip in the user slot after an attempt landed in a slot that died',
+    attempts: [attempt(1, { slot_landed: 48 }), attempt(2, { slot_landed: 51 })],
+    read: { 'tip-1': 50, 'tip-2': 51 },
+    needed: true,
+  },
+  {
+    name: 'the one tip in the user slot landed there as recorded',
+    attempts: [attempt(1, { slot_landed: 50 })],
+    read: { 'tip-1': 50 },
+    needed: false,
+  },
+])('the block order is needed: $needed for $name', ({ attempts, read, needed }) => {
+  expect(blockOrderNeeded(tx(attempts), statuses({ user: 50, ...read }))).toBe(needed);
 });

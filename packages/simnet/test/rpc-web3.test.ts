@@ -243,6 +243,67 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
     expect(answers[2]?.error?.code).toBe(-32601);
   });
 
+  it('getBlock: signatures in block order once confirmed; Agave errors for processed, future, skipped and full', async () => {
+    const raw = async (params: unknown[]) => {
+      const response = await fetch(server.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getBlock', params }),
+      });
+      return (await response.json()) as { result?: unknown; error?: { code: number; message: string } };
+    };
+    const blockhash = cluster.latestBlockhash('confirmed').blockhash;
+    const wires = [1_000, 2_000, 3_000].map((lamports) =>
+      createTransferTx({
+        from: payer,
+        transfers: [{ to: TestKeypair.generate().publicKey, lamports }],
+        recentBlockhash: blockhash,
+      }),
+    );
+    for (const wire of wires) expect(cluster.submitTransaction(wire).ok).toBe(true);
+    cluster.advance(1);
+    const slot = cluster.slot;
+    // Processed only: the blockstore has nothing to serve at `confirmed` yet.
+    await expect(connection.getBlockSignatures(slot, 'confirmed')).rejects.toMatchObject({ code: -32004 });
+    expect((await raw([slot, { commitment: 'processed' }])).error).toEqual({
+      code: -32602,
+      message: 'Method does not support commitment below `confirmed`',
+    });
+    cluster.advance(2);
+    const block = await connection.getBlockSignatures(slot, 'confirmed');
+    expect(block.signatures).toEqual(wires.map(signatureOf));
+    expect(block.blockhash).toBe(cluster.block(slot)?.blockhash);
+    expect(block.parentSlot).toBe(slot - 1);
+    expect(block.previousBlockhash).toBe(cluster.block(slot - 1)?.blockhash);
+    // Not finalized yet.
+    await expect(connection.getBlockSignatures(slot, 'finalized')).rejects.toMatchObject({ code: -32004 });
+    const none = await connection.getBlock(slot, {
+      commitment: 'confirmed',
+      transactionDetails: 'none',
+      rewards: false,
+      maxSupportedTransactionVersion: 0,
+    });
+    expect(none).toMatchObject({ blockhash: block.blockhash, blockHeight: cluster.block(slot)?.blockHeight });
+    expect(none).not.toHaveProperty('signatures');
+    // Full transactions are not modelled: a precise refusal rather than a made-up meta.
+    expect((await raw([slot, { commitment: 'confirmed' }])).error).toMatchObject({
+      code: -32602,
+      message: expect.stringMatching(/transactionDetails "full" is not served/),
+    });
+
+    // A dead slot is skipped for getBlock, like one no leader produced.
+    faults.set({ deadSlotRate: 1 });
+    cluster.advance(1);
+    const dead = cluster.slot;
+    faults.reset();
+    cluster.advance(3);
+    expect(cluster.block(dead)?.status).toBe('dead');
+    await expect(connection.getBlockSignatures(dead, 'confirmed')).rejects.toMatchObject({
+      code: -32007,
+      message: expect.stringContaining(`Slot ${dead} was skipped`),
+    });
+  });
+
   it('getSignatureStatuses refuses more than 256 signatures', async () => {
     const signatures = Array.from({ length: 257 }, () => signatureOf(new Uint8Array(65)));
     await expect(connection.getSignatureStatuses(signatures)).rejects.toThrow(/max 256/);

@@ -436,6 +436,7 @@ test('every transaction ends as the chain says; every tip is accounted for', asy
     compared = await compare();
   }
   const { chain, records, report, leakedMetric } = compared;
+  const byBlockOrder = fs.logs.filter((l) => /block order names the bundle/.test(l.msg));
   const leakLogged = new Set(
     fs.logs.filter((l) => /tip landed without its bundle/.test(l.msg)).map((l) => String(l.fields.bundle_id)),
   );
@@ -541,6 +542,10 @@ test('every transaction ends as the chain says; every tip is accounted for', asy
       leaked_lamports_chain: report.leakedLamports,
       leaked_lamports_metric: leakedMetric,
       relay_bundles_uncled: report.uncledRelayBundles,
+      // Several of a transaction's tips on chain in its slot: relay read the block to name the bundle that landed.
+      credits_decided_by_block_order: byBlockOrder.length,
+      // ... and of those, how many the statuses alone would have credited otherwise.
+      credits_block_order_corrected: byBlockOrder.filter((l) => l.fields.bundle_id !== l.fields.guess).length,
       extra_tips_on_landed_txs: report.extraTips,
       extra_tip_lamports: report.extraTipLamports,
       landed_txs: landedTxs,

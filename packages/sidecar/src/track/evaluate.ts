@@ -3,7 +3,7 @@ import type { RelayContext } from '../context';
 import type { Settler } from '../settle/settle';
 import { inFlight, signaturesOf } from '../store/queries';
 import type { StoredAttempt, StoredTx } from '../store/records';
-import { creditedAttempt } from './credit';
+import { blockOrderNeeded, creditedAttempt, tipsInUserSlot } from './credit';
 import { diagnoseUserTransactions } from './diagnose';
 import { TIP_LANDING_HORIZON_SLOTS, commitmentRank, progress, windowPassed, type StatusMap } from './judge';
 import { readStatusesInto } from './read-statuses';
@@ -14,6 +14,11 @@ import { readStatusesInto } from './read-statuses';
  * landing; the signatures reached a commitment). The verdicts themselves are the pure functions of `judge.ts`.
  */
 export class Evaluator {
+  /** Signatures of blocks read to tell apart tips that share a slot, by slot (a confirmed block does not change). */
+  private readonly blockOrders = new Map<number, readonly string[]>();
+  /** `tx_id:slot` pairs whose credit the block order decided and that were logged (once each; recent only). */
+  private readonly decidedByBlock = new Set<string>();
+
   constructor(
     private readonly ctx: RelayContext,
     private readonly settle: Settler,
@@ -63,9 +68,10 @@ export class Evaluator {
     // by one): leaked. That is every tip on chain but the one of the bundle that landed with the user transactions,
     // counted once confirmed (a processed tip can still be rolled back with its block, and then was never paid).
     if (landedAll) await this.readTipsPastHorizon(tx, statuses);
-    const credited = landedAll ? this.landedAttempt(tx, statuses) : null;
+    const credit = landedAll ? await this.credit(tx, statuses) : { attempt: null, unresolved: [] };
+    const credited = credit.attempt;
     for (const a of tx.attempts) {
-      if (!a.tip_signature || a.leaked || a === credited) continue;
+      if (!a.tip_signature || a.leaked || a === credited || credit.unresolved.includes(a)) continue;
       const tipStatus = statuses.get(a.tip_signature);
       if (tipStatus && commitmentRank(tipStatus.confirmationStatus) >= 1) {
         await this.settle.markLeaked(tx, a, tipStatus.slot);
@@ -84,7 +90,6 @@ export class Evaluator {
 
     if (failedStatus) {
       // A user transaction executed and failed: it is on chain for good, nothing else can land.
-      const landedAttempt = this.landedAttempt(tx, statuses);
       for (const a of tx.attempts)
         if (!a.outcome && a.stage !== 'failed')
           await this.settle.settleFailed(tx, a, 'simulation_failed', {
@@ -94,7 +99,7 @@ export class Evaluator {
           });
       await this.settle.moveTo(tx, 'failed', failedStatus.slot, now, {
         failure: 'simulation_failed',
-        bundleId: landedAttempt?.bundle_id ?? null,
+        bundleId: credited?.bundle_id ?? null,
       });
       return;
     }
@@ -123,12 +128,11 @@ export class Evaluator {
     const { slot, target } = progress(
       userStatuses as Array<{ slot: number; confirmationStatus?: string | undefined }>,
     );
-    const landedAttempt = this.landedAttempt(tx, statuses);
     if (TX_PROGRESS_PATH.indexOf(target) <= TX_PROGRESS_PATH.indexOf(tx.state)) return; // a null or lower never demotes
     await this.settle.moveTo(tx, target, slot, now, {
-      bundleId: landedAttempt?.bundle_id ?? null,
+      bundleId: credited?.bundle_id ?? null,
       landedSlot: slot,
-      attempt: landedAttempt,
+      attempt: credited,
     });
   }
 
@@ -156,8 +160,60 @@ export class Evaluator {
     }
   }
 
-  /** The attempt whose bundle landed, or null: the rule is in `credit.ts` (`creditedAttempt`). */
-  private landedAttempt(tx: StoredTx, statuses: ReadonlyMap<string, { slot: number }>): StoredAttempt | null {
-    return creditedAttempt(tx, statuses);
+  /**
+   * The attempt whose bundle landed (rule: `credit.ts`). Where statuses cannot tell whether a tip in the user
+   * transactions' slot came with them as a bundle (`blockOrderNeeded`), the block's order can, once it is confirmed
+   * (getBlock serves nothing below). Until then nothing is credited and those tips are `unresolved`: none is judged
+   * leaked, and the transaction moves on without naming a bundle.
+   */
+  private async credit(
+    tx: StoredTx,
+    statuses: StatusMap,
+  ): Promise<{ attempt: StoredAttempt | null; unresolved: StoredAttempt[] }> {
+    if (!blockOrderNeeded(tx, statuses)) return { attempt: creditedAttempt(tx, statuses), unresolved: [] };
+    const sharing = tipsInUserSlot(tx, statuses);
+    const user = statuses.get(tx.signatures[0] as string);
+    if (!user || commitmentRank(user.confirmationStatus) < 1) return { attempt: null, unresolved: sharing };
+    const order = await this.blockOrder(user.slot);
+    if (!order) return { attempt: null, unresolved: sharing };
+    const attempt = creditedAttempt(tx, statuses, order);
+    const key = `${tx.tx_id}:${user.slot}`;
+    if (!this.decidedByBlock.has(key)) {
+      this.decidedByBlock.add(key);
+      for (const old of this.decidedByBlock) {
+        if (this.decidedByBlock.size <= 1024) break;
+        this.decidedByBlock.delete(old);
+      }
+      this.ctx.o.log.info(
+        {
+          tx_id: tx.tx_id,
+          slot: user.slot,
+          tips: sharing.map((a) => a.bundle_id),
+          bundle_id: attempt?.bundle_id ?? null,
+          guess: creditedAttempt(tx, statuses)?.bundle_id ?? null,
+        },
+        "a tip in the user transactions' slot is in doubt: the block order names the bundle that landed",
+      );
+    }
+    return { attempt, unresolved: [] };
+  }
+
+  private async blockOrder(slot: number): Promise<readonly string[] | null> {
+    const known = this.blockOrders.get(slot);
+    if (known) return known;
+    let order: string[] | null;
+    try {
+      order = await this.ctx.o.rpc.getBlockSignatures(slot);
+    } catch {
+      return null; // RPC cannot say now: the next pass asks again
+    }
+    if (!order) return null;
+    this.blockOrders.set(slot, order);
+    // A handful of recent slots is all the tracker ever asks about again.
+    for (const old of this.blockOrders.keys()) {
+      if (this.blockOrders.size <= 32) break;
+      this.blockOrders.delete(old);
+    }
+    return order;
   }
 }

@@ -1,6 +1,7 @@
 import {
   Connection,
   PublicKey,
+  SolanaJSONRPCError,
   VersionedTransaction,
   type Commitment,
   type SignatureStatus,
@@ -123,6 +124,23 @@ export class SolanaRpc {
       }),
     );
     return value.err;
+  }
+
+  /**
+   * The signatures of a `confirmed` block, in block order (a bundle's transactions sit whole and contiguous in it).
+   * Read only when statuses cannot tell which bundle landed: a block read is far heavier than a status read.
+   * null when the node answers that it has no such confirmed block (not yet, skipped, cleaned up): an answer, so
+   * the RPC stays healthy.
+   */
+  async getBlockSignatures(slot: number): Promise<string[] | null> {
+    return this.track(async () => {
+      try {
+        return (await this.connection.getBlockSignatures(slot, 'confirmed')).signatures;
+      } catch (error) {
+        if (error instanceof SolanaJSONRPCError) return null;
+        throw error;
+      }
+    });
   }
 
   async getSlot(commitment: Commitment = 'processed'): Promise<number> {

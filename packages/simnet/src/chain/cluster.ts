@@ -11,6 +11,7 @@ import { parseTransaction, verifySignatures, type ParsedTransaction } from './wi
 import type {
   AccountState,
   BlockContext,
+  BlockSummary,
   BlockhashInfo,
   BundleCandidate,
   BundleExecution,
@@ -97,18 +98,6 @@ interface FaucetCredit {
 interface Recorded {
   parsed: ParsedTransaction;
   err: TransactionErrorJson | null;
-}
-
-/** A one-line summary of a block (for servers that need more than the Cluster interface). */
-export interface BlockSummary {
-  slot: number;
-  parentSlot: number | null;
-  parentBlockhash: string | null;
-  blockHeight: number;
-  blockhash: string;
-  leader: LeaderInfo;
-  signatures: readonly string[];
-  status: Commitment | 'dead';
 }
 
 /** How long signature statuses are kept for `signatureStatus` (searchTransactionHistory reaches this far). */
@@ -362,7 +351,11 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     };
   }
 
-  /** A produced block by slot (recent history only); null for skipped, unknown or pruned slots. */
+  firstAvailableBlock(): number {
+    for (const slot of this.blocks.keys()) return slot;
+    return 0;
+  }
+
   block(slot: number): BlockSummary | null {
     const block = this.blocks.get(slot);
     if (!block) return null;

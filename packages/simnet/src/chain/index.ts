@@ -1,5 +1,5 @@
 export * from './types';
-export { SimCluster, BLOCKHASH_VALID_BLOCKS, type SimClusterOptions, type BlockSummary } from './cluster';
+export { SimCluster, BLOCKHASH_VALID_BLOCKS, type SimClusterOptions } from './cluster';
 export { LEADER_WINDOW_SLOTS } from './leaders';
 export {
   encodeTransactionError,

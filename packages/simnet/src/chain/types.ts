@@ -146,6 +146,19 @@ export interface ClusterEvents {
   ];
 }
 
+/** A one-line summary of a produced block. */
+export interface BlockSummary {
+  slot: number;
+  parentSlot: number | null;
+  parentBlockhash: string | null;
+  blockHeight: number;
+  blockhash: string;
+  leader: LeaderInfo;
+  /** In block order: bundles first (each whole and contiguous), then queued and re-broadcast transactions. */
+  signatures: readonly string[];
+  status: Commitment | 'dead';
+}
+
 export interface Cluster {
   /** Highest processed slot. */
   readonly slot: number;
@@ -167,6 +180,11 @@ export interface Cluster {
   /** Known and not expired at the current block height. */
   isBlockhashValid(blockhash: string): boolean;
   blockhashInfo(blockhash: string): BlockhashInfo | null;
+
+  /** A produced block by slot (recent history only, dead ones included); null for skipped, unknown or pruned slots. */
+  block(slot: number): BlockSummary | null;
+  /** The oldest slot whose block is still kept (getBlock answers "cleaned up" below it). */
+  firstAvailableBlock(): number;
 
   /** Status cache lookup; null when unknown (never landed, rolled back, or older than the cache). */
   signatureStatus(signature: string): SignatureStatus | null;

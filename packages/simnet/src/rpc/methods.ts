@@ -30,6 +30,9 @@ interface Config {
   replaceRecentBlockhash?: boolean;
   searchTransactionHistory?: boolean;
   identity?: string;
+  transactionDetails?: string;
+  rewards?: boolean;
+  maxSupportedTransactionVersion?: number;
 }
 
 /** Map Solana's commitment names, including the deprecated aliases, onto the three levels. Default: finalized (Agave). */
@@ -240,6 +243,50 @@ export class RpcMethods {
       }
       // Rent: 3,480 lamports per byte-year, exempt at two years, counting 128 bytes of account overhead.
       return (length + 128) * 3_480 * 2;
+    },
+    getBlock: (params) => {
+      const slot = params[0];
+      if (typeof slot !== 'number' || !Number.isSafeInteger(slot) || slot < 0)
+        throw invalidParams('Invalid params: slot must be a non-negative integer');
+      const config = configAt(params, 1);
+      const commitment = parseCommitment(config.commitment);
+      // Agave serves blocks from the blockstore, which holds no block below `confirmed`.
+      if (commitment === 'processed')
+        throw invalidParams('Method does not support commitment below `confirmed`');
+      const details = config.transactionDetails ?? 'full';
+      if (!['full', 'accounts', 'signatures', 'none'].includes(details))
+        throw invalidParams(`Invalid params: unknown transactionDetails ${String(details)}`);
+      if (details === 'full' || details === 'accounts') {
+        // Not modelled yet: per-transaction metadata (balances before and after, logs) is not kept per block.
+        throw invalidParams(
+          `Invalid params: transactionDetails "${details}" is not served by the simnet; use "signatures" or "none"`,
+        );
+      }
+      if (slot > this.cluster.slotAt(commitment))
+        throw new RpcError(-32004, `Block not available for slot ${slot}`);
+      const block = this.cluster.block(slot);
+      if (!block || block.status === 'dead' || !meetsCommitment(block.status, commitment)) {
+        const first = this.cluster.firstAvailableBlock();
+        if (slot < first)
+          throw new RpcError(
+            -32001,
+            `Block ${slot} cleaned up, does not exist on node. First available block: ${first}`,
+          );
+        throw new RpcError(
+          -32007,
+          `Slot ${slot} was skipped, or missing due to ledger jump to recent snapshot`,
+        );
+      }
+      return {
+        blockHeight: block.blockHeight,
+        // Blocks carry no wall-clock stamp in the simnet; Agave also answers null when it has none.
+        blockTime: null,
+        blockhash: block.blockhash,
+        parentSlot: block.parentSlot ?? 0,
+        previousBlockhash: block.parentBlockhash ?? block.blockhash,
+        ...(details === 'signatures' ? { signatures: [...block.signatures] } : {}),
+        ...(config.rewards === false ? {} : { rewards: [] }),
+      };
     },
     getSignatureStatuses: (params) => {
       const signatures = params[0];
