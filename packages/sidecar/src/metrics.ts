@@ -45,7 +45,12 @@ export class Metrics {
   });
   readonly deadSlots = new Counter({
     name: 'relay_dead_slots_total',
-    help: 'Slots the cluster abandoned (dead or uncled blocks) while relay was watching',
+    help: 'Slots the stream reported dead (replay failures) while relay was watching',
+    registers: [this.registry],
+  });
+  readonly orphanedLandings = new Counter({
+    name: 'relay_orphaned_landings_total',
+    help: 'Landings whose block left the chain without a dead-slot notice (an abandoned fork): back to pending',
     registers: [this.registry],
   });
   readonly evicted = new Counter({

@@ -3,6 +3,7 @@ import type { StoredAttempt } from '../src/store/records';
 import {
   WINDOW_GRACE_MS,
   WINDOW_GRACE_SLOTS,
+  orphanedBy,
   commitmentRank,
   progress,
   windowPassed,
@@ -67,4 +68,13 @@ test.each([
   ],
 ])('windowPassed: %s', (_name, attempt, readAt, expected) => {
   expect(windowPassed(attempt, readAt)).toBe(expected);
+});
+
+test.each([
+  { context: undefined, landed: 100, gone: false, why: 'no context slot: the answer proves nothing' },
+  { context: 99, landed: 100, gone: false, why: 'a node behind the landing' },
+  { context: 103, landed: 100, gone: false, why: 'within a leader window: maybe a brief fork' },
+  { context: 104, landed: 100, gone: true, why: 'a leader window past the landing' },
+])('orphanedBy($context, $landed) is $gone: $why', ({ context, landed, gone }) => {
+  expect(orphanedBy(context, landed)).toBe(gone);
 });

@@ -14,10 +14,16 @@ export interface FaultSettings {
   engineLatencyMs: number;
   /** Block engine: an accepted bundle is silently dropped (never lands; gRPC `dropped`) with this probability. */
   bundleDropRate: number;
-  /** Chain: a block that carries a bundle is uncled with this probability; the bundle's transactions are then
-   * re-broadcast one by one and may land individually (no atomicity). */
+  /** Chain: a block that carries a bundle is uncled with this probability: left on an abandoned fork (silently, as
+   * `orphanedBlockRate`), and the bundle's transactions are re-broadcast one by one and may land individually (no
+   * atomicity). */
   uncleRate: number;
-  /** Chain: a produced slot is declared dead shortly after with this probability (its transactions roll back). */
+  /** Chain: a produced block is left on an abandoned fork with this probability: its slot never confirms, its
+   * transactions' statuses return to null, nothing is re-broadcast, and no stream says so (Yellowstone sends
+   * `SLOT_DEAD` only on replay failure, which is `deadSlotRate`). */
+  orphanedBlockRate: number;
+  /** Chain: a produced slot fails replay with this probability: declared dead (`SLOT_DEAD`) one slot later, its
+   * transactions roll back. */
   deadSlotRate: number;
   /** Chain: the slot clock stops advancing while true. */
   slotStall: boolean;
@@ -39,6 +45,7 @@ export const DEFAULT_FAULTS: Readonly<FaultSettings> = Object.freeze({
   engineLatencyMs: 0,
   bundleDropRate: 0,
   uncleRate: 0,
+  orphanedBlockRate: 0,
   deadSlotRate: 0,
   slotStall: false,
   staleTipFloor: false,
@@ -68,6 +75,10 @@ export interface FaultCounts {
   engine5xx: number;
   /** Open Yellowstone Subscribe streams ended with UNAVAILABLE by `cutStreams` / `streamCutIntervalMs`. */
   streamsCut: number;
+  /** Blocks abandoned: replay failures (`deadSlotRate`), uncled blocks (`uncleRate`), orphaned ones. */
+  deadSlots: number;
+  uncledBlocks: number;
+  orphanedBlocks: number;
 }
 
 const ZERO_COUNTS: Readonly<FaultCounts> = Object.freeze({
@@ -78,6 +89,9 @@ const ZERO_COUNTS: Readonly<FaultCounts> = Object.freeze({
   engineRateLimited: 0,
   engine5xx: 0,
   streamsCut: 0,
+  deadSlots: 0,
+  uncledBlocks: 0,
+  orphanedBlocks: 0,
 });
 
 /** One-shot fault actions, delivered as events to whoever implements them. */

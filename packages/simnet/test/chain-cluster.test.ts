@@ -206,7 +206,7 @@ describe('uncled blocks and dead slots', () => {
 
     cluster.advance(1);
     expect(events.filter((e) => e.slot === deadSlot).map((e) => e.status)).toEqual(['processed', 'dead']);
-    expect(rollbacks).toEqual([{ slot: deadSlot, signatures: [signatureOf(wire)] }]);
+    expect(rollbacks).toEqual([{ slot: deadSlot, signatures: [signatureOf(wire)], reason: 'dead' }]);
     expect(cluster.signatureStatus(signatureOf(wire))).toBeNull();
     expect(cluster.getBalance(recipient)).toBe(0);
     expect(cluster.getBalance(user.publicKey)).toBe(balance);

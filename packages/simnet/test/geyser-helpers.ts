@@ -36,7 +36,8 @@ export class Collector<T = Record<string, unknown>> {
     });
   }
 
-  async waitFor(predicate: (update: T) => boolean, timeoutMs = 3_000, from = 0): Promise<T> {
+  // Generous limits: they are hang backstops, not expectations (a loaded 2-core CI box delivers late, not never).
+  async waitFor(predicate: (update: T) => boolean, timeoutMs = 15_000, from = 0): Promise<T> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const found = this.updates.slice(from).find(predicate);
@@ -54,7 +55,7 @@ export class Collector<T = Record<string, unknown>> {
     }
   }
 
-  async waitForError(timeoutMs = 3_000): Promise<Error & { code?: number; details?: string }> {
+  async waitForError(timeoutMs = 15_000): Promise<Error & { code?: number; details?: string }> {
     const deadline = Date.now() + timeoutMs;
     while (!this.error) {
       if (Date.now() > deadline) throw new Error('timed out waiting for a stream error');
@@ -71,3 +72,19 @@ export class Collector<T = Record<string, unknown>> {
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+let nextPingId = 1_000;
+
+/**
+ * Resolves once the server has taken every request written to `stream` before: it answers requests in order, and a
+ * ping alone changes no filter. What a test waits on instead of sleeping and hoping the filters are in place.
+ */
+export async function requestsApplied(
+  stream: { write(request: never): unknown },
+  updates: Collector<{ pong?: { id: number } }>,
+): Promise<void> {
+  const id = ++nextPingId;
+  const from = updates.updates.length;
+  stream.write(subscribeRequest({ ping: { id } }));
+  await updates.waitFor((u) => u.pong?.id === id, undefined, from);
+}

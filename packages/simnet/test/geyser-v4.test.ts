@@ -9,7 +9,7 @@ import { SimCluster } from '../src/chain/cluster';
 import { TestKeypair, createTransferTx, signatureOf } from '../src/chain/testing';
 import { startGeyserServer, type GeyserServerHandle } from '../src/geyser/server';
 import { Faults } from '../src/faults';
-import { Collector, sleep, subscribeRequest } from './geyser-helpers';
+import { Collector, requestsApplied, subscribeRequest } from './geyser-helpers';
 
 type Update = {
   filters: string[];
@@ -111,7 +111,7 @@ describe('Yellowstone server with @triton-one/yellowstone-grpc 4.0.2', () => {
         commitment: CommitmentLevel.PROCESSED,
       }),
     );
-    await sleep(100);
+    await requestsApplied(stream, updates);
     const ok = transfer(payer, 1_000_000);
     const failing = transfer(payer, 1_000_000_000_000);
     const unrelated = transfer(other, 1_000_000);
@@ -150,7 +150,7 @@ describe('Yellowstone server with @triton-one/yellowstone-grpc 4.0.2', () => {
   it('sends server pings, answers client pings with pongs, and replaces filters on each request', async () => {
     const { stream, updates } = await open();
     stream.write(subscribeRequest({ slots: { a: {} } }));
-    await updates.waitFor((u) => u.ping !== undefined, 2_000);
+    await updates.waitFor((u) => u.ping !== undefined);
     stream.write(subscribeRequest({ ping: { id: 42 } }));
     expect((await updates.waitFor((u) => u.pong !== undefined)).pong?.id).toBe(42);
     // The ping did not clear the filters.
@@ -160,12 +160,12 @@ describe('Yellowstone server with @triton-one/yellowstone-grpc 4.0.2', () => {
     stream.write(
       subscribeRequest({ slots: { b: { filterByCommitment: true } }, commitment: CommitmentLevel.FINALIZED }),
     );
-    await sleep(100);
+    await requestsApplied(stream, updates);
     const mark = updates.updates.length;
     cluster.advance(40); // past the 32-slot finalization lag
     const finalizedBefore = cluster.slotAt('finalized');
     cluster.advance(2);
-    await updates.waitFor((u) => u.slot?.slot === String(cluster.slotAt('finalized')), 2_000, mark);
+    await updates.waitFor((u) => u.slot?.slot === String(cluster.slotAt('finalized')), undefined, mark);
     const after = updates.updates.slice(mark).filter((u) => u.slot);
     expect(after.every((u) => u.filters.join() === 'b' && u.slot?.status === 2)).toBe(true);
     expect(after.map((u) => Number(u.slot?.slot)).slice(-3)).toEqual([
@@ -178,7 +178,7 @@ describe('Yellowstone server with @triton-one/yellowstone-grpc 4.0.2', () => {
   it('emits dead slots only with interslot_updates', async () => {
     const { stream, updates } = await open();
     stream.write(subscribeRequest({ slots: { plain: {}, inter: { interslotUpdates: true } } }));
-    await sleep(100);
+    await requestsApplied(stream, updates);
     faults.set({ deadSlotRate: 1 });
     cluster.advance(1);
     faults.reset();
@@ -213,7 +213,8 @@ describe('Yellowstone server with @triton-one/yellowstone-grpc 4.0.2', () => {
     const second = await open();
     first.stream.write(subscribeRequest({ slots: { s: {} } }));
     second.stream.write(subscribeRequest({}));
-    await sleep(100);
+    await requestsApplied(first.stream, first.updates);
+    await requestsApplied(second.stream, second.updates);
     faults.cutStreams();
     expect((await first.updates.waitForError()).code).toBe(14);
     expect((await second.updates.waitForError()).code).toBe(14);
@@ -234,7 +235,7 @@ describe('Yellowstone server with @triton-one/yellowstone-grpc 4.0.2', () => {
     }
     const calm = await open();
     calm.stream.write(subscribeRequest({ slots: { s: {} } }));
-    await sleep(400);
+    await requestsApplied(calm.stream, calm.updates);
     cluster.advance(1);
     await calm.updates.waitFor((u) => u.slot !== undefined);
     expect(calm.updates.error).toBeNull();

@@ -10,11 +10,11 @@ import { SimCluster } from '../src/chain/cluster';
 import { TestKeypair, createTransferTx, signatureOf } from '../src/chain/testing';
 import { startGeyserServer, type GeyserServerHandle } from '../src/geyser/server';
 import { Faults } from '../src/faults';
-import { Collector, sleep, subscribeRequest } from './geyser-helpers';
+import { Collector, requestsApplied, subscribeRequest } from './geyser-helpers';
 
 type Update = {
   filters: string[];
-  slot?: { slot: string | bigint; status: number };
+  slot?: { slot: string | bigint; parent?: string | bigint; status: number; deadError?: string };
   transactionStatus?: { slot: string | bigint; signature: Uint8Array; err?: { err: Uint8Array } };
   pong?: { id: number };
 };
@@ -70,7 +70,7 @@ describe('Yellowstone server with @triton-one/yellowstone-grpc 7.x (napi)', () =
         commitment: CommitmentLevel.PROCESSED,
       }),
     );
-    await sleep(150);
+    await requestsApplied(stream, updates);
     const failing = createTransferTx({
       from: payer,
       transfers: [{ to: TestKeypair.generate().publicKey, lamports: 1_000_000_000_000 }],
@@ -89,12 +89,62 @@ describe('Yellowstone server with @triton-one/yellowstone-grpc 7.x (napi)', () =
     expect(slot.filters).toEqual(['client']);
 
     stream.write(subscribeRequest({ ping: { id: 9 } }));
-    expect((await updates.waitFor((u) => u.pong !== undefined)).pong?.id).toBe(9);
+    expect((await updates.waitFor((u) => u.pong?.id === 9)).pong?.id).toBe(9);
+  });
+
+  it('an orphaned block: statuses back to null, no message, its slot never confirms; a replay failure gets SLOT_DEAD', async () => {
+    const { stream, updates } = await open(
+      subscribeRequest({
+        slots: { client: { interslotUpdates: true } }, // SLOT_DEAD is an inter-slot update
+        transactionsStatus: {
+          mine: { accountInclude: [payer.publicKey], accountExclude: [], accountRequired: [] },
+        },
+        commitment: CommitmentLevel.PROCESSED,
+      }),
+    );
+    await requestsApplied(stream, updates);
+    const transfer = createTransferTx({
+      from: payer,
+      transfers: [{ to: TestKeypair.generate().publicKey, lamports: 1_000_000 }],
+      recentBlockhash: cluster.latestBlockhash('processed').blockhash,
+    });
+    expect(cluster.submitTransaction(transfer).ok).toBe(true);
+    const orphanedBefore = faults.injected.orphanedBlocks;
+    faults.set({ orphanedBlockRate: 1 });
+    cluster.advance(1);
+    faults.reset();
+    const orphan = cluster.slot;
+    const parent = cluster.block(orphan)?.parentSlot as number;
+    await updates.waitFor((u) => bs58.encode(u.transactionStatus?.signature ?? []) === signatureOf(transfer));
+    expect(cluster.signatureStatus(signatureOf(transfer))?.slot).toBe(orphan);
+
+    cluster.advance(4); // the next block builds on the orphan's parent; two more slots confirm past it
+    const next = orphan + 1;
+    await updates.waitFor((u) => String(u.slot?.slot) === String(next + 1) && u.slot?.status === 1);
+    expect(faults.injected.orphanedBlocks).toBe(orphanedBefore + 1);
+    expect(cluster.signatureStatus(signatureOf(transfer))).toBeNull();
+    const aboutOrphan = updates.updates.filter((u) => String(u.slot?.slot) === String(orphan));
+    // First shred, bank created, completed, processed; then silence: no DEAD, no CONFIRMED.
+    expect(aboutOrphan.map((u) => u.slot?.status)).toEqual([3, 5, 4, 0]);
+    const confirmedNext = updates.updates.find(
+      (u) => String(u.slot?.slot) === String(next) && u.slot?.status === 1,
+    );
+    expect(String(confirmedNext?.slot?.parent)).toBe(String(parent)); // the fork shows only in the parent link
+
+    faults.set({ deadSlotRate: 1 });
+    cluster.advance(1);
+    faults.reset();
+    const dead = cluster.slot;
+    cluster.advance(1);
+    const deadUpdate = await updates.waitFor(
+      (u) => String(u.slot?.slot) === String(dead) && u.slot?.status === 6,
+    );
+    expect(deadUpdate.slot?.deadError).toBe('slot marked dead');
   });
 
   it('reconnects with from_slot after a cut and sees every slot once; OUT_OF_RANGE beyond the buffer', async () => {
     const first = await open(subscribeRequest({ slots: { s: {} } }));
-    await sleep(150);
+    await requestsApplied(first.stream, first.updates);
     cluster.advance(3);
     await first.updates.waitFor((u) => String(u.slot?.slot) === String(cluster.slot));
     const lastSeen = Math.max(

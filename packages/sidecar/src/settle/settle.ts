@@ -269,7 +269,7 @@ export class Settler {
   }
 
   /** Under the transaction's lock: its landing slot died, so it is pending again and the landed attempt dropped. */
-  async unland(txId: string, slot: number): Promise<void> {
+  async unland(txId: string, slot: number, why = `slot ${slot} died`): Promise<void> {
     const current = this.ctx.state.records.get(txId);
     if (!current || current.landed_slot !== slot) return;
     if (current.state !== 'landed' && current.state !== 'processed') return;
@@ -285,7 +285,7 @@ export class Settler {
     if (landed)
       await this.settleFailed(current, landed, 'dropped', {
         countRetry: false,
-        detail: `slot ${slot} died`,
+        detail: why,
       });
   }
 }

@@ -5,7 +5,14 @@ import { inFlight, signaturesOf } from '../store/queries';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import { blockOrderNeeded, creditedAttempt, tipsInUserSlot } from './credit';
 import { diagnoseUserTransactions } from './diagnose';
-import { TIP_LANDING_HORIZON_SLOTS, commitmentRank, progress, windowPassed, type StatusMap } from './judge';
+import {
+  TIP_LANDING_HORIZON_SLOTS,
+  commitmentRank,
+  orphanedBy,
+  progress,
+  windowPassed,
+  type StatusMap,
+} from './judge';
 import { readStatusesInto } from './read-statuses';
 
 /**
@@ -43,7 +50,11 @@ export class Evaluator {
   }
 
   /** Under the transaction's lock: judge its statuses and settle what they show. */
-  async evaluate(txId: string, statuses: StatusMap, readAt: { slot: number; ts: number }): Promise<void> {
+  async evaluate(
+    txId: string,
+    statuses: StatusMap,
+    readAt: { slot: number; ts: number; contextSlot?: number },
+  ): Promise<void> {
     const tx = this.ctx.state.records.get(txId);
     if (!tx || isTerminalTxState(tx.state)) return;
     // Moved to a slot that died while the move was being written (the dead-slot notice came in between): undo it.
@@ -63,6 +74,25 @@ export class Evaluator {
     const landedAll = userStatuses.every((s) => s !== undefined);
     const failedStatus = userStatuses.find((s) => s && s.err);
     const now = this.ctx.now();
+
+    // A landing whose block left the chain without notice: a block on an abandoned fork gets no dead-slot message
+    // (Yellowstone sends SLOT_DEAD only on replay failure); its slot never confirms and its statuses turn null. An
+    // answer that describes the chain well past the landing slot and has none of the user transactions proves it.
+    // (A node lagging behind the landing answers null too, but its context slot says so.)
+    const gone = userStatuses.every((s) => s === undefined);
+    if (early && gone && tx.landed_slot !== null && orphanedBy(readAt.contextSlot, tx.landed_slot)) {
+      this.ctx.o.metrics.orphanedLandings.inc();
+      this.ctx.o.log.info(
+        { tx_id: tx.tx_id, slot: tx.landed_slot, context_slot: readAt.contextSlot },
+        'landing gone from the chain (abandoned fork, no dead-slot notice): back to pending',
+      );
+      await this.settle.unland(
+        tx.tx_id,
+        tx.landed_slot,
+        `the block of slot ${tx.landed_slot} left the chain`,
+      );
+      return;
+    }
 
     // Tips that landed without their bundle (an uncled block broke it up and its transactions were re-broadcast one
     // by one): leaked. That is every tip on chain but the one of the bundle that landed with the user transactions,

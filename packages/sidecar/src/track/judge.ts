@@ -24,6 +24,18 @@ export const WINDOW_GRACE_MS = 1200;
 /** Slots after which a tip transaction's blockhash is surely dead (150 blocks, with room for skipped slots). */
 export const TIP_LANDING_HORIZON_SLOTS = 300;
 
+/**
+ * How far past a landing slot a status answer must reach before a null there means the block left the chain: a
+ * leader window. A node one or two slots past may briefly sit on another fork; past a window, the cluster has
+ * confirmed on without the block.
+ */
+export const ORPHAN_EVIDENCE_SLOTS = 4;
+
+/** Whether an answer at `contextSlot` that shows none of the user transactions proves the landing at `landedSlot` gone. */
+export function orphanedBy(contextSlot: number | undefined, landedSlot: number): boolean {
+  return contextSlot !== undefined && contextSlot >= landedSlot + ORPHAN_EVIDENCE_SLOTS;
+}
+
 export function commitmentRank(status: string | undefined): number {
   return status === 'finalized' ? 2 : status === 'confirmed' ? 1 : 0;
 }

@@ -1,14 +1,17 @@
 import type { SolanaRpc } from '../upstream/solana-rpc';
 import type { StatusMap } from './judge';
 
-/** Read the statuses of `signatures` in one call and add every known one to `into` (a null status adds nothing). */
+/**
+ * Read the statuses of `signatures` in one call and add every known one to `into` (a null status adds nothing).
+ * Returns the slot the answer describes (`context.slot`, the lowest of the calls).
+ */
 export async function readStatusesInto(
-  rpc: Pick<SolanaRpc, 'getSignatureStatuses'>,
+  rpc: Pick<SolanaRpc, 'getSignatureStatusesWithContext'>,
   signatures: string[],
   into: StatusMap,
-): Promise<void> {
-  const values = await rpc.getSignatureStatuses(signatures);
-  values.forEach((v, i) => {
+): Promise<number> {
+  const { contextSlot, statuses } = await rpc.getSignatureStatusesWithContext(signatures);
+  statuses.forEach((v, i) => {
     if (v)
       into.set(signatures[i] as string, {
         slot: v.slot,
@@ -16,4 +19,5 @@ export async function readStatusesInto(
         confirmationStatus: v.confirmationStatus,
       });
   });
+  return contextSlot;
 }

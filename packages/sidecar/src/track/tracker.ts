@@ -230,11 +230,16 @@ export class Tracker {
       const statuses: StatusMap = new Map();
       // The statuses show the chain as of (at least) this slot and time. A pass over many transactions can take
       // longer than a slot, so "not landed" is judged against these, never against the slot reached meanwhile.
-      const readAt = { slot: this.ctx.chain.slot, ts: this.ctx.now() };
+      const readAt: { slot: number; ts: number; contextSlot?: number } = {
+        slot: this.ctx.chain.slot,
+        ts: this.ctx.now(),
+      };
+      let contextSlot = Number.POSITIVE_INFINITY;
       for (const chunk of chunks) {
         if (chunk.length === 0) continue;
-        await readStatusesInto(this.ctx.o.rpc, chunk, statuses);
+        contextSlot = Math.min(contextSlot, await readStatusesInto(this.ctx.o.rpc, chunk, statuses));
       }
+      if (Number.isFinite(contextSlot)) readAt.contextSlot = contextSlot;
       // Transactions are independent (each under its own lock), so they are judged many at a time: one after
       // another, every state change waited for its own journal fsync, and a pass over a few thousand landings took
       // tens of seconds under load; together, their writes share group commits.

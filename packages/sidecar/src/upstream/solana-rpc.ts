@@ -59,22 +59,35 @@ export class SolanaRpc {
     signatures: string[],
     options: { searchTransactionHistory?: boolean } = {},
   ): Promise<Array<SignatureStatus | null>> {
-    const out: Array<SignatureStatus | null> = [];
+    return (await this.getSignatureStatusesWithContext(signatures, options)).statuses;
+  }
+
+  /**
+   * Statuses with the slot they describe: the lowest `context.slot` of the calls (behind a load balancer, a node
+   * some slots behind answers null for what it has not seen yet, and says so only there).
+   */
+  async getSignatureStatusesWithContext(
+    signatures: string[],
+    options: { searchTransactionHistory?: boolean } = {},
+  ): Promise<{ contextSlot: number; statuses: Array<SignatureStatus | null> }> {
+    const statuses: Array<SignatureStatus | null> = [];
+    let contextSlot = Number.POSITIVE_INFINITY;
     for (let i = 0; i < signatures.length; i += MAX_SIGNATURES_PER_STATUS_CALL) {
       const chunk = signatures.slice(i, i + MAX_SIGNATURES_PER_STATUS_CALL);
       const config = { searchTransactionHistory: options.searchTransactionHistory ?? false };
       const raw = (this.connection as unknown as Partial<RawRpcConnection>)._rpcRequest;
-      const value = await this.track(async () =>
-        typeof raw === 'function'
-          ? parseSignatureStatuses(
-              await raw.call(this.connection, 'getSignatureStatuses', [chunk, config]),
-              chunk.length,
-            )
-          : (await this.connection.getSignatureStatuses(chunk, config)).value,
-      );
-      out.push(...value);
+      const read = await this.track(async () => {
+        if (typeof raw !== 'function') {
+          const { context, value } = await this.connection.getSignatureStatuses(chunk, config);
+          return { slot: context.slot, value };
+        }
+        const response = await raw.call(this.connection, 'getSignatureStatuses', [chunk, config]);
+        return { slot: statusContextSlot(response), value: parseSignatureStatuses(response, chunk.length) };
+      });
+      contextSlot = Math.min(contextSlot, read.slot);
+      statuses.push(...read.value);
     }
-    return out;
+    return { contextSlot: Number.isFinite(contextSlot) ? contextSlot : 0, statuses };
   }
 
   /**
@@ -216,6 +229,12 @@ interface RawRpcConnection {
 const CONFIRMATION_STATUSES = new Set(['processed', 'confirmed', 'finalized']);
 
 /** The `value` of a getSignatureStatuses answer, checked: `expected` entries, each null or a status. */
+/** The `context.slot` of a getSignatureStatuses answer (0 when absent: then it proves nothing about recency). */
+function statusContextSlot(response: unknown): number {
+  const slot = (response as { result?: { context?: { slot?: unknown } } } | null)?.result?.context?.slot;
+  return typeof slot === 'number' ? slot : 0;
+}
+
 export function parseSignatureStatuses(response: unknown, expected: number): Array<SignatureStatus | null> {
   const invalid = (why: string) => new Error(`failed to get signature status: invalid response (${why})`);
   if (typeof response !== 'object' || response === null) throw invalid('not an object');

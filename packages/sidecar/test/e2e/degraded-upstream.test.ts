@@ -85,8 +85,48 @@ test('an uncled block: the tip re-broadcast on its own is counted leaked, and th
   expect(lifecycle.filter((e) => e.tx_id === txId && e.stage === 'finalized')).toEqual([]);
 }, 45_000);
 
-async function leakedLamports(): Promise<number> {
+test('an orphaned block (no dead-slot notice): the landing goes back to pending, and the transaction finalizes in another block', async () => {
+  const orphanedBefore = await counter('relay_orphaned_landings_total');
+  const deadBefore = await counter('relay_dead_slots_total');
+  // Every block is left on an abandoned fork: the stream says nothing, the statuses just turn null again.
+  stack.simnet.faults.set({ orphanedBlockRate: 1 });
+  const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer(11) });
+  expect(enqueued.status).toBe(202);
+  const txId: string = enqueued.body.tx_id;
+  await waitUntil(
+    async () => (await counter('relay_orphaned_landings_total')) > orphanedBefore,
+    20_000,
+    'relay to see the landing gone',
+  );
+  stack.simnet.faults.reset();
+  await waitUntil(
+    async () => (await get(url, `/tx/${txId}`)).body.state === 'finalized',
+    20_000,
+    'finalized',
+  );
+  expect(await counter('relay_dead_slots_total')).toBe(deadBefore); // nothing announced a dead slot
+  const record = (await get(url, `/tx/${txId}`)).body;
+  const states = (record.history as Array<{ state: string }>).map((h) => h.state);
+  // Landed (or processed) in the orphaned block, back to pending, then on to finalized in a block that stayed.
+  expect(states.indexOf('pending', 1)).toBeGreaterThan(
+    states.findIndex((s) => s === 'processed' || s === 'landed'),
+  );
+  expect(record.attempts[0]).toMatchObject({ outcome: 'dropped' });
+  const lifecycle = (await get(url, '/lifecycle?last=50')).body.entries as Array<Record<string, unknown>>;
+  const gone = lifecycle.find((e) => e.bundle_id === record.attempts[0].bundle_id && e.stage === 'failed');
+  expect(gone?.slot_landed).toEqual(expect.any(Number));
+  const finalized = (record.history as Array<{ state: string; slot: number }>).find(
+    (h) => h.state === 'finalized',
+  );
+  expect(finalized?.slot).toBeGreaterThan(gone?.slot_landed as number);
+}, 45_000);
+
+async function counter(name: string): Promise<number> {
   const text = (await get(url, '/metrics')).body as string;
-  const line = text.split('\n').find((l) => l.startsWith('relay_tips_leaked_lamports_total '));
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return line ? Number(line.split(' ')[1]) : 0;
+}
+
+async function leakedLamports(): Promise<number> {
+  return counter('relay_tips_leaked_lamports_total');
 }

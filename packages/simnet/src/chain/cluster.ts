@@ -74,7 +74,7 @@ interface Block {
   status: Commitment | 'dead';
   /** Set when the block will be abandoned when the next slot is produced. */
   doom?: {
-    reason: 'dead' | 'uncled';
+    reason: 'dead' | 'uncled' | 'orphaned';
     /** State of every account the block wrote, as it was before the block. */
     snapshot: AccountSnapshot;
     uncledBundleIds: string[];
@@ -490,7 +490,8 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     const faults = this.faults.current;
     const willDie = this.chainRng.chance(faults.deadSlotRate);
     const uncleDrawn = this.chainRng.chance(faults.uncleRate);
-    const snapshot: AccountSnapshot | null = willDie || uncleDrawn ? new Map() : null;
+    const orphanDrawn = this.chainRng.chance(faults.orphanedBlockRate);
+    const snapshot: AccountSnapshot | null = willDie || uncleDrawn || orphanDrawn ? new Map() : null;
 
     const parent = this.tip;
     const height = parent.height + 1;
@@ -540,10 +541,18 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       faucetCredits: this.faucetCredits,
     };
     this.faucetCredits = [];
-    if (snapshot && (willDie || landedBundles.length > 0)) {
-      const uncled = !willDie;
+    // Replay failure first, then an uncle (only a block with bundles has anything to re-broadcast), then an orphan.
+    const reason = willDie
+      ? 'dead'
+      : uncleDrawn && landedBundles.length > 0
+        ? 'uncled'
+        : orphanDrawn
+          ? 'orphaned'
+          : null;
+    if (snapshot && reason) {
+      const uncled = reason === 'uncled';
       block.doom = {
-        reason: uncled ? 'uncled' : 'dead',
+        reason,
         snapshot,
         uncledBundleIds: uncled ? landedBundles.map((b) => b.bundleId) : [],
         rebroadcast: uncled ? landedBundles.flatMap((b) => b.transactions) : [],
@@ -661,15 +670,22 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     removeBlock(this.unfinalized, block);
     // Re-broadcast an uncled block's bundle transactions one per slot, as ordinary transactions (no atomicity).
     doom.rebroadcast.forEach((parsed, i) => this.rebroadcasts.push({ parsed, slot: this.clockSlot + i }));
-    this.emit('slot', {
-      slot: block.slot,
-      parent: parent.slot,
-      status: 'dead',
-      deadError: doom.reason === 'uncled' ? 'block uncled: abandoned by the cluster' : 'slot marked dead',
-    });
+    this.faults.count(
+      doom.reason === 'dead' ? 'deadSlots' : doom.reason === 'uncled' ? 'uncledBlocks' : 'orphanedBlocks',
+    );
+    // Only a replay failure is announced (Yellowstone's SLOT_DEAD); a block left on an abandoned fork, uncled or
+    // not, gets no message: its slot just never confirms.
+    if (doom.reason === 'dead')
+      this.emit('slot', {
+        slot: block.slot,
+        parent: parent.slot,
+        status: 'dead',
+        deadError: 'slot marked dead',
+      });
     this.emit('rollback', {
       slot: block.slot,
       signatures: forgotten,
+      reason: doom.reason,
       ...(doom.reason === 'uncled' ? { uncledBundleIds: doom.uncledBundleIds } : {}),
     });
   }

@@ -135,11 +135,14 @@ export interface ClusterEvents {
   slot: [SlotEvent];
   /** Every transaction included in a processed block. */
   transaction: [TransactionEvent];
-  /** A dead slot's transactions were rolled back: their statuses are gone. */
+  /** An abandoned block's transactions were rolled back: their statuses are gone. Internal (no stream carries it):
+   * tests and checkers see the chain's truth through it. */
   rollback: [
     {
       slot: number;
       signatures: string[];
+      /** Replay failure (announced as a dead slot), uncled (re-broadcast), or orphaned (silent). */
+      reason: 'dead' | 'uncled' | 'orphaned';
       /** When the block was uncled: ids of the bundles it carried; their transactions are re-broadcast one by one. */
       uncledBundleIds?: string[];
     },
