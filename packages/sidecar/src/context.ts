@@ -67,12 +67,13 @@ export function createContext(o: RelayOptions): RelayContext {
   const now = o.now ?? Date.now;
   const store = o.store;
   const enqueuedAt = new Map<string, number>();
+  const chain = new ChainPosition();
   return {
     o,
     now,
     locks: new KeyedLock(),
-    chain: new ChainPosition(),
-    blockhashes: new BlockhashChecks(o.rpc, now),
+    chain,
+    blockhashes: new BlockhashChecks(o.rpc, now, () => chain.slot),
     announce: new Announcer({ hub: o.hub, lifecycle: o.lifecycle, log: o.log, now, enqueuedAt }),
     enqueuedAt,
     lastErrors: { engine: null },

@@ -35,7 +35,7 @@ export class Metrics {
   });
   readonly tipsPaid = new Counter({
     name: 'relay_tips_paid_lamports_total',
-    help: 'Lamports tipped by bundles that landed',
+    help: 'Lamports tipped by bundles that landed, counted once confirmed (a processed block can still be orphaned)',
     registers: [this.registry],
   });
   readonly tipsLeaked = new Counter({

@@ -172,6 +172,13 @@ test.each<{ name: string; attempts: StoredAttempt[]; read: Record<string, number
     needed: true,
   },
   {
+    // Attempt 1's tip leaked earlier (its slot_landed is the leak's slot); attempt 2's tip alone is in the user slot.
+    name: 'another attempt leaked or landed elsewhere, the one tip in the user slot did not',
+    attempts: [attempt(1, { slot_landed: 45, leaked: true }), attempt(2)],
+    read: { 'tip-1': 45, 'tip-2': 50 },
+    needed: false,
+  },
+  {
     name: 'the one tip in the user slot landed there as recorded',
     attempts: [attempt(1, { slot_landed: 50 })],
     read: { 'tip-1': 50 },

@@ -3,7 +3,7 @@ import type { StoredAttempt } from '../src/store/records';
 import {
   WINDOW_GRACE_MS,
   WINDOW_GRACE_SLOTS,
-  orphanedBy,
+  landingGoneBy,
   commitmentRank,
   progress,
   windowPassed,
@@ -71,10 +71,15 @@ test.each([
 });
 
 test.each([
-  { context: undefined, landed: 100, gone: false, why: 'no context slot: the answer proves nothing' },
-  { context: 99, landed: 100, gone: false, why: 'a node behind the landing' },
-  { context: 103, landed: 100, gone: false, why: 'within a leader window: maybe a brief fork' },
-  { context: 104, landed: 100, gone: true, why: 'a leader window past the landing' },
-])('orphanedBy($context, $landed) is $gone: $why', ({ context, landed, gone }) => {
-  expect(orphanedBy(context, landed)).toBe(gone);
+  { finalized: 130, context: undefined, gone: false, why: 'no context slot: the answer proves nothing' },
+  {
+    finalized: 100,
+    context: 140,
+    gone: false,
+    why: 'the root has not passed the landing: maybe another fork',
+  },
+  { finalized: 131, context: 120, gone: false, why: 'a node behind the root we know' },
+  { finalized: 101, context: 101, gone: true, why: 'rooted past the landing, read from a node at the root' },
+])('landingGoneBy(100, $finalized, $context) is $gone: $why', ({ finalized, context, gone }) => {
+  expect(landingGoneBy(100, finalized, context)).toBe(gone);
 });

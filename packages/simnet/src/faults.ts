@@ -35,6 +35,11 @@ export interface FaultSettings {
   rpc5xxRate: number;
   /** Solana JSON-RPC / gRPC: extra latency in ms. */
   rpcLatencyMs: number;
+  /** Solana JSON-RPC: how far behind the tip a lagging node is, in slots (with `rpcLaggingShare`). */
+  rpcLagSlots: number;
+  /** Solana JSON-RPC: the share of HTTP requests (a batch counts as one) answered by a node `rpcLagSlots` behind, as
+   * behind a load balancer: lower `context.slot`, recent signatures null, blockhashes it has not seen invalid. */
+  rpcLaggingShare: number;
   /** Yellowstone: cut every open Subscribe stream (as `cutStreams`) every this many ms while non-zero. */
   streamCutIntervalMs: number;
 }
@@ -52,6 +57,8 @@ export const DEFAULT_FAULTS: Readonly<FaultSettings> = Object.freeze({
   rpcDown: false,
   rpc5xxRate: 0,
   rpcLatencyMs: 0,
+  rpcLagSlots: 0,
+  rpcLaggingShare: 0,
   streamCutIntervalMs: 0,
 });
 
@@ -75,6 +82,8 @@ export interface FaultCounts {
   engine5xx: number;
   /** Open Yellowstone Subscribe streams ended with UNAVAILABLE by `cutStreams` / `streamCutIntervalMs`. */
   streamsCut: number;
+  /** Solana JSON-RPC HTTP requests answered by a lagging node (`rpcLaggingShare`). */
+  rpcLagged: number;
   /** Blocks abandoned: replay failures (`deadSlotRate`), uncled blocks (`uncleRate`), orphaned ones. */
   deadSlots: number;
   uncledBlocks: number;
@@ -89,6 +98,7 @@ const ZERO_COUNTS: Readonly<FaultCounts> = Object.freeze({
   engineRateLimited: 0,
   engine5xx: 0,
   streamsCut: 0,
+  rpcLagged: 0,
   deadSlots: 0,
   uncledBlocks: 0,
   orphanedBlocks: 0,
@@ -130,7 +140,7 @@ export class Faults extends EventEmitter<
       const expected = typeof DEFAULT_FAULTS[key as keyof FaultSettings];
       if (typeof value !== expected) throw new Error(`fault "${key}" must be a ${expected}`);
       if (typeof value === 'number') {
-        const isRate = key.endsWith('Rate');
+        const isRate = key.endsWith('Rate') || key.endsWith('Share');
         if (!Number.isFinite(value) || value < 0 || (isRate && value > 1)) {
           throw new Error(
             `fault "${key}" must be ${isRate ? 'a probability in [0, 1]' : 'a non-negative number'}`,

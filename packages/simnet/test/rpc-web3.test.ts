@@ -243,7 +243,7 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
     expect(answers[2]?.error?.code).toBe(-32601);
   });
 
-  it('getBlock: signatures in block order once confirmed; Agave errors for processed, future, skipped and full', async () => {
+  it('getBlock: signatures in block order once confirmed; Agave errors for processed, future, abandoned, skipped, full', async () => {
     const raw = async (params: unknown[]) => {
       const response = await fetch(server.url, {
         method: 'POST',
@@ -298,10 +298,86 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
     faults.reset();
     cluster.advance(3);
     expect(cluster.block(dead)?.status).toBe('dead');
+    // Above the root: not available (Agave: the fork could still change); at or below it: skipped.
+    await expect(connection.getBlockSignatures(dead, 'confirmed')).rejects.toMatchObject({ code: -32004 });
+    cluster.advance(32);
     await expect(connection.getBlockSignatures(dead, 'confirmed')).rejects.toMatchObject({
       code: -32007,
       message: expect.stringContaining(`Slot ${dead} was skipped`),
     });
+  });
+
+  it('isBlockhashValid is evaluated at the bank of the asked commitment: a fresh blockhash is not valid at finalized', async () => {
+    cluster.advance(1);
+    const fresh = cluster.latestBlockhash('processed').blockhash;
+    const valid = async (commitment: 'processed' | 'confirmed' | 'finalized') =>
+      (await connection.isBlockhashValid(fresh, { commitment })).value;
+    expect(await valid('processed')).toBe(true);
+    expect(await valid('confirmed')).toBe(false); // newer than the confirmed bank
+    expect(await valid('finalized')).toBe(false); // newer than the root
+    cluster.advance(32);
+    expect([await valid('processed'), await valid('confirmed'), await valid('finalized')]).toEqual([
+      true,
+      true,
+      true,
+    ]);
+  });
+
+  it('a lagging node behind the load balancer: lower context slot, recent signatures null, minContextSlot -32016', async () => {
+    const recipient = TestKeypair.generate().publicKey;
+    const wire = createTransferTx({
+      from: payer,
+      transfers: [{ to: recipient, lamports: 4_000 }],
+      recentBlockhash: cluster.latestBlockhash('processed').blockhash,
+    });
+    expect(cluster.submitTransaction(wire).ok).toBe(true);
+    cluster.advance(1);
+    const landed = cluster.slot;
+    cluster.advance(2);
+    const lagBefore = faults.injected.rpcLagged;
+    faults.set({ rpcLagSlots: 3, rpcLaggingShare: 1 });
+    const tip = cluster.slot;
+    expect(await connection.getSlot('processed')).toBe(tip - 3);
+    const statuses = await connection.getSignatureStatuses([signatureOf(wire)]);
+    expect(statuses.context.slot).toBe(tip - 3);
+    expect(statuses.value[0]).toBeNull(); // landed at `landed`, after this node's tip
+    // A blockhash this node has not seen is invalid to it.
+    expect(
+      (
+        await connection.isBlockhashValid(cluster.latestBlockhash('processed').blockhash, {
+          commitment: 'processed',
+        })
+      ).value,
+    ).toBe(false);
+    await expect(connection.getSlot({ commitment: 'processed', minContextSlot: tip })).rejects.toThrow(
+      /Minimum context slot has not been reached/,
+    );
+    // web3.js wraps this one in its own Error; the node's message is inside.
+    await expect(
+      connection.getLatestBlockhash({ commitment: 'processed', minContextSlot: tip }),
+    ).rejects.toThrow(/Minimum context slot has not been reached/);
+    expect(faults.injected.rpcLagged - lagBefore).toBe(5);
+    faults.reset();
+    expect((await connection.getSignatureStatuses([signatureOf(wire)])).value[0]?.slot).toBe(landed);
+  });
+
+  it('without searchTransactionHistory only the status cache answers: ~300 rooted slots', async () => {
+    const wire = createTransferTx({
+      from: payer,
+      transfers: [{ to: TestKeypair.generate().publicKey, lamports: 5_000 }],
+      recentBlockhash: cluster.latestBlockhash('processed').blockhash,
+    });
+    expect(cluster.submitTransaction(wire).ok).toBe(true);
+    cluster.advance(1);
+    const landed = cluster.slot;
+    cluster.advance(32 + 290); // finalized, and 290 rooted slots on: still cached
+    expect((await connection.getSignatureStatuses([signatureOf(wire)])).value[0]?.slot).toBe(landed);
+    cluster.advance(20); // past 300 rooted slots
+    expect((await connection.getSignatureStatuses([signatureOf(wire)])).value[0]).toBeNull();
+    const searched = await connection.getSignatureStatuses([signatureOf(wire)], {
+      searchTransactionHistory: true,
+    });
+    expect(searched.value[0]).toMatchObject({ slot: landed, confirmationStatus: 'finalized' });
   });
 
   it('getSignatureStatuses refuses more than 256 signatures', async () => {

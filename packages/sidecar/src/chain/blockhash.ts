@@ -1,6 +1,20 @@
 import type { StoredTx } from '../store/records';
 import type { SolanaRpc } from '../upstream/solana-rpc';
 
+/** Agave's MAX_PROCESSING_AGE: a transaction's blockhash is usable for this many blocks after its own block. */
+export const BLOCKHASH_MAX_AGE_BLOCKS = 150;
+/**
+ * How far the block height relay had seen at intake may trail the block the user's blockhash came from (relay's
+ * stream against the caller's RPC node). Past intake height + max age + this, no blockhash accepted then is usable.
+ */
+export const INTAKE_HEIGHT_SLACK_BLOCKS = 32;
+/**
+ * A validity answer counts only from a node at most this many slots behind relay's stream: one further behind
+ * answers from an old bank, where a fresh blockhash looks invalid. Callers' blockhashes are `confirmed` (or older)
+ * ones, which a node this close has seen.
+ */
+export const VALIDITY_CONTEXT_SLACK_SLOTS = 2;
+
 /** Blockhash and durable-nonce liveness of user transactions, read from RPC (validity cached briefly per blockhash). */
 export class BlockhashChecks {
   private readonly validity = new Map<string, { valid: boolean; checkedAt: number }>();
@@ -8,15 +22,21 @@ export class BlockhashChecks {
   constructor(
     private readonly rpc: SolanaRpc,
     private readonly now: () => number,
+    /** Relay's processed slot (from the stream): validity answers from nodes far behind it are not taken. */
+    private readonly slot: () => number = () => 0,
   ) {}
 
-  /** true / false from RPC (cached briefly per blockhash), or null when RPC cannot say right now. */
+  /**
+   * true / false from RPC at `processed` (cached briefly per blockhash), or null when RPC cannot say right now, or
+   * only from a node too far behind to know the blockhash (-32016 under `minContextSlot`).
+   */
   async stillValid(blockhash: string): Promise<boolean | null> {
     const cached = this.validity.get(blockhash);
     const now = this.now();
     if (cached && (!cached.valid || now - cached.checkedAt < 1000)) return cached.valid;
     try {
-      const valid = await this.rpc.isBlockhashValid(blockhash);
+      const minContextSlot = this.slot() - VALIDITY_CONTEXT_SLACK_SLOTS;
+      const valid = await this.rpc.isBlockhashValid(blockhash, 'processed', minContextSlot);
       this.validity.set(blockhash, { valid, checkedAt: now });
       if (this.validity.size > 10_000) {
         const oldest = this.validity.keys().next().value as string;
@@ -24,40 +44,67 @@ export class BlockhashChecks {
       }
       return valid;
     } catch {
-      return null; // RPC down: accept now, the expiry check decides later
+      return null; // RPC down or behind: accept now, the expiry check decides later
     }
   }
 
   /**
-   * Whether a user transaction can no longer be processed: its blockhash is invalid (at `commitment`; `finalized`
-   * is the proof that no fork can still take it) or its durable nonce has moved on.
+   * Whether a user transaction can no longer be processed by the bank at `processed` (attempts stop): its
+   * blockhash is invalid there, or its durable nonce has moved on. Not proof for `expired`: see `provablyDead`.
    */
-  async anyUserBlockhashDead(
-    tx: StoredTx,
-    commitment: 'processed' | 'finalized' = 'processed',
-  ): Promise<boolean> {
+  async anyUserBlockhashDead(tx: StoredTx): Promise<boolean> {
     for (let i = 0; i < tx.signatures.length; i++) {
       const nonce = tx.nonce_accounts[i];
       if (nonce) {
-        try {
-          const value = await this.rpc.getNonceValue(nonce);
-          if (value !== null && value !== tx.blockhashes[i]) return true;
-        } catch {
-          /* unknown: not proof */
-        }
+        if (await this.nonceAdvanced(tx, i, nonce)) return true;
         continue;
       }
-      const blockhash = tx.blockhashes[i] as string;
-      if (commitment === 'finalized') {
-        try {
-          if (!(await this.rpc.isBlockhashValid(blockhash, 'finalized'))) return true;
-        } catch {
-          /* unknown: not proof */
-        }
-        continue;
-      }
-      if ((await this.stillValid(blockhash)) === false) return true;
+      if ((await this.stillValid(tx.blockhashes[i] as string)) === false) return true;
     }
     return false;
+  }
+
+  /**
+   * Proof that no fork can process a user transaction any more, for `expired`: its durable nonce moved on, or its
+   * blockhash is dead for good. Validity at `finalized` alone is no proof: Agave evaluates it at the root bank, where
+   * every blockhash newer than the root is invalid too. Either of these is:
+   * - the finalized block height is past the last height the blockhash could be valid at, bounded by the height
+   *   relay had seen when it accepted the transaction (the blockhash came from a block at or below it, give or take
+   *   `INTAKE_HEIGHT_SLACK_BLOCKS`);
+   * - invalid at `processed` from a node not behind relay (which knew the blockhash at intake, so it expired or its
+   *   block left the chain) and invalid at the root as well.
+   */
+  async provablyDead(tx: StoredTx, finalizedBlockHeight: number | null): Promise<boolean> {
+    for (let i = 0; i < tx.signatures.length; i++) {
+      const nonce = tx.nonce_accounts[i];
+      if (nonce) {
+        if (await this.nonceAdvanced(tx, i, nonce)) return true;
+        continue;
+      }
+      const intakeHeight = tx.enqueued_block_height ?? 0;
+      const lastPossible = intakeHeight + BLOCKHASH_MAX_AGE_BLOCKS + INTAKE_HEIGHT_SLACK_BLOCKS;
+      if (intakeHeight > 0 && finalizedBlockHeight !== null && finalizedBlockHeight > lastPossible)
+        return true;
+      const blockhash = tx.blockhashes[i] as string;
+      if ((await this.stillValid(blockhash)) === false && (await this.invalidAtRoot(blockhash))) return true;
+    }
+    return false;
+  }
+
+  private async invalidAtRoot(blockhash: string): Promise<boolean> {
+    try {
+      return !(await this.rpc.isBlockhashValid(blockhash, 'finalized'));
+    } catch {
+      return false; // unknown: not proof
+    }
+  }
+
+  private async nonceAdvanced(tx: StoredTx, index: number, nonce: string): Promise<boolean> {
+    try {
+      const value = await this.rpc.getNonceValue(nonce);
+      return value !== null && value !== tx.blockhashes[index];
+    } catch {
+      return false; // unknown: not proof
+    }
   }
 }

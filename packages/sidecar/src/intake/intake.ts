@@ -169,6 +169,7 @@ export class Intake {
         max_tip: request.max_tip ?? null,
         enqueued_at: now,
         enqueued_slot: slot,
+        enqueued_block_height: this.ctx.chain.blockHeight,
         expires_at_slot: expiresAtSlot(slot, policy, request.expiry_slots ?? null),
         wires: parsed.map((p) => Buffer.from(p.wire).toString('base64')),
         signatures,

@@ -12,15 +12,20 @@ export class Expiry {
 
   /**
    * `expired` only with proof that nothing can land: attempts have stopped (or the expiry slot passed) and a user
-   * transaction's blockhash is dead (or its durable nonce advanced without it).
+   * transaction's blockhash is dead for good (`BlockhashChecks.provablyDead`) or its durable nonce advanced without
+   * it.
    */
   async checkExpiry(): Promise<void> {
+    // The finalized block height, read once per pass and only when something waits for proof.
+    let finalizedHeight: number | null | undefined;
     for (const tx of [...this.ctx.state.records.values()]) {
       if (tx.state !== 'pending' && tx.state !== 'submitted') continue;
       const pastExpiry = this.ctx.chain.slot > tx.expires_at_slot;
       if (!tx.stopped && !pastExpiry) continue;
       if (this.ctx.locks.isBusy(tx.tx_id)) continue; // busy now: look again next slot
-      const dead = await this.ctx.blockhashes.anyUserBlockhashDead(tx, 'finalized');
+      if (finalizedHeight === undefined)
+        finalizedHeight = await this.ctx.o.rpc.getBlockHeight('finalized').catch(() => null);
+      const dead = await this.ctx.blockhashes.provablyDead(tx, finalizedHeight);
       await this.ctx.locks.run(tx.tx_id, async () => {
         const current = this.ctx.state.records.get(tx.tx_id);
         if (!current || (current.state !== 'pending' && current.state !== 'submitted')) return;

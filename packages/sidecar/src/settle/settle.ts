@@ -105,10 +105,13 @@ export class Settler {
       bundleId?: string | null;
       landedSlot?: number;
       attempt?: StoredAttempt | null;
+      /** Attempts that may be the one that landed (the block's order will tell): not settled as lost meanwhile. */
+      inDoubt?: readonly StoredAttempt[];
     },
   ): Promise<void> {
     const moves = this.path(tx.state, to, slot, now);
     const attempt = extra.attempt ?? null;
+    const seenBefore = { landed: !!attempt?.timeline.landed, confirmed: !!attempt?.timeline.confirmed };
     const attemptChanges: Array<{ n: number; set: Partial<StoredAttempt> }> = [];
     const stageChanges: BundleStage[] = [];
     if (attempt && !attempt.leaked) {
@@ -165,10 +168,13 @@ export class Settler {
       const fresh =
         this.ctx.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
       this.ctx.announce.appendLifecycle(tx, fresh);
-      if (stageChanges.includes('landed')) {
+      // An attempt resurrected after its block left the chain passes these stages again: count each once. A tip is
+      // paid once its bundle is confirmed (a processed block can still be orphaned); the oracle takes it as soon as
+      // it lands, for freshness.
+      if (stageChanges.includes('landed') && !seenBefore.landed && fresh.tip_lamports > 0)
+        this.ctx.o.oracle.ingestLandedTip(fresh.tip_lamports, now);
+      if (stageChanges.includes('confirmed') && !seenBefore.confirmed)
         this.ctx.o.metrics.tipsPaid.inc(fresh.tip_lamports);
-        if (fresh.tip_lamports > 0) this.ctx.o.oracle.ingestLandedTip(fresh.tip_lamports, now);
-      }
       if (fresh.stage === 'finalized') {
         this.ctx.o.hub.publish('bundle_settled', {
           bundle_id: fresh.bundle_id,
@@ -185,6 +191,7 @@ export class Settler {
     if (extra.landedSlot !== undefined) {
       for (const other of tx.attempts) {
         if (other === attempt || other.outcome || other.stage === 'failed') continue;
+        if (extra.inDoubt?.includes(other)) continue;
         if (other.stage === 'journaled' || other.stage === 'submitted') {
           await this.settleFailed(tx, other, 'dropped', {
             countRetry: false,

@@ -84,6 +84,11 @@ export interface StoredTx {
   max_tip: number | null;
   enqueued_at: number;
   enqueued_slot: number;
+  /**
+   * The block height relay had seen when it accepted the transaction: its blockhashes come from blocks at or below
+   * it (within a small slack), which bounds when they expire. Absent in records journaled before it was kept.
+   */
+  enqueued_block_height?: number;
   expires_at_slot: number;
   /** The user transactions, base64 wire bytes, in bundle order; null once terminal. */
   wires: string[] | null;

@@ -25,17 +25,17 @@ export function tipsInUserSlot(tx: Creditable, statuses: Statuses): StoredAttemp
 
 /**
  * Whether statuses alone cannot say which bundle landed, and the block's order must: two or more tips share the user
- * transactions' slot, or one does but the transaction has been through a slot that died or was uncled (an attempt
- * landed elsewhere before). An uncled block's transactions are re-broadcast one by one, so its user transaction and
+ * transactions' slot, or the one there belongs to an attempt whose bundle landed before in a slot that died or was
+ * uncled. (An uncled landing relay never read leaves no such mark: then the tip is credited from statuses, a known
+ * gap: sidecar README, leaked tips.) An uncled block's transactions are re-broadcast one by one, so its user transaction and
  * its tip can both reappear in one slot without being a bundle there (seen in the fault matrix under load: relay
  * credited such a tip, the chain shows it apart from the user transaction).
  */
 export function blockOrderNeeded(tx: Creditable, statuses: Statuses): boolean {
   const sharing = tipsInUserSlot(tx, statuses);
   if (sharing.length >= 2) return true;
-  if (sharing.length === 0) return false;
   const slot = userSlot(tx, statuses);
-  return tx.attempts.some((a) => a.slot_landed !== null && a.slot_landed !== slot);
+  return sharing.some((a) => a.slot_landed !== null && a.slot_landed !== slot);
 }
 
 /**

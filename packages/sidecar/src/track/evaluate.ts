@@ -8,7 +8,7 @@ import { diagnoseUserTransactions } from './diagnose';
 import {
   TIP_LANDING_HORIZON_SLOTS,
   commitmentRank,
-  orphanedBy,
+  landingGoneBy,
   progress,
   windowPassed,
   type StatusMap,
@@ -76,14 +76,14 @@ export class Evaluator {
     const now = this.ctx.now();
 
     // A landing whose block left the chain without notice: a block on an abandoned fork gets no dead-slot message
-    // (Yellowstone sends SLOT_DEAD only on replay failure); its slot never confirms and its statuses turn null. An
-    // answer that describes the chain well past the landing slot and has none of the user transactions proves it.
-    // (A node lagging behind the landing answers null too, but its context slot says so.)
+    // (Yellowstone sends SLOT_DEAD only on replay failure); its slot never confirms and its statuses turn null. Proof
+    // (DESIGN §2): the root has passed the landing slot, the answer comes from a node that has seen that root, and
+    // the chain's history has none of the user transactions either.
     const gone = userStatuses.every((s) => s === undefined);
-    if (early && gone && tx.landed_slot !== null && orphanedBy(readAt.contextSlot, tx.landed_slot)) {
+    if (early && gone && tx.landed_slot !== null && (await this.landingGone(tx, tx.landed_slot, readAt))) {
       this.ctx.o.metrics.orphanedLandings.inc();
       this.ctx.o.log.info(
-        { tx_id: tx.tx_id, slot: tx.landed_slot, context_slot: readAt.contextSlot },
+        { tx_id: tx.tx_id, slot: tx.landed_slot, finalized_slot: this.ctx.chain.finalizedSlot },
         'landing gone from the chain (abandoned fork, no dead-slot notice): back to pending',
       );
       await this.settle.unland(
@@ -135,7 +135,9 @@ export class Evaluator {
     }
     if (!landedAll) {
       const flying = inFlight(tx);
-      if (flying && windowPassed(flying, readAt)) {
+      // Judged as of the slot the answer describes: a node behind relay has simply not seen the landing yet.
+      const seenAt = { slot: Math.min(readAt.slot, readAt.contextSlot ?? readAt.slot), ts: readAt.ts };
+      if (flying && windowPassed(flying, seenAt)) {
         // JSON-RPC has no push channel: before blaming the tip, check whether the user transactions themselves
         // can execute (an unfunded fee payer or a failing program never lands, whatever the tip).
         const userFault = await diagnoseUserTransactions(this.ctx.o.rpc, tx);
@@ -163,7 +165,24 @@ export class Evaluator {
       bundleId: credited?.bundle_id ?? null,
       landedSlot: slot,
       attempt: credited,
+      inDoubt: credit.unresolved,
     });
+  }
+
+  private async landingGone(
+    tx: StoredTx,
+    landedSlot: number,
+    readAt: { contextSlot?: number },
+  ): Promise<boolean> {
+    if (!landingGoneBy(landedSlot, this.ctx.chain.finalizedSlot, readAt.contextSlot)) return false;
+    try {
+      const history = await this.ctx.o.rpc.getSignatureStatuses(tx.signatures, {
+        searchTransactionHistory: true,
+      });
+      return history.every((status) => status === null);
+    } catch {
+      return false; // RPC cannot say now: the next pass asks again
+    }
   }
 
   /**
@@ -184,7 +203,8 @@ export class Evaluator {
       .map((a) => a.tip_signature as string);
     if (old.length === 0) return;
     try {
-      await readStatusesInto(this.ctx.o.rpc, old, statuses);
+      // Old by definition: past the status cache, only the history has them.
+      await readStatusesInto(this.ctx.o.rpc, old, statuses, { searchTransactionHistory: true });
     } catch {
       /* RPC cannot say now: the next pass reads them again */
     }
@@ -205,7 +225,23 @@ export class Evaluator {
     const user = statuses.get(tx.signatures[0] as string);
     if (!user || commitmentRank(user.confirmationStatus) < 1) return { attempt: null, unresolved: sharing };
     const order = await this.blockOrder(user.slot);
-    if (!order) return { attempt: null, unresolved: sharing };
+    if (!order) {
+      // Finalized and still no block to read (an RPC that keeps no transaction history, or refuses getBlock): the
+      // transaction must not end with its bundle unnamed and the landed tip counted leaked, so the statuses' guess
+      // decides, said out loud.
+      if (user.confirmationStatus !== 'finalized') return { attempt: null, unresolved: sharing };
+      const guess = creditedAttempt(tx, statuses);
+      this.ctx.o.log.warn(
+        {
+          tx_id: tx.tx_id,
+          slot: user.slot,
+          tips: sharing.map((a) => a.bundle_id),
+          bundle_id: guess?.bundle_id,
+        },
+        'the block is unreadable: the bundle that landed is credited from statuses alone',
+      );
+      return { attempt: guess, unresolved: [] };
+    }
     const attempt = creditedAttempt(tx, statuses, order);
     const key = `${tx.tx_id}:${user.slot}`;
     if (!this.decidedByBlock.has(key)) {

@@ -25,15 +25,17 @@ export const WINDOW_GRACE_MS = 1200;
 export const TIP_LANDING_HORIZON_SLOTS = 300;
 
 /**
- * How far past a landing slot a status answer must reach before a null there means the block left the chain: a
- * leader window. A node one or two slots past may briefly sit on another fork; past a window, the cluster has
- * confirmed on without the block.
+ * Whether null statuses for a landing at `landedSlot` prove its block left the chain (DESIGN §2): the cluster has
+ * finalized past it, and the answer comes from a node that has seen that root (its `context.slot`). Before the root
+ * passes, a node may simply sit on another fork for a while; a node behind the root has not seen the landing yet.
+ * The caller still confirms with a history search (the status cache covers ~300 rooted slots).
  */
-export const ORPHAN_EVIDENCE_SLOTS = 4;
-
-/** Whether an answer at `contextSlot` that shows none of the user transactions proves the landing at `landedSlot` gone. */
-export function orphanedBy(contextSlot: number | undefined, landedSlot: number): boolean {
-  return contextSlot !== undefined && contextSlot >= landedSlot + ORPHAN_EVIDENCE_SLOTS;
+export function landingGoneBy(
+  landedSlot: number,
+  finalizedSlot: number,
+  contextSlot: number | undefined,
+): boolean {
+  return finalizedSlot > landedSlot && contextSlot !== undefined && contextSlot >= finalizedSlot;
 }
 
 export function commitmentRank(status: string | undefined): number {

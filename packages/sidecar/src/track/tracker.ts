@@ -18,6 +18,11 @@ import { readStatusesInto } from './read-statuses';
 const LATE_TIP_CONFIRM_BLOCKS = 32;
 
 export type TrackKind = 'slot' | 'hint' | 'full';
+/**
+ * A node's status cache answers for the last ~300 rooted slots (Agave's MAX_CACHE_ENTRIES); older landings only a
+ * history search finds. Past this many rooted slots relay searches, with room to spare.
+ */
+const STATUS_CACHE_SAFE_ROOTED_SLOTS = 250;
 const TRACK_RANK: Record<TrackKind, number> = { hint: 0, slot: 1, full: 2 };
 /** Transactions a status pass judges at once. */
 const EVALUATE_CONCURRENCY = 64;
@@ -171,6 +176,11 @@ export class Tracker {
     return tips;
   }
 
+  /** The earliest slot a transaction's user transactions could have landed in: its first attempt went out then. */
+  private earliestLanding(tx: StoredTx): number {
+    return tx.landed_slot ?? tx.attempts[0]?.created_slot ?? tx.enqueued_slot;
+  }
+
   async track(kind: TrackKind = 'slot'): Promise<void> {
     if (this.ctx.closed) return;
     if (kind === 'slot' && this.ctx.chain.slot - this.lastTrackedSlot < 1) return;
@@ -193,15 +203,19 @@ export class Tracker {
       // One group per transaction (its user signatures, then the tip signatures of attempts that could still land),
       // packed into calls without splitting a group: a tip and its bundle are then always read at the same moment,
       // so a landed bundle is never mistaken for a tip that landed alone.
+      // Transactions that could have landed before the node's status cache begins (~300 rooted slots: one relay
+      // was down for minutes, or one pending that long) are read from the history instead, in chunks of their own.
       const chunks: string[][] = [[]];
-      const pack = (group: string[]) => {
-        let current = chunks[chunks.length - 1] as string[];
+      const historic: string[][] = [[]];
+      const pack = (group: string[], into: string[][] = chunks) => {
+        let current = into[into.length - 1] as string[];
         if (current.length + group.length > MAX_SIGNATURES_PER_STATUS_CALL) {
           current = [];
-          chunks.push(current);
+          into.push(current);
         }
         current.push(...group);
       };
+      const cacheBegins = this.ctx.chain.finalizedSlot - STATUS_CACHE_SAFE_ROOTED_SLOTS;
       for (const tx of this.ctx.state.records.values()) {
         if (isTerminalTxState(tx.state)) {
           const late = this.lateTipsOf(tx, kind, hinted);
@@ -225,7 +239,7 @@ export class Tracker {
             group.push(a.tip_signature);
           }
         }
-        pack(group);
+        pack(group, this.earliestLanding(tx) < cacheBegins ? historic : chunks);
       }
       const statuses: StatusMap = new Map();
       // The statuses show the chain as of (at least) this slot and time. A pass over many transactions can take
@@ -235,9 +249,15 @@ export class Tracker {
         ts: this.ctx.now(),
       };
       let contextSlot = Number.POSITIVE_INFINITY;
-      for (const chunk of chunks) {
-        if (chunk.length === 0) continue;
-        contextSlot = Math.min(contextSlot, await readStatusesInto(this.ctx.o.rpc, chunk, statuses));
+      for (const [list, searchTransactionHistory] of [
+        [chunks, false],
+        [historic, true],
+      ] as const) {
+        for (const chunk of list) {
+          if (chunk.length === 0) continue;
+          const read = await readStatusesInto(this.ctx.o.rpc, chunk, statuses, { searchTransactionHistory });
+          contextSlot = Math.min(contextSlot, read);
+        }
       }
       if (Number.isFinite(contextSlot)) readAt.contextSlot = contextSlot;
       // Transactions are independent (each under its own lock), so they are judged many at a time: one after

@@ -121,8 +121,22 @@ export class SolanaRpc {
     return this.blockhashInFlight;
   }
 
-  async isBlockhashValid(blockhash: string, commitment: Commitment = 'processed'): Promise<boolean> {
-    const { value } = await this.track(() => this.connection.isBlockhashValid(blockhash, { commitment }));
+  /**
+   * Agave answers from the bank at `commitment`: a blockhash newer than that bank is invalid too, so `false` means
+   * "dead" only from a node that is not behind. `minContextSlot` makes a node behind it refuse (-32016, thrown)
+   * instead of answering from an old bank.
+   */
+  async isBlockhashValid(
+    blockhash: string,
+    commitment: Commitment = 'processed',
+    minContextSlot?: number,
+  ): Promise<boolean> {
+    const { value } = await this.track(() =>
+      this.connection.isBlockhashValid(blockhash, {
+        commitment,
+        ...(minContextSlot !== undefined && minContextSlot > 0 ? { minContextSlot } : {}),
+      }),
+    );
     return value;
   }
 
@@ -146,13 +160,26 @@ export class SolanaRpc {
    * the RPC stays healthy.
    */
   async getBlockSignatures(slot: number): Promise<string[] | null> {
+    const raw = (this.connection as unknown as Partial<RawRpcConnection>)._rpcRequest;
     return this.track(async () => {
-      try {
-        return (await this.connection.getBlockSignatures(slot, 'confirmed')).signatures;
-      } catch (error) {
-        if (error instanceof SolanaJSONRPCError) return null;
-        throw error;
+      if (typeof raw !== 'function') {
+        try {
+          return (await this.connection.getBlockSignatures(slot, 'confirmed')).signatures;
+        } catch (error) {
+          if (error instanceof SolanaJSONRPCError) return null;
+          throw error;
+        }
       }
+      const config = { commitment: 'confirmed', transactionDetails: 'signatures', rewards: false };
+      const response = (await raw.call(this.connection, 'getBlock', [slot, config])) as {
+        error?: unknown;
+        result?: { signatures?: unknown } | null;
+      };
+      // An error answer (-32004 not available, -32007 skipped, -32011 no transaction history) or a null block.
+      if (response.error !== undefined && response.error !== null) return null;
+      const signatures = response.result?.signatures;
+      if (!Array.isArray(signatures) || signatures.some((s) => typeof s !== 'string')) return null;
+      return signatures as string[];
     });
   }
 

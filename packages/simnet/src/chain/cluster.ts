@@ -16,6 +16,7 @@ import type {
   BundleCandidate,
   BundleExecution,
   BundleSource,
+  ChainRead,
   Cluster,
   ClusterEvents,
   Commitment,
@@ -100,6 +101,11 @@ interface Recorded {
   err: TransactionErrorJson | null;
 }
 
+/**
+ * Agave's status cache holds the statuses of the last MAX_CACHE_ENTRIES (= MAX_RECENT_BLOCKHASHES, 300) rooted slots:
+ * getSignatureStatuses without `searchTransactionHistory` answers from it alone.
+ */
+const STATUS_CACHE_SLOTS = 300;
 /** How long signature statuses are kept for `signatureStatus` (searchTransactionHistory reaches this far). */
 const STATUS_HISTORY_SLOTS = 20_000;
 /** Blocks kept for `block()` lookups; older ones are finalized and only their statuses remain. */
@@ -239,7 +245,39 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   }
 
   epochInfo(commitment: Commitment = 'processed'): EpochInfo {
-    const block = this.blockAt(commitment);
+    return this.epochInfoOf(this.blockAt(commitment));
+  }
+
+  behind(lagSlots: number): ChainRead {
+    if (lagSlots <= 0) return this;
+    const at = this.banksBehind(lagSlots);
+    return {
+      slotAt: (c) => at(c).slot,
+      blockHeightAt: (c) => at(c).height,
+      epochInfo: (c = 'processed') => this.epochInfoOf(at(c)),
+      latestBlockhash: (c = 'confirmed') => blockhashOf(at(c)),
+      isBlockhashValid: (blockhash, c = 'processed') => this.isBlockhashKnownAt(blockhash, at(c)),
+      signatureStatus: (signature, options) => this.statusSeenFrom(signature, at, options),
+      block: (slot) => (slot > at('processed').slot ? null : this.block(slot)),
+      firstAvailableBlock: () => this.firstAvailableBlock(),
+    };
+  }
+
+  /**
+   * The banks of a node `lag` slots behind: its processed bank is the newest block on the current fork at least
+   * `lag` slots older than the tip, and its confirmed / finalized banks trail that by the usual depths.
+   */
+  private banksBehind(lag: number): (commitment: Commitment) => Block {
+    const processed = walkBack(this.tip, this.tip.slot - lag);
+    return (commitment) => {
+      if (commitment === 'processed') return processed;
+      const depth = commitment === 'confirmed' ? this.confirmationSlots : this.finalizationSlots;
+      const real = this.blockAt(commitment);
+      return walkBack(real, Math.min(real.slot, processed.slot - depth));
+    };
+  }
+
+  private epochInfoOf(block: Block): EpochInfo {
     const epoch = Math.floor(block.slot / this.slotsPerEpoch);
     const firstSlot = epoch * this.slotsPerEpoch;
     return {
@@ -318,16 +356,17 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
    * blockhash with it.
    */
   latestBlockhash(commitment: Commitment = 'confirmed'): BlockhashInfo {
-    const block = this.blockAt(commitment);
-    return {
-      blockhash: block.blockhash,
-      slot: block.slot,
-      lastValidBlockHeight: block.height + BLOCKHASH_VALID_BLOCKS,
-    };
+    return blockhashOf(this.blockAt(commitment));
   }
 
-  isBlockhashValid(blockhash: string): boolean {
-    return this.isBlockhashUsableAt(blockhash, this.tip.height);
+  isBlockhashValid(blockhash: string, commitment: Commitment = 'processed'): boolean {
+    return this.isBlockhashKnownAt(blockhash, this.blockAt(commitment));
+  }
+
+  /** Agave's `is_blockhash_valid` on `bank`: in its blockhash queue (not newer than it) and not past its age. */
+  private isBlockhashKnownAt(blockhash: string, bank: Block): boolean {
+    const info = this.blockhashes.get(blockhash);
+    return !!info && info.height <= bank.height && this.isBlockhashUsableAt(blockhash, bank.height);
   }
 
   blockhashInfo(blockhash: string): BlockhashInfo | null {
@@ -337,17 +376,34 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       : null;
   }
 
-  signatureStatus(signature: string): SignatureStatus | null {
+  signatureStatus(signature: string, options?: { statusCacheOnly?: boolean }): SignatureStatus | null {
+    return this.statusSeenFrom(signature, (c) => this.blockAt(c), options);
+  }
+
+  private statusSeenFrom(
+    signature: string,
+    at: (commitment: Commitment) => Block,
+    options: { statusCacheOnly?: boolean } = {},
+  ): SignatureStatus | null {
     const entry = this.statuses.get(signature);
     if (!entry) return null;
+    const tip = at('processed');
+    if (entry.slot > tip.slot) return null; // the node has not seen that block yet
+    const root = at('finalized');
+    if (options.statusCacheOnly && entry.slot < root.slot - STATUS_CACHE_SLOTS) return null;
     const block = this.blocks.get(entry.slot);
     // Blocks older than the kept history are finalized.
-    const status = block?.status ?? 'finalized';
+    const status: Commitment =
+      !block || entry.slot <= root.slot
+        ? 'finalized'
+        : entry.slot <= at('confirmed').slot
+          ? 'confirmed'
+          : 'processed';
     return {
       slot: entry.slot,
-      confirmations: status === 'finalized' || !block ? null : Math.max(0, this.tip.height - block.height),
+      confirmations: status === 'finalized' || !block ? null : Math.max(0, tip.height - block.height),
       err: entry.err,
-      confirmationStatus: status === 'dead' ? 'processed' : status,
+      confirmationStatus: status,
     };
   }
 
@@ -739,6 +795,21 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       this.blockhashes.delete(hash);
     }
   }
+}
+
+/** The newest block at or below `maxSlot` on `from`'s fork (or the oldest one kept, when history runs out). */
+function walkBack(from: Block, maxSlot: number): Block {
+  let block = from;
+  while (block.slot > maxSlot && block.parent) block = block.parent;
+  return block;
+}
+
+function blockhashOf(block: Block): BlockhashInfo {
+  return {
+    blockhash: block.blockhash,
+    slot: block.slot,
+    lastValidBlockHeight: block.height + BLOCKHASH_VALID_BLOCKS,
+  };
 }
 
 function removeBlock(list: Block[], block: Block): void {

@@ -162,14 +162,39 @@ export interface BlockSummary {
   status: Commitment | 'dead';
 }
 
-export interface Cluster {
-  /** Highest processed slot. */
-  readonly slot: number;
-  readonly blockHeight: number;
-  /** Highest confirmed / finalized slot. */
+/**
+ * What one RPC node sees of the chain: reads evaluated at the bank of the asked commitment. A node some slots behind
+ * (`SimCluster.behind`) answers from older banks: lower slots, blockhashes it has not seen yet invalid, recent
+ * signatures unknown.
+ */
+export interface ChainRead {
   slotAt(commitment: Commitment): number;
   blockHeightAt(commitment: Commitment): number;
   epochInfo(commitment?: Commitment): EpochInfo;
+  /** The blockhash of the bank at `commitment` (default confirmed). */
+  latestBlockhash(commitment?: Commitment): BlockhashInfo;
+  /**
+   * Usable by a transaction processed on the bank at `commitment` (default processed): known to that bank (a
+   * blockhash newer than it is not, so a fresh one is invalid at `finalized`) and not past its last valid height.
+   */
+  isBlockhashValid(blockhash: string, commitment?: Commitment): boolean;
+  /**
+   * A signature's status as this node sees it; null when unknown. `statusCacheOnly` (JSON-RPC without
+   * `searchTransactionHistory`): only the status cache answers, which holds the last ~300 rooted slots.
+   */
+  signatureStatus(signature: string, options?: { statusCacheOnly?: boolean }): SignatureStatus | null;
+  /** A produced block by slot (recent history only, dead ones included); null for skipped, unknown or pruned slots. */
+  block(slot: number): BlockSummary | null;
+  /** The oldest slot whose block is still kept (getBlock answers "cleaned up" below it). */
+  firstAvailableBlock(): number;
+}
+
+export interface Cluster extends ChainRead {
+  /** The same reads as a node `lagSlots` behind the tip would answer them (lagSlots 0: this cluster). */
+  behind(lagSlots: number): ChainRead;
+  /** Highest processed slot. */
+  readonly slot: number;
+  readonly blockHeight: number;
   readonly slotsPerEpoch: number;
 
   /** Leader of a slot (any epoch whose schedule is known: previous, current, next). null when unknown. */
@@ -179,18 +204,7 @@ export interface Cluster {
   /** Every validator: identity, stake in lamports, bundle-engine flag. */
   validators(): Array<LeaderInfo & { stake: number }>;
 
-  latestBlockhash(commitment?: Commitment): BlockhashInfo;
-  /** Known and not expired at the current block height. */
-  isBlockhashValid(blockhash: string): boolean;
   blockhashInfo(blockhash: string): BlockhashInfo | null;
-
-  /** A produced block by slot (recent history only, dead ones included); null for skipped, unknown or pruned slots. */
-  block(slot: number): BlockSummary | null;
-  /** The oldest slot whose block is still kept (getBlock answers "cleaned up" below it). */
-  firstAvailableBlock(): number;
-
-  /** Status cache lookup; null when unknown (never landed, rolled back, or older than the cache). */
-  signatureStatus(signature: string): SignatureStatus | null;
 
   /** Queue a transaction (wire bytes) for the next block produced, any leader. Validation errors come back at once
    * (bad signature, unknown / expired blockhash, already processed); execution errors are recorded in the block. */

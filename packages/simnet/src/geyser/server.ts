@@ -409,7 +409,7 @@ export async function startGeyserServer(options: GeyserServerOptions): Promise<G
     })),
     IsBlockhashValid: unary<{ blockhash?: string; commitment?: string }, unknown>((request) => ({
       slot: String(cluster.slotAt(parseCommitmentLevel(request.commitment))),
-      valid: cluster.isBlockhashValid(request.blockhash ?? ''),
+      valid: cluster.isBlockhashValid(request.blockhash ?? '', parseCommitmentLevel(request.commitment)),
     })),
     GetVersion: unary<unknown, unknown>(() => ({ version: VERSION_JSON })),
   };

@@ -1,6 +1,6 @@
 import bs58 from 'bs58';
 import { describeTransactionError, transactionErrorName } from '../chain/errors';
-import type { Cluster, Commitment, SignatureStatus, TransactionErrorJson } from '../chain/types';
+import type { ChainRead, Cluster, Commitment, SignatureStatus, TransactionErrorJson } from '../chain/types';
 
 /** The solana-core version the simnet claims (getVersion, context.apiVersion). */
 export const SOLANA_CORE_VERSION = '2.2.16';
@@ -132,18 +132,31 @@ function preflightError(err: TransactionErrorJson, logs: string[], unitsConsumed
  * simnet keeps one bank, not one per commitment level.
  */
 export class RpcMethods {
-  constructor(private readonly cluster: Cluster) {}
+  /**
+   * What the node answering the current call sees: the cluster, or a view some slots behind (a lagging node behind a
+   * load balancer). Set for the duration of one `call`; handlers run synchronously.
+   */
+  private read: ChainRead;
 
-  call(method: string, rawParams: unknown): unknown {
+  constructor(private readonly cluster: Cluster) {
+    this.read = cluster;
+  }
+
+  call(method: string, rawParams: unknown, node: ChainRead = this.cluster): unknown {
     const params = rawParams === undefined || rawParams === null ? [] : rawParams;
     if (!Array.isArray(params)) throw invalidParams('Invalid params: expected an array');
     const handler = this.handlers[method];
     if (!handler) throw new RpcError(-32601, 'Method not found');
-    return handler(params);
+    this.read = node;
+    try {
+      return handler(params);
+    } finally {
+      this.read = this.cluster;
+    }
   }
 
   private context(commitment: Commitment, config: Config) {
-    const slot = this.cluster.slotAt(commitment);
+    const slot = this.read.slotAt(commitment);
     if (typeof config.minContextSlot === 'number' && config.minContextSlot > slot) {
       throw new RpcError(-32016, 'Minimum context slot has not been reached', { contextSlot: slot });
     }
@@ -166,12 +179,12 @@ export class RpcMethods {
   private readonly handlers: Record<string, (params: unknown[]) => unknown> = {
     getHealth: () => 'ok',
     getVersion: () => ({ 'solana-core': SOLANA_CORE_VERSION, 'feature-set': FEATURE_SET }),
-    getSlot: (params) => this.plain(params, 0, (c) => this.cluster.slotAt(c)),
-    getBlockHeight: (params) => this.plain(params, 0, (c) => this.cluster.blockHeightAt(c)),
-    getTransactionCount: (params) => this.plain(params, 0, (c) => this.cluster.epochInfo(c).transactionCount),
+    getSlot: (params) => this.plain(params, 0, (c) => this.read.slotAt(c)),
+    getBlockHeight: (params) => this.plain(params, 0, (c) => this.read.blockHeightAt(c)),
+    getTransactionCount: (params) => this.plain(params, 0, (c) => this.read.epochInfo(c).transactionCount),
     getEpochInfo: (params) =>
       this.plain(params, 0, (c) => {
-        const info = this.cluster.epochInfo(c);
+        const info = this.read.epochInfo(c);
         return {
           absoluteSlot: info.absoluteSlot,
           blockHeight: info.blockHeight,
@@ -190,12 +203,12 @@ export class RpcMethods {
     }),
     getLatestBlockhash: (params) =>
       this.withContext(params, 0, (c) => {
-        const { blockhash, lastValidBlockHeight } = this.cluster.latestBlockhash(c);
+        const { blockhash, lastValidBlockHeight } = this.read.latestBlockhash(c);
         return { blockhash, lastValidBlockHeight };
       }),
     isBlockhashValid: (params) => {
       const blockhash = stringParam(params, 0, 'blockhash');
-      return this.withContext(params, 1, () => this.cluster.isBlockhashValid(blockhash));
+      return this.withContext(params, 1, (c) => this.read.isBlockhashValid(blockhash, c));
     },
     getBalance: (params) => {
       const address = addressParam(params, 0);
@@ -262,16 +275,20 @@ export class RpcMethods {
           `Invalid params: transactionDetails "${details}" is not served by the simnet; use "signatures" or "none"`,
         );
       }
-      if (slot > this.cluster.slotAt(commitment))
+      if (slot > this.read.slotAt(commitment))
         throw new RpcError(-32004, `Block not available for slot ${slot}`);
-      const block = this.cluster.block(slot);
+      const block = this.read.block(slot);
       if (!block || block.status === 'dead' || !meetsCommitment(block.status, commitment)) {
-        const first = this.cluster.firstAvailableBlock();
+        const first = this.read.firstAvailableBlock();
         if (slot < first)
           throw new RpcError(
             -32001,
             `Block ${slot} cleaned up, does not exist on node. First available block: ${first}`,
           );
+        // Agave calls a slot skipped only below the root; above it, a block off the confirmed fork (or none yet) is
+        // "not available": the fork could still change.
+        if (slot > this.read.slotAt('finalized'))
+          throw new RpcError(-32004, `Block not available for slot ${slot}`);
         throw new RpcError(
           -32007,
           `Slot ${slot} was skipped, or missing due to ledger jump to recent snapshot`,
@@ -296,9 +313,12 @@ export class RpcMethods {
       if (signatures.length > MAX_SIGNATURE_STATUSES) {
         throw invalidParams(`Too many inputs provided; max ${MAX_SIGNATURE_STATUSES}`);
       }
+      const statusCacheOnly = configAt(params, 1).searchTransactionHistory !== true;
       return {
-        context: { slot: this.cluster.slot, apiVersion: SOLANA_CORE_VERSION },
-        value: (signatures as string[]).map((s) => statusJson(this.cluster.signatureStatus(s))),
+        context: { slot: this.read.slotAt('processed'), apiVersion: SOLANA_CORE_VERSION },
+        value: (signatures as string[]).map((s) =>
+          statusJson(this.read.signatureStatus(s, { statusCacheOnly })),
+        ),
       };
     },
     getSlotLeaders: (params) => {
@@ -326,7 +346,7 @@ export class RpcMethods {
       const slotGiven = typeof first === 'number';
       const config = configAt(params, slotGiven || first === null ? 1 : 0);
       const commitment = parseCommitment(config.commitment);
-      const slot = slotGiven ? first : this.cluster.slotAt(commitment);
+      const slot = slotGiven ? first : this.read.slotAt(commitment);
       const schedule = this.cluster.leaderSchedule(slot);
       if (!schedule) return null;
       if (config.identity) {

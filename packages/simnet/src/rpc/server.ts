@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { Faults } from '../faults';
 import { Rng } from '../rng';
-import type { Cluster, Commitment, SlotEvent } from '../chain/types';
+import type { ChainRead, Cluster, Commitment, SlotEvent } from '../chain/types';
 import { meetsCommitment, parseCommitment, RpcError, RpcMethods } from './methods';
 
 export interface RpcServerOptions {
@@ -41,12 +41,16 @@ function errorResponse(id: unknown, code: number, message: string, data?: unknow
   };
 }
 
-function handleOne(methods: RpcMethods, request: JsonRpcRequest): unknown {
+function handleOne(methods: RpcMethods, request: JsonRpcRequest, node: ChainRead): unknown {
   if (!request || typeof request !== 'object' || typeof request.method !== 'string') {
     return errorResponse(request?.id, -32600, 'Invalid request');
   }
   try {
-    return { jsonrpc: '2.0', result: methods.call(request.method, request.params), id: request.id ?? null };
+    return {
+      jsonrpc: '2.0',
+      result: methods.call(request.method, request.params, node),
+      id: request.id ?? null,
+    };
   } catch (error) {
     if (error instanceof RpcError) return errorResponse(request.id, error.code, error.message, error.data);
     return errorResponse(request.id, -32603, `Internal error: ${(error as Error).message}`);
@@ -121,16 +125,22 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
       send(200, errorResponse(null, -32700, 'Parse error'));
       return;
     }
+    // Behind a load balancer one request (a whole batch) goes to one node, which may be some slots behind.
+    let node: ChainRead = cluster;
+    if (current && current.rpcLagSlots > 0 && rng.chance(current.rpcLaggingShare)) {
+      faults?.count('rpcLagged');
+      node = cluster.behind(current.rpcLagSlots);
+    }
     if (Array.isArray(body)) {
       if (body.length === 0) send(200, errorResponse(null, -32600, 'Invalid request'));
       else
         send(
           200,
-          body.map((request) => handleOne(methods, request as JsonRpcRequest)),
+          body.map((request) => handleOne(methods, request as JsonRpcRequest, node)),
         );
       return;
     }
-    send(200, handleOne(methods, body as JsonRpcRequest));
+    send(200, handleOne(methods, body as JsonRpcRequest, node));
   };
 
   // Pick a port whose neighbour (port + 1) is free too, since clients derive the WebSocket URL from it.
