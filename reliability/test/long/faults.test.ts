@@ -163,6 +163,20 @@ const CASES: FaultCase[] = [
   // relay_orphaned_landings_total, relay_tips_leaked_lamports_total), which is where relay reports them. Only a
   // replay failure is announced (SLOT_DEAD); an orphaned or uncled block just never confirms.
   {
+    // Half the reads answered by a node 8 slots behind: nothing an operator must act on, so relay stays ready; what
+    // matters is that no landing is taken for a loss (checked transaction by transaction: one tip per landing).
+    name: 'lagging RPC nodes',
+    settings: { rpcLagSlots: 8, rpcLaggingShare: 0.5 },
+    minMs: 4000,
+    staysReady: true,
+    degraded: async (h, fs) => {
+      const lagged = fs.stack.simnet.faults.injected.rpcLagged;
+      return h.ready && allUpstreamsOk(h) && lagged > 0
+        ? `${lagged} RPC requests answered 8 slots behind; ready; /status upstreams all ok at slot ${h.status.slot}`
+        : null;
+    },
+  },
+  {
     name: 'dead slots',
     settings: { deadSlotRate: 0.15 },
     minMs: 3500,
@@ -374,6 +388,7 @@ describe.each(
     if (fault.settings.deadSlotRate) injected.dead_slots = bit('deadSlots');
     if (fault.settings.uncleRate) injected.uncled_blocks = bit('uncledBlocks');
     if (fault.settings.orphanedBlockRate) injected.orphaned_blocks = bit('orphanedBlocks');
+    if (fault.settings.rpcLaggingShare) injected.rpc_lagged_requests = bit('rpcLagged');
     const notReady = readyzSamples.filter((h) => !h.ready);
     const readyShare =
       readyzSamples.length === 0 ? 0 : (readyzSamples.length - notReady.length) / readyzSamples.length;

@@ -136,6 +136,31 @@ test('an orphaned block (no dead-slot notice): the landing goes back to pending 
   expect(finalized?.slot).toBeGreaterThan(gone?.slot_landed as number);
 }, 60_000);
 
+test('a lagging RPC node behind the load balancer: a landing it has not seen yet is not taken for a lost bundle', async () => {
+  // Every read answered 30 slots (1.8 s) behind: longer than the window grace, so judging the window at relay's own
+  // slot would call the bundle lost before the node shows its landing, and pay for a second attempt.
+  stack.simnet.engine.auction.setFixedClearingTip(1_000);
+  stack.simnet.faults.set({ rpcLagSlots: 30, rpcLaggingShare: 1 });
+  const laggedBefore = stack.simnet.faults.injected.rpcLagged;
+  try {
+    const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer(13) });
+    expect(enqueued.status).toBe(202);
+    const txId: string = enqueued.body.tx_id;
+    await waitUntil(
+      async () => (await get(url, `/tx/${txId}`)).body.state === 'finalized',
+      30_000,
+      'finalized',
+    );
+    const record = (await get(url, `/tx/${txId}`)).body;
+    expect(record.attempts).toHaveLength(1);
+    expect(record.retries).toBe(0);
+    expect(stack.simnet.faults.injected.rpcLagged).toBeGreaterThan(laggedBefore);
+  } finally {
+    stack.simnet.faults.reset();
+    stack.resetAuction();
+  }
+}, 45_000);
+
 async function counter(name: string): Promise<number> {
   const text = (await get(url, '/metrics')).body as string;
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
