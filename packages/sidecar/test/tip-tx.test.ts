@@ -1,5 +1,12 @@
 import { createPrivateKey, sign } from 'node:crypto';
-import { ComputeBudgetProgram, Keypair, PublicKey, SystemProgram, Transaction } from '@solana/web3.js';
+import {
+  ComputeBudgetInstruction,
+  ComputeBudgetProgram,
+  Keypair,
+  PublicKey,
+  SystemProgram,
+  Transaction,
+} from '@solana/web3.js';
 import bs58 from 'bs58';
 import { TipSigner } from '../src/engine/tip-tx';
 
@@ -65,6 +72,25 @@ test('the hand-built tip transaction is byte for byte what web3.js compiles, and
   }
 });
 
+test('a tip transaction requests at most 1,400 compute units, and enough for its two instructions', () => {
+  // The engine ranks bundles by tip per requested CU: a large limit would dilute the tip (issue #16 item 1).
+  const signer = new TipSigner(Keypair.generate());
+  const input = {
+    tipAccount: Keypair.generate().publicKey.toBase58(),
+    lamports: 5_000,
+    blockhash: bs58.encode(Buffer.alloc(32, 2)),
+  };
+  const limits = Array.from({ length: 2_000 }, () => {
+    const parsed = Transaction.from(signer.build(input).wire);
+    const instruction = parsed.instructions[0]!;
+    expect(ComputeBudgetInstruction.decodeInstructionType(instruction)).toBe('SetComputeUnitLimit');
+    return ComputeBudgetInstruction.decodeSetComputeUnitLimit(instruction).units;
+  });
+  expect(Math.max(...limits)).toBeLessThanOrEqual(1_400);
+  expect(Math.min(...limits)).toBeGreaterThanOrEqual(300);
+  expect(new Set(limits).size).toBe(950); // every value of the span, in turn
+});
+
 test('consecutive tips on the same inputs differ (their compute-unit limits do)', () => {
   const signer = new TipSigner(Keypair.generate());
   const input = {
@@ -72,8 +98,8 @@ test('consecutive tips on the same inputs differ (their compute-unit limits do)'
     lamports: 5_000,
     blockhash: bs58.encode(Buffer.alloc(32, 1)),
   };
-  const signatures = new Set(Array.from({ length: 50 }, () => signer.build(input).signature));
-  expect(signatures.size).toBe(50);
+  const signatures = new Set(Array.from({ length: 950 }, () => signer.build(input).signature));
+  expect(signatures.size).toBe(950);
 });
 
 test('a tip to the tipper itself is refused (the layout would list one key twice, an invalid transaction)', () => {

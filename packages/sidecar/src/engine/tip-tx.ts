@@ -2,9 +2,16 @@ import { createPrivateKey, randomInt, sign } from 'node:crypto';
 import { ComputeBudgetProgram, type Keypair, type PublicKey } from '@solana/web3.js';
 import bs58 from 'bs58';
 
-/** Compute-unit limits used as per-transaction nonces: [BASE, BASE + SPAN). A transfer needs ~300 CU. */
-const CU_NONCE_BASE = 1_000;
-const CU_NONCE_SPAN = 1_000_000;
+/**
+ * Compute-unit limits used as per-transaction nonces: [BASE, BASE + SPAN). The tip transaction needs ~300 CU (150 for
+ * the transfer, 150 for the ComputeBudget instruction), and the block engine ranks a bundle by tip per *requested*
+ * compute unit: every unit asked for beyond that dilutes the tip's rank. So the limits stay under 1,400 (the old
+ * span up to 1,001,000 asked ~500,000 on average and bought a third of the rank its tip paid for). 950 values keep
+ * tips apart: two tips repeat only with the same account, amount and blockhash 950 tips apart, over 475 tips a
+ * second on one blockhash (it is refreshed every 2 s; the engine takes a bundle a second per region).
+ */
+const CU_NONCE_BASE = 450;
+const CU_NONCE_SPAN = 950;
 
 /** Base fee of a one-signature transaction, lamports. */
 export const SIGNATURE_FEE_LAMPORTS = 5000;

@@ -4,6 +4,7 @@ import { LifecycleEntrySchema, lifecycleEntryProblems } from '@solrelay/core';
 import { SseReader } from '@solrelay/testkit';
 import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
+import { ComputeBudgetInstruction, ComputeBudgetProgram, Transaction } from '@solana/web3.js';
 import { startRelayStack } from '../helpers/relay-stack';
 
 let stack: Stack<Sidecar>;
@@ -107,4 +108,29 @@ test('a repeat enqueue of the same transaction returns the same tx_id with 200',
   expect(first.status).toBe(202);
   expect(second.status).toBe(200);
   expect(second.body.tx_id).toBe(first.body.tx_id);
+});
+
+test('the bundle the engine received asks at most 1,400 compute units for its tip transaction', async () => {
+  // Jito ranks bundles by tip per requested CU: read the tip transaction as the engine got it, with web3.js.
+  const enqueued = await post(stack.sidecar.url, '/tx/enqueue', { transaction: stack.transfer(3) });
+  expect(enqueued.status).toBe(202);
+  const txId: string = enqueued.body.tx_id;
+  await waitUntil(
+    async () => (await get(stack.sidecar.url, `/tx/${txId}`)).body.attempts.length > 0,
+    15_000,
+    'an attempt',
+  );
+  const bundleId: string = (await get(stack.sidecar.url, `/tx/${txId}`)).body.attempts[0].bundle_id;
+  await waitUntil(
+    () => stack.simnet.engine.getBundle(bundleId) !== undefined,
+    15_000,
+    'the engine to hold it',
+  );
+  const bundle = stack.simnet.engine.getBundle(bundleId);
+  const tip = bundle?.transactions.find((t) => t.signers[0] === stack.tipper.publicKey.toBase58());
+  expect(tip).toBeDefined();
+  const parsed = Transaction.from(tip?.wire as Uint8Array);
+  const limit = parsed.instructions.find((i) => i.programId.equals(ComputeBudgetProgram.programId));
+  expect(limit && ComputeBudgetInstruction.decodeInstructionType(limit)).toBe('SetComputeUnitLimit');
+  expect(ComputeBudgetInstruction.decodeSetComputeUnitLimit(limit!).units).toBeLessThanOrEqual(1_400);
 });
