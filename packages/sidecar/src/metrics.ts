@@ -48,6 +48,11 @@ export class Metrics {
     help: 'Slots the stream reported dead (replay failures) while relay was watching',
     registers: [this.registry],
   });
+  readonly bundleResultResubscribes = new Counter({
+    name: 'relay_bundle_result_resubscribes_total',
+    help: 'Times the block-engine bundle-result stream was opened again after it failed, ended or fell silent',
+    registers: [this.registry],
+  });
   readonly orphanedLandings = new Counter({
     name: 'relay_orphaned_landings_total',
     help: 'Landings whose block left the chain without a dead-slot notice (an abandoned fork): back to pending',

@@ -176,7 +176,12 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     rpcSlotMs: intervals.rpcSlotMs,
     log,
   });
-  const bundleResults = followBundleResults(engine, (result) => void r.onBundleResult(result), log);
+  const bundleResults = followBundleResults(
+    engine,
+    (result) => void r.onBundleResult(result),
+    log,
+    () => metrics.bundleResultResubscribes.inc(),
+  );
 
   const resumed = r.resumeAfterRestart();
   if (resumed.resent + resumed.tracked + resumed.relogged > 0)

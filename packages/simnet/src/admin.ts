@@ -66,6 +66,10 @@ export function adminRoutes(targets: AdminTargets): RouteHandler {
       faults.expireBlockhashes();
       return { ok: true, action: 'expireBlockhashes' };
     },
+    'POST /admin/actions/endBundleResultStreams': () => {
+      faults.endBundleResultStreams();
+      return { ok: true, action: 'endBundleResultStreams' };
+    },
     'GET /admin/state': () => ({
       ...engine.state(),
       finalizedSlot: cluster.slotAt('finalized'),

@@ -12,6 +12,8 @@ export interface FaultSettings {
   engine5xxRate: number;
   /** Block engine: extra latency added to every answer, in ms. */
   engineLatencyMs: number;
+  /** Block engine: open SubscribeBundleResults streams stay open but carry nothing while true (a half-dead stream). */
+  bundleResultsSilent: boolean;
   /** Block engine: an accepted bundle is silently dropped (never lands; gRPC `dropped`) with this probability. */
   bundleDropRate: number;
   /** Chain: a block that carries a bundle is uncled with this probability: left on an abandoned fork (silently, as
@@ -48,6 +50,7 @@ export const DEFAULT_FAULTS: Readonly<FaultSettings> = Object.freeze({
   engineRateLimitRate: 0,
   engine5xxRate: 0,
   engineLatencyMs: 0,
+  bundleResultsSilent: false,
   bundleDropRate: 0,
   uncleRate: 0,
   orphanedBlockRate: 0,
@@ -82,6 +85,8 @@ export interface FaultCounts {
   engine5xx: number;
   /** Open Yellowstone Subscribe streams ended with UNAVAILABLE by `cutStreams` / `streamCutIntervalMs`. */
   streamsCut: number;
+  /** Block engine SubscribeBundleResults streams ended cleanly by `endBundleResultStreams`. */
+  bundleResultStreamsEnded: number;
   /** Solana JSON-RPC HTTP requests answered by a lagging node (`rpcLaggingShare`). */
   rpcLagged: number;
   /** Blocks abandoned: replay failures (`deadSlotRate`), uncled blocks (`uncleRate`), orphaned ones. */
@@ -98,6 +103,7 @@ const ZERO_COUNTS: Readonly<FaultCounts> = Object.freeze({
   engineRateLimited: 0,
   engine5xx: 0,
   streamsCut: 0,
+  bundleResultStreamsEnded: 0,
   rpcLagged: 0,
   deadSlots: 0,
   uncledBlocks: 0,
@@ -110,6 +116,9 @@ export interface FaultActions {
   cutStreams: [];
   /** Make every blockhash issued so far invalid at once. */
   expireBlockhashes: [];
+  /** End every open SubscribeBundleResults stream with status OK and no error, as a block engine's stream can end
+   * (jito-ts 4.2.1's `onBundleResult` then calls neither callback). */
+  endBundleResultStreams: [];
 }
 
 export class Faults extends EventEmitter<
@@ -165,5 +174,8 @@ export class Faults extends EventEmitter<
 
   expireBlockhashes(): void {
     this.emit('expireBlockhashes');
+  }
+  endBundleResultStreams(): void {
+    this.emit('endBundleResultStreams');
   }
 }

@@ -1,7 +1,7 @@
 import { credentials, status as grpcStatus } from '@grpc/grpc-js';
 import { VersionedTransaction } from '@solana/web3.js';
 import { SearcherServiceClient } from 'jito-ts/dist/gen/block-engine/searcher';
-import { SearcherClient, searcherClient } from 'jito-ts/dist/sdk/block-engine/searcher';
+import { SearcherClient } from 'jito-ts/dist/sdk/block-engine/searcher';
 import { Bundle } from 'jito-ts/dist/sdk/block-engine/types';
 import {
   classifyRejection,
@@ -34,27 +34,39 @@ export interface NextScheduledLeader {
 }
 
 /**
+ * How long after an accepted bundle the result stream may stay silent before it is taken for dead: the engine
+ * reports `accepted` when it forwards a bundle to a leader, within seconds while bundle-engine leaders are ahead.
+ */
+export const BUNDLE_RESULT_SILENCE_MS = 20_000;
+
+/**
  * Jito's SearcherService through jito-ts. `http://host:port` connects without TLS (the simulated cluster and
- * private deployments); anything else goes through jito-ts's own `searcherClient()` factory, which always uses
- * TLS (roots overridable with GRPC_DEFAULT_SSL_ROOTS_FILE_PATH). No auth keypair: Jito no longer requires one.
+ * private deployments); anything else uses TLS exactly as jito-ts's `searcherClient()` factory builds it (roots
+ * overridable with GRPC_DEFAULT_SSL_ROOTS_FILE_PATH). The generated client is kept so the bundle-result stream can
+ * be watched for its end. No auth keypair: Jito no longer requires one.
  */
 export class GrpcBlockEngine implements BlockEngineTransport {
   readonly kind = 'grpc' as const;
   private readonly client: SearcherClient;
-  private readonly raw: SearcherServiceClient | null;
+  private readonly raw: SearcherServiceClient;
+  /** When the engine last accepted a bundle: a result stream silent long after that is dead. */
+  private lastAcceptedAt: number | null = null;
 
-  constructor(url: string) {
-    const insecure = /^http:\/\//i.exec(url);
-    if (insecure) {
-      this.raw = new SearcherServiceClient(
-        url.replace(/^http:\/\//i, '').replace(/\/+$/, ''),
-        credentials.createInsecure(),
-      );
-      this.client = new SearcherClient(this.raw);
-    } else {
-      this.raw = null;
-      this.client = searcherClient(url.replace(/^https:\/\//i, '').replace(/\/+$/, ''));
-    }
+  constructor(
+    url: string,
+    private readonly options: { silenceMs?: number; now?: () => number } = {},
+  ) {
+    const insecure = /^http:\/\//i.test(url);
+    const address = url.replace(/^https?:\/\//i, '').replace(/\/+$/, '');
+    this.raw = new SearcherServiceClient(
+      address,
+      insecure ? credentials.createInsecure() : credentials.createSsl(),
+    );
+    this.client = new SearcherClient(this.raw);
+  }
+
+  private now(): number {
+    return (this.options.now ?? Date.now)();
   }
 
   async sendBundle(transactions: Uint8Array[]): Promise<SendBundleResult> {
@@ -74,7 +86,10 @@ export class GrpcBlockEngine implements BlockEngineTransport {
         status: 'error',
       };
     }
-    if (result.ok) return { ok: true, bundleId: result.value };
+    if (result.ok) {
+      this.lastAcceptedAt = this.now();
+      return { ok: true, bundleId: result.value };
+    }
     const { code, details, message } = result.error;
     if (TRANSPORT_CODES.has(code)) {
       return {
@@ -114,17 +129,55 @@ export class GrpcBlockEngine implements BlockEngineTransport {
     };
   }
 
+  /**
+   * The bundle-result stream, read from the generated client rather than jito-ts's `onBundleResult`: that one calls
+   * neither callback when the stream ends cleanly, and the stream is then dead without a word. Here an end, an error,
+   * or silence for `silenceMs` after an accepted bundle each cancel the stream and report once through `onError`
+   * (the caller subscribes again).
+   */
   subscribeBundleResults(
     onResult: (result: BundleResultMessage) => void,
     onError: (error: Error) => void,
   ): () => void {
-    return this.client.onBundleResult(
-      (result) => onResult(result as unknown as BundleResultMessage),
-      onError,
+    const silenceMs = this.options.silenceMs ?? BUNDLE_RESULT_SILENCE_MS;
+    const stream = this.raw.subscribeBundleResults({});
+    let done = false;
+    let lastMessageAt = this.now();
+    const close = () => {
+      done = true;
+      clearInterval(watch);
+      stream.cancel();
+    };
+    const fail = (error: Error) => {
+      if (done) return;
+      close();
+      onError(error);
+    };
+    stream.on('data', (result: unknown) => {
+      lastMessageAt = this.now();
+      onResult(result as BundleResultMessage);
+    });
+    stream.on('error', (error: Error) => fail(new Error(`bundle result stream: ${error.message}`)));
+    stream.on('end', () => fail(new Error('bundle result stream ended')));
+    const watch = setInterval(
+      () => {
+        const accepted = this.lastAcceptedAt;
+        if (accepted !== null && accepted > lastMessageAt && this.now() - accepted > silenceMs)
+          fail(
+            new Error(
+              `bundle result stream silent ${Math.round(silenceMs / 1000)} s after an accepted bundle`,
+            ),
+          );
+      },
+      Math.min(1_000, silenceMs),
     );
+    watch.unref();
+    return () => {
+      if (!done) close();
+    };
   }
 
   close(): void {
-    this.raw?.close();
+    this.raw.close();
   }
 }

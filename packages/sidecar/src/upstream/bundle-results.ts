@@ -2,13 +2,15 @@ import type { Logger } from 'pino';
 import type { BlockEngineTransport, BundleResultMessage } from './block-engine';
 
 /**
- * Follow the engine's bundle-result stream for as long as the sidecar runs: on an error (or a failure to open) it
- * subscribes again after a second. Transports without the stream (JSON-RPC) make this a no-op.
+ * Follow the engine's bundle-result stream for as long as the sidecar runs: when it fails, ends or falls silent
+ * (the transport reports each as an error), or cannot be opened, it subscribes again after a second and calls
+ * `onResubscribe`. Transports without the stream (JSON-RPC) make this a no-op.
  */
 export function followBundleResults(
   engine: BlockEngineTransport,
   onResult: (result: BundleResultMessage) => void,
   log: Logger,
+  onResubscribe: () => void = () => undefined,
 ): { stop(): void } {
   let stopping = false;
   let stopResults: (() => void) | null = null;
@@ -18,7 +20,10 @@ export function followBundleResults(
 
   const retry = () => {
     if (stopping) return;
-    resubscribe = setTimeout(subscribe, 1000);
+    resubscribe = setTimeout(() => {
+      onResubscribe();
+      subscribe();
+    }, 1000);
     resubscribe.unref();
   };
   const subscribe = () => {
@@ -26,7 +31,7 @@ export function followBundleResults(
     try {
       stopResults = subscribeTo(onResult, (error) => {
         if (stopping) return;
-        log.warn({ err: error.message }, 'bundle result stream failed; resubscribing');
+        log.warn({ err: error.message }, 'bundle result stream lost; resubscribing');
         retry();
       });
     } catch (error) {

@@ -85,11 +85,21 @@ export async function startGrpcEngine(options: GrpcEngineOptions): Promise<Start
   const streamsPerIp = new Map<string, number>();
 
   const onResult = (result: BundleResult) => {
+    if (engine.faults.current.bundleResultsSilent) return;
     for (const call of streams) {
       if (!call.cancelled && !call.destroyed) call.write(result);
     }
   };
   engine.on('result', onResult);
+  // A stream that ends cleanly (status OK, no error), as the block engine's can.
+  const onEndStreams = () => {
+    for (const call of [...streams]) {
+      if (call.cancelled || call.destroyed) continue;
+      engine.faults.count('bundleResultStreamsEnded');
+      call.end();
+    }
+  };
+  engine.faults.on('endBundleResultStreams', onEndStreams);
 
   /** Common gate of unary calls: latency fault, 5xx fault (and, for sends, the rate limit). */
   async function gate(call: ServerUnaryCall<unknown, unknown>, spendsToken: boolean) {
@@ -197,6 +207,7 @@ export async function startGrpcEngine(options: GrpcEngineOptions): Promise<Start
     close: () =>
       new Promise<void>((resolve) => {
         engine.off('result', onResult);
+        engine.faults.off('endBundleResultStreams', onEndStreams);
         for (const call of streams) call.end();
         streams.clear();
         server.tryShutdown(() => resolve());
