@@ -198,3 +198,30 @@ test('a bad environment stops start-up with one clear line', async () => {
     /RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP/,
   );
 }, 30_000);
+
+test('one sidecar per data directory: a second start refuses, naming it; after a SIGKILL the next start takes over', async () => {
+  const { env } = await setup();
+  const first = await spawnSidecar(env);
+  let third: RunningSidecar | null = null;
+  try {
+    // Another port, the same files: it would replay the same journal and send everything twice.
+    const secondEnv = { ...env, API_PORT: String(await freePort()) };
+    await expect(spawnSidecar(secondEnv)).rejects.toThrow(
+      new RegExp(
+        `RELAY_E_CONFIG_DATA_DIR_IN_USE: The data directory ${env.RELAY_DATA_DIR} is in use by another relay sidecar \\(pid ${first.child.pid}\\)`,
+      ),
+    );
+    expect((await get(first.url, '/healthz')).status).toBe(200); // the running one is untouched
+    first.child.kill('SIGKILL');
+    await first.exited;
+    // The crash left its lock behind; a lock whose process is gone blocks nothing.
+    expect(await readFile(join(env.RELAY_DATA_DIR as string, 'relay.lock'), 'utf8')).toBe(
+      `${first.child.pid}\n`,
+    );
+    third = await spawnSidecar(env);
+    expect((await get(third.url, '/healthz')).status).toBe(200);
+  } finally {
+    await third?.stop();
+    if (first.child.exitCode === null && first.child.signalCode === null) await first.stop();
+  }
+}, 60_000);

@@ -104,6 +104,7 @@ export interface RelayErrorContext {
   RELAY_E_CONFIG_INVALID_ENV: { name: string; reason: string };
   RELAY_E_CONFIG_UNREADABLE_KEYPAIR: { path: string; reason: string };
   RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP: { tip: number; max_tip: number };
+  RELAY_E_CONFIG_DATA_DIR_IN_USE: { data_dir: string; pid: number };
 
   RELAY_E_INTERNAL_ERROR: { reason: string };
 }
@@ -248,6 +249,11 @@ export const RELAY_ERRORS = {
   RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP: {
     status: 500,
     message: 'The bypass tip $tip is above max-tip $max_tip',
+  },
+  RELAY_E_CONFIG_DATA_DIR_IN_USE: {
+    status: 500,
+    message:
+      'The data directory $data_dir is in use by another relay sidecar (pid $pid); stop it or use another RELAY_DATA_DIR',
   },
 
   // A bug

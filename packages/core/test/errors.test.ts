@@ -51,6 +51,7 @@ const REQUIRED: Array<[RelayErrorCode, number]> = [
   ['RELAY_E_CONFIG_MISSING_ENV', 500],
   ['RELAY_E_CONFIG_UNREADABLE_KEYPAIR', 500],
   ['RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP', 500],
+  ['RELAY_E_CONFIG_DATA_DIR_IN_USE', 500],
   ['RELAY_E_INTERNAL_ERROR', 500],
   // A lost attempt's journal code, and the one journals written before it carry (codes are never removed).
   ['RELAY_E_ATTEMPT_LOST', 502],
@@ -245,6 +246,7 @@ const SAMPLES: { [C in RelayErrorCode]: RelayErrorContext[C] } = {
   },
   RELAY_E_CONFIG_UNREADABLE_KEYPAIR: { path: '/keys/tipper.json', reason: 'ENOENT' },
   RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP: { tip: 3_000_000, max_tip: 2_000_000 },
+  RELAY_E_CONFIG_DATA_DIR_IN_USE: { data_dir: '/var/lib/relay', pid: 4242 },
   RELAY_E_INTERNAL_ERROR: { reason: 'not a slot: -1' },
 };
 

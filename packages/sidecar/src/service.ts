@@ -16,6 +16,7 @@ import { answerClientError } from './http/client-error';
 import { Journal } from './journal/journal';
 import { LifecycleLog } from './lifecycle/log';
 import { Metrics } from './metrics';
+import { lockDataDir } from './runtime/data-dir-lock';
 import { PolicyStore } from './policy/policy-store';
 import { Relay, type CrashPointName } from './relay';
 import { systemClock, type Clock } from './runtime/clock';
@@ -109,14 +110,27 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     });
   }
 
-  const { journal, recovery } = await Journal.open(
+  // One sidecar per data directory (a second one would replay the same journal and send everything twice).
+  let dataDirLock: Awaited<ReturnType<typeof lockDataDir>>;
+  try {
+    dataDirLock = await lockDataDir(config.dataDir);
+  } catch (error) {
+    policy.stop();
+    throw error;
+  }
+  const opened = await Journal.open(
     join(config.dataDir, 'journal'),
     storeCodec(options.retainTerminal ?? 20_000),
     {
       compactAtBytes: options.compactAtBytes ?? config.journalCompactBytes,
       ...(crashPoint ? { crashPoint } : {}),
     },
-  );
+  ).catch(async (error: unknown) => {
+    policy.stop();
+    await dataDirLock.release();
+    throw error;
+  });
+  const { journal, recovery } = opened;
   for (const warning of recovery.warnings) log.warn(warning);
   const { log: lifecycle, recovery: lifecycleRecovery } = await LifecycleLog.open<LifecycleEntry>(
     config.lifecyclePath,
@@ -229,6 +243,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     await journal.close();
     await lifecycle.close();
     await verifier?.close();
+    await dataDirLock.release();
   };
   try {
     await new Promise<void>((resolve, reject) => {
