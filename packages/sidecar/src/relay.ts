@@ -87,6 +87,7 @@ export class Relay {
       this.settler,
       new Evaluator(ctx, this.settler),
       new Expiry(ctx, this.settler),
+      (tipLamports, detail) => this.operator.tipTransactionFailed(tipLamports, detail),
     );
     this.recovery = new Recovery(ctx, queue, this.bypassDecider);
   }

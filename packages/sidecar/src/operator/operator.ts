@@ -23,6 +23,8 @@ export class Operator {
   private agentAbsentSince: number;
   private tipperBalance: number | null = null;
   private pausedReason: string | null = null;
+  /** After relay's own tip transaction failed for want of funds: the balance it needs before submission resumes. */
+  private resumeAt: number | null = null;
 
   constructor(private readonly ctx: RelayContext) {
     this.mode = ctx.o.initialMode;
@@ -90,14 +92,32 @@ export class Operator {
   setTipperBalance(lamports: number): void {
     this.tipperBalance = lamports;
     const needed = RENT_EXEMPT_MINIMUM + this.ctx.o.policy()['min-tip'] + SIGNATURE_FEE_LAMPORTS;
+    if (this.resumeAt !== null && lamports >= this.resumeAt) this.resumeAt = null;
     const reason =
       lamports < needed
         ? `tipper balance ${lamports} lamports is below ${needed} (rent-exempt minimum + min-tip + fee)`
-        : null;
-    if (reason !== this.pausedReason) {
-      this.pausedReason = reason;
-      if (reason) this.ctx.o.log.warn({ balance: lamports }, 'submission paused: tipper underfunded');
-      else this.ctx.o.log.info({ balance: lamports }, 'submission resumed: tipper funded');
-    }
+        : this.resumeAt !== null
+          ? `tipper balance ${lamports} lamports cannot pay the tip that failed (needs ${this.resumeAt})`
+          : null;
+    this.setPaused(reason, lamports);
+  }
+
+  /**
+   * The block engine reports that relay's own tip transaction failed in simulation: an operator fault (the tipper
+   * cannot pay), never the user's. Submission pauses until a balance read shows the tip, the fee and the rent-exempt
+   * minimum covered.
+   */
+  tipTransactionFailed(tipLamports: number, detail: string): void {
+    this.resumeAt = RENT_EXEMPT_MINIMUM + tipLamports + SIGNATURE_FEE_LAMPORTS;
+    this.setPaused(
+      `tip transaction failed in simulation (${detail}); waiting for the tipper's balance to cover it`,
+    );
+  }
+
+  private setPaused(reason: string | null, balance: number | null = this.tipperBalance): void {
+    if (reason === this.pausedReason) return;
+    this.pausedReason = reason;
+    if (reason) this.ctx.o.log.warn({ balance, reason }, 'submission paused: tipper underfunded');
+    else this.ctx.o.log.info({ balance }, 'submission resumed: tipper funded');
   }
 }

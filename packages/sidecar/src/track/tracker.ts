@@ -52,6 +52,8 @@ export class Tracker {
     private readonly settle: Settler,
     private readonly evaluator: Evaluator,
     private readonly expiry: Expiry,
+    /** Relay's own tip transaction failed in the engine's simulation (an operator fault). */
+    private readonly onTipFailed: (tipLamports: number, detail: string) => void = () => undefined,
   ) {}
 
   /**
@@ -144,6 +146,17 @@ export class Tracker {
       const tx = this.ctx.state.records.get(txId);
       const attempt = tx?.attempts.find((a) => a.bundle_id === result.bundleId);
       if (!tx || !attempt || attempt.stage !== 'submitted') return;
+      // Which transaction failed decides whose fault it is: relay's own tip transaction failing (the tipper cannot
+      // pay) pauses submission and costs the user's transaction nothing, not even a retry.
+      const failed = result.rejected?.simulationFailure?.txSignature;
+      if (failed !== undefined && failed === attempt.tip_signature) {
+        this.onTipFailed(attempt.tip_lamports, report.detail);
+        await this.settle.settleFailed(tx, attempt, 'dropped', {
+          countRetry: false,
+          detail: `engine: relay's tip transaction failed in simulation: ${report.detail}`,
+        });
+        return;
+      }
       await this.settle.settleFailed(tx, attempt, report.outcome, {
         countRetry: true,
         detail: `engine: ${report.detail}`,
