@@ -204,7 +204,14 @@ describe('dashboard served by a bypass sidecar on simnet', () => {
       const row = timeline.locator(`tr[data-stage="${stage}"]`);
       // The drill-down fills in as its bundle read answers: wait for the row, do not read it on first paint (on a
       // loaded machine the first paint can come before the answer; issue #19).
-      await timeline.locator(`tr[data-stage="${stage}"][data-reached="yes"]`).waitFor({ timeout: 10_000 });
+      await timeline
+        .locator(`tr[data-stage="${stage}"][data-reached="yes"]`)
+        .waitFor({ timeout: 30_000 })
+        .catch(async (error: unknown) => {
+          // What the drawer showed instead, for the post-mortem.
+          console.log(`drill-down while waiting for ${stage}:`, await drill.textContent());
+          throw error;
+        });
       expect(await row.getAttribute('data-reached')).toBe('yes');
       expect(await row.textContent()).toContain(entry.timeline[stage].slot.toLocaleString('en-US'));
     }

@@ -26,6 +26,8 @@ export function DrillDown({
   const [entry, setEntry] = useState<LifecycleEntry | null>(listEntry ?? null);
   const [record, setRecord] = useState<TxRecord | null>(null);
   const [error, setError] = useState<string | null>(null);
+  // A failed read is tried again a second later (a busy sidecar may not answer the first one in time).
+  const [retry, setRetry] = useState(0);
   // Changes whenever the polled copy moves to a new stage: the cue to read the entry again.
   const version = listEntry
     ? `${listEntry.stage}:${STAGES.map((s) => listEntry.timeline[s]?.slot ?? '').join(',')}`
@@ -33,6 +35,7 @@ export function DrillDown({
 
   useEffect(() => {
     let live = true;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     store.bundle(bundleId).then(
       (fresh) => {
         if (!live) return;
@@ -43,12 +46,17 @@ export function DrillDown({
           () => undefined, // the record may have aged out of memory; signatures are still listed
         );
       },
-      (e: unknown) => live && setError(e instanceof Error ? e.message : String(e)),
+      (e: unknown) => {
+        if (!live) return;
+        setError(e instanceof Error ? e.message : String(e));
+        if (retry < 5) timer = setTimeout(() => live && setRetry((n) => n + 1), 1_000);
+      },
     );
     return () => {
       live = false;
+      if (timer) clearTimeout(timer);
     };
-  }, [store, bundleId, version]);
+  }, [store, bundleId, version, retry]);
 
   useEffect(() => {
     const onKey = (event: KeyboardEvent) => {

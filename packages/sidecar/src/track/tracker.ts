@@ -44,6 +44,8 @@ export class Tracker {
   private trackAgain: TrackKind | null = null;
   /** Signatures the stream saw land since the last pass began (read at the next pass). */
   private hinted = new Set<string>();
+  /** The expiry check under way, if any. */
+  private expiryRunning: Promise<void> | null = null;
   /** Whether the stream is connected and delivering (so a landing of relay's tips shows on it). */
   private streamWatching: () => boolean = () => false;
 
@@ -292,8 +294,15 @@ export class Tracker {
         await this.ctx.locks
           .run(tx.tx_id, () => this.evaluator.watchLateTips(tx.tx_id, statuses))
           .catch((error: unknown) => this.ctx.o.log.debug({ err: error }, 'late tip check failed'));
-      // Expiry moves with slots: the slot's pass looks at it, not every hinted one.
-      if (kind !== 'hint') await this.expiry.checkExpiry();
+      // Expiry moves with slots: the slot's pass starts it, not every hinted one. It runs beside the passes (one
+      // at a time): its RPC reads must not hold the next status pass up.
+      if (kind !== 'hint' && !this.expiryRunning)
+        this.expiryRunning = this.expiry
+          .checkExpiry()
+          .catch((error: unknown) => this.ctx.o.log.debug({ err: error }, 'expiry check failed'))
+          .finally(() => {
+            this.expiryRunning = null;
+          });
     } catch (error) {
       this.ctx.o.log.debug({ err: error }, 'status poll failed');
     } finally {

@@ -1,4 +1,6 @@
+import { Transaction } from '@solana/web3.js';
 import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
+import bs58 from 'bs58';
 import type { Sidecar } from '../../src/service';
 import { startRelayStack, testIntervals } from '../helpers/relay-stack';
 
@@ -95,17 +97,23 @@ test('an orphaned block (no dead-slot notice): the landing goes back to pending 
   let txId = '';
   try {
     stack.simnet.faults.set({ orphanedBlockRate: 1 });
-    const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer(11) });
+    const transaction = stack.transfer(11);
+    const signature = bs58.encode(Transaction.from(Buffer.from(transaction, 'base64')).signature as Buffer);
+    const enqueued = await post(url, '/tx/enqueue', { transaction });
     expect(enqueued.status).toBe(202);
     txId = enqueued.body.tx_id;
     const landedIn = async (): Promise<boolean> => {
       const state = (await get(url, `/tx/${txId}`)).body.state;
       return state === 'landed' || state === 'processed';
     };
-    for (let i = 0; i < 200 && !(await landedIn()); i++) {
+    // One slot at a time until the chain holds the transaction; then the clock waits for relay to read it (on a
+    // loaded machine that can take a while), and only the next slot orphans the block.
+    for (let i = 0; i < 400 && cluster.signatureStatus(signature) === null; i++) {
       cluster.advance(1);
-      await waitUntil(landedIn, 250, 'a landing').catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 50));
     }
+    expect(cluster.signatureStatus(signature)).not.toBeNull();
+    await waitUntil(landedIn, 20_000, 'relay to read the landing');
     expect(await landedIn()).toBe(true);
   } finally {
     stack.simnet.faults.reset();
@@ -134,7 +142,7 @@ test('an orphaned block (no dead-slot notice): the landing goes back to pending 
     (h) => h.state === 'finalized',
   );
   expect(finalized?.slot).toBeGreaterThan(gone?.slot_landed as number);
-}, 60_000);
+}, 90_000);
 
 test('a lagging RPC node behind the load balancer: a landing it has not seen yet is not taken for a lost bundle', async () => {
   // Every read answered 30 slots (1.8 s) behind: longer than the window grace, so judging the window at relay's own
