@@ -73,7 +73,12 @@ export function createContext(o: RelayOptions): RelayContext {
     now,
     locks: new KeyedLock(),
     chain,
-    blockhashes: new BlockhashChecks(o.rpc, now, () => chain.slot),
+    blockhashes: new BlockhashChecks(
+      o.rpc,
+      now,
+      () => chain.slot,
+      () => chain.finalizedSlot,
+    ),
     announce: new Announcer({ hub: o.hub, lifecycle: o.lifecycle, log: o.log, now, enqueuedAt }),
     enqueuedAt,
     lastErrors: { engine: null },

@@ -18,12 +18,16 @@ export const VALIDITY_CONTEXT_SLACK_SLOTS = 2;
 /** Blockhash and durable-nonce liveness of user transactions, read from RPC (validity cached briefly per blockhash). */
 export class BlockhashChecks {
   private readonly validity = new Map<string, { valid: boolean; checkedAt: number }>();
+  /** The processed slot at which relay first saw each blockhash valid (recent ones; not kept across restarts). */
+  private readonly seenValidAt = new Map<string, number>();
 
   constructor(
     private readonly rpc: SolanaRpc,
     private readonly now: () => number,
     /** Relay's processed slot (from the stream): validity answers from nodes far behind it are not taken. */
     private readonly slot: () => number = () => 0,
+    /** The highest finalized slot relay knows. */
+    private readonly finalizedSlot: () => number = () => 0,
   ) {}
 
   /**
@@ -33,15 +37,15 @@ export class BlockhashChecks {
   async stillValid(blockhash: string): Promise<boolean | null> {
     const cached = this.validity.get(blockhash);
     const now = this.now();
-    if (cached && (!cached.valid || now - cached.checkedAt < 1000)) return cached.valid;
+    // Both answers are kept a second only: a `false` can also mean "newer than that node's bank", which passes.
+    if (cached && now - cached.checkedAt < 1000) return cached.valid;
     try {
       const minContextSlot = this.slot() - VALIDITY_CONTEXT_SLACK_SLOTS;
       const valid = await this.rpc.isBlockhashValid(blockhash, 'processed', minContextSlot);
       this.validity.set(blockhash, { valid, checkedAt: now });
-      if (this.validity.size > 10_000) {
-        const oldest = this.validity.keys().next().value as string;
-        this.validity.delete(oldest);
-      }
+      if (valid && !this.seenValidAt.has(blockhash)) this.seenValidAt.set(blockhash, this.slot());
+      for (const map of [this.validity, this.seenValidAt] as Array<Map<string, unknown>>)
+        if (map.size > 10_000) map.delete(map.keys().next().value as string);
       return valid;
     } catch {
       return null; // RPC down or behind: accept now, the expiry check decides later
@@ -68,11 +72,11 @@ export class BlockhashChecks {
    * Proof that no fork can process a user transaction any more, for `expired`: its durable nonce moved on, or its
    * blockhash is dead for good. Validity at `finalized` alone is no proof: Agave evaluates it at the root bank, where
    * every blockhash newer than the root is invalid too. Either of these is:
-   * - the finalized block height is past the last height the blockhash could be valid at, bounded by the height
-   *   relay had seen when it accepted the transaction (the blockhash came from a block at or below it, give or take
-   *   `INTAKE_HEIGHT_SLACK_BLOCKS`);
-   * - invalid at `processed` from a node not behind relay (which knew the blockhash at intake, so it expired or its
-   *   block left the chain) and invalid at the root as well.
+   * - the finalized block height is past the last height the blockhash could be valid at, bounded by a fresh block
+   *   height relay read when it accepted the transaction (the blockhash came from a block at or below it, give or
+   *   take `INTAKE_HEIGHT_SLACK_BLOCKS`);
+   * - relay saw the blockhash valid at some slot, the root has passed that slot since (so the blockhash is not newer
+   *   than the root), and now it is invalid both at the root and at `processed` from a node not behind relay.
    */
   async provablyDead(tx: StoredTx, finalizedBlockHeight: number | null): Promise<boolean> {
     for (let i = 0; i < tx.signatures.length; i++) {
@@ -86,6 +90,8 @@ export class BlockhashChecks {
       if (intakeHeight > 0 && finalizedBlockHeight !== null && finalizedBlockHeight > lastPossible)
         return true;
       const blockhash = tx.blockhashes[i] as string;
+      const seenAt = this.seenValidAt.get(blockhash);
+      if (seenAt === undefined || this.finalizedSlot() <= seenAt) continue;
       if ((await this.stillValid(blockhash)) === false && (await this.invalidAtRoot(blockhash))) return true;
     }
     return false;

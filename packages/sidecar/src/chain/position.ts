@@ -6,6 +6,8 @@
 export class ChainPosition {
   slot = 0;
   blockHeight = 0;
+  /** The processed slot at which `blockHeight` was last read (a reading many slots old is stale). */
+  blockHeightReadAtSlot = 0;
   /** Slots reported dead (bounded): status reads that show one describe a fork that is gone. */
   readonly deadSlots = new Set<number>();
   /** Highest slot the stream reported finalized, and the processed slot we were at when it did. */
@@ -16,11 +18,15 @@ export class ChainPosition {
   advance(slot: number, blockHeight?: number): boolean {
     if (slot <= this.slot) return false;
     this.slot = slot;
-    if (blockHeight !== undefined) this.blockHeight = blockHeight;
+    if (blockHeight !== undefined) {
+      this.blockHeight = blockHeight;
+      this.blockHeightReadAtSlot = slot;
+    }
     return true;
   }
 
   setBlockHeight(height: number): void {
+    if (height >= this.blockHeight) this.blockHeightReadAtSlot = this.slot;
     if (height > this.blockHeight) this.blockHeight = height;
   }
 

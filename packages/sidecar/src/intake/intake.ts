@@ -25,6 +25,9 @@ import {
  * Intake: parse and verify an enqueue request, admit it (idempotency, `max-queue`, `rate-limit`, a live blockhash),
  * journal it as `pending`, announce it, and (in bypass) hand it straight to the bypass decider.
  */
+/** A block height read within this many slots counts as current at intake (it is polled every second). */
+const FRESH_BLOCK_HEIGHT_SLOTS = 5;
+
 export class Intake {
   private readonly rateWindow = new SlidingWindow(60_000);
   private readonly inflightEnqueues = new Map<
@@ -169,7 +172,11 @@ export class Intake {
         max_tip: request.max_tip ?? null,
         enqueued_at: now,
         enqueued_slot: slot,
-        enqueued_block_height: this.ctx.chain.blockHeight,
+        // Only a fresh reading bounds the blockhash's life (a stale one would prove expiry too early): else none.
+        ...(this.ctx.chain.slot - this.ctx.chain.blockHeightReadAtSlot <= FRESH_BLOCK_HEIGHT_SLOTS &&
+        this.ctx.chain.blockHeight > 0
+          ? { enqueued_block_height: this.ctx.chain.blockHeight }
+          : {}),
         expires_at_slot: expiresAtSlot(slot, policy, request.expiry_slots ?? null),
         wires: parsed.map((p) => Buffer.from(p.wire).toString('base64')),
         signatures,

@@ -3,6 +3,9 @@ import { inFlight } from '../store/queries';
 import type { StoredTx } from '../store/records';
 import type { Settler } from './settle';
 
+/** A history answer counts as proof only from a node at most this many slots behind relay's stream. */
+const CONTEXT_SLACK_SLOTS = 2;
+
 /** Expiry: the slot's tracking pass asks it which transactions can provably no longer land, and settles them. */
 export class Expiry {
   constructor(
@@ -38,10 +41,12 @@ export class Expiry {
         }
         // The proof, read under the lock: no user signature is anywhere in the chain's history. (A durable-nonce
         // transaction's own landing advances its nonce, so the nonce alone proves nothing.)
-        const onChain = await this.ctx.o.rpc.getSignatureStatuses(current.signatures, {
-          searchTransactionHistory: true,
-        });
-        if (onChain.some((status) => status !== null)) return; // it landed: the tracker moves it forward
+        const read = await this.ctx.o.rpc
+          .getSignatureStatusesWithContext(current.signatures, { searchTransactionHistory: true })
+          .catch(() => null);
+        // From a node that is not behind relay: one behind may not have seen a landing yet.
+        if (!read || read.contextSlot < this.ctx.chain.slot - CONTEXT_SLACK_SLOTS) return;
+        if (read.statuses.some((status) => status !== null)) return; // it landed: the tracker moves it forward
         for (const a of current.attempts) {
           if (!a.outcome && a.stage !== 'failed') {
             await this.settle.settleFailed(current, a, 'dropped', {

@@ -15,6 +15,9 @@ import {
 } from './judge';
 import { readStatusesInto } from './read-statuses';
 
+/** Reads of a finalized block that must fail before the statuses' guess names the bundle that landed. */
+const GUESS_AFTER_UNREADABLE_READS = 5;
+
 /**
  * Evaluation of one transaction after a status read: drops readings of dead slots, counts leaked tips, and hands
  * settlement what the statuses prove (a user transaction failed on chain; the target window passed without a
@@ -25,6 +28,8 @@ export class Evaluator {
   private readonly blockOrders = new Map<number, readonly string[]>();
   /** `tx_id:slot` pairs whose credit the block order decided and that were logged (once each; recent only). */
   private readonly decidedByBlock = new Set<string>();
+  /** `tx_id:slot` pairs whose finalized block could not be read, and how many times. */
+  private readonly unreadableAtFinalized = new Map<string, number>();
 
   constructor(
     private readonly ctx: RelayContext,
@@ -176,10 +181,12 @@ export class Evaluator {
   ): Promise<boolean> {
     if (!landingGoneBy(landedSlot, this.ctx.chain.finalizedSlot, readAt.contextSlot)) return false;
     try {
-      const history = await this.ctx.o.rpc.getSignatureStatuses(tx.signatures, {
+      const history = await this.ctx.o.rpc.getSignatureStatusesWithContext(tx.signatures, {
         searchTransactionHistory: true,
       });
-      return history.every((status) => status === null);
+      // A node behind the root relay knows may not have the landing yet: no proof from it.
+      if (history.contextSlot < this.ctx.chain.finalizedSlot) return false;
+      return history.statuses.every((status) => status === null);
     } catch {
       return false; // RPC cannot say now: the next pass asks again
     }
@@ -230,6 +237,13 @@ export class Evaluator {
       // transaction must not end with its bundle unnamed and the landed tip counted leaked, so the statuses' guess
       // decides, said out loud.
       if (user.confirmationStatus !== 'finalized') return { attempt: null, unresolved: sharing };
+      // A transient refusal is tried again on later passes; only a block that stays unreadable is guessed.
+      const key = `${tx.tx_id}:${user.slot}`;
+      const failures = (this.unreadableAtFinalized.get(key) ?? 0) + 1;
+      this.unreadableAtFinalized.set(key, failures);
+      if (this.unreadableAtFinalized.size > 1024)
+        this.unreadableAtFinalized.delete(this.unreadableAtFinalized.keys().next().value as string);
+      if (failures < GUESS_AFTER_UNREADABLE_READS) return { attempt: null, unresolved: sharing };
       const guess = creditedAttempt(tx, statuses);
       this.ctx.o.log.warn(
         {

@@ -151,7 +151,7 @@ export class Tracker {
       // Which transaction failed decides whose fault it is: relay's own tip transaction failing (the tipper cannot
       // pay) pauses submission and costs the user's transaction nothing, not even a retry.
       const failed = result.rejected?.simulationFailure?.txSignature;
-      if (failed !== undefined && failed === attempt.tip_signature) {
+      if (failed && failed === attempt.tip_signature) {
         this.onTipFailed(attempt.tip_lamports, report.detail);
         await this.settle.settleFailed(tx, attempt, 'dropped', {
           countRetry: false,
@@ -191,9 +191,9 @@ export class Tracker {
     return tips;
   }
 
-  /** The earliest slot a transaction's user transactions could have landed in: its first attempt went out then. */
+  /** The earliest slot a transaction's user transactions could have landed in (the caller may have sent them too). */
   private earliestLanding(tx: StoredTx): number {
-    return tx.landed_slot ?? tx.attempts[0]?.created_slot ?? tx.enqueued_slot;
+    return tx.landed_slot ?? tx.enqueued_slot;
   }
 
   async track(kind: TrackKind = 'slot'): Promise<void> {
@@ -271,7 +271,7 @@ export class Tracker {
         for (const chunk of list) {
           if (chunk.length === 0) continue;
           const read = await readStatusesInto(this.ctx.o.rpc, chunk, statuses, { searchTransactionHistory });
-          contextSlot = Math.min(contextSlot, read);
+          if (read > 0) contextSlot = Math.min(contextSlot, read); // 0: the answer had no context
         }
       }
       if (Number.isFinite(contextSlot)) readAt.contextSlot = contextSlot;

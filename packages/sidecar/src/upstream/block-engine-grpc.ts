@@ -49,8 +49,11 @@ export class GrpcBlockEngine implements BlockEngineTransport {
   readonly kind = 'grpc' as const;
   private readonly client: SearcherClient;
   private readonly raw: SearcherServiceClient;
-  /** When the engine last accepted a bundle: a result stream silent long after that is dead. */
-  private lastAcceptedAt: number | null = null;
+  /**
+   * When the engine accepted the first bundle that no stream message has followed yet: a result stream silent long
+   * after that is dead (later sends do not move it, so steady traffic cannot hide a dead stream).
+   */
+  private unansweredSince: number | null = null;
 
   constructor(
     url: string,
@@ -87,7 +90,7 @@ export class GrpcBlockEngine implements BlockEngineTransport {
       };
     }
     if (result.ok) {
-      this.lastAcceptedAt = this.now();
+      this.unansweredSince ??= this.now();
       return { ok: true, bundleId: result.value };
     }
     const { code, details, message } = result.error;
@@ -142,7 +145,8 @@ export class GrpcBlockEngine implements BlockEngineTransport {
     const silenceMs = this.options.silenceMs ?? BUNDLE_RESULT_SILENCE_MS;
     const stream = this.raw.subscribeBundleResults({});
     let done = false;
-    let lastMessageAt = this.now();
+    // A new stream gets the full silence allowance for what is still unanswered.
+    if (this.unansweredSince !== null) this.unansweredSince = this.now();
     const close = () => {
       done = true;
       clearInterval(watch);
@@ -154,15 +158,15 @@ export class GrpcBlockEngine implements BlockEngineTransport {
       onError(error);
     };
     stream.on('data', (result: unknown) => {
-      lastMessageAt = this.now();
+      this.unansweredSince = null;
       onResult(result as BundleResultMessage);
     });
     stream.on('error', (error: Error) => fail(new Error(`bundle result stream: ${error.message}`)));
     stream.on('end', () => fail(new Error('bundle result stream ended')));
     const watch = setInterval(
       () => {
-        const accepted = this.lastAcceptedAt;
-        if (accepted !== null && accepted > lastMessageAt && this.now() - accepted > silenceMs)
+        const since = this.unansweredSince;
+        if (since !== null && this.now() - since > silenceMs)
           fail(
             new Error(
               `bundle result stream silent ${Math.round(silenceMs / 1000)} s after an accepted bundle`,

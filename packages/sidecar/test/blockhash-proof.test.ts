@@ -1,0 +1,54 @@
+import { BlockhashChecks } from '../src/chain/blockhash';
+import type { StoredTx } from '../src/store/records';
+import type { SolanaRpc } from '../src/upstream/solana-rpc';
+
+/** A fake RPC (pure logic under test): validity per commitment, switchable. */
+function setup(chain: { slot: number; finalizedSlot: number }) {
+  const valid = { processed: true, finalized: true };
+  const rpc = {
+    isBlockhashValid: async (_blockhash: string, commitment: 'processed' | 'finalized') => valid[commitment],
+    getNonceValue: async () => null,
+  } as unknown as SolanaRpc;
+  let now = 0;
+  const checks = new BlockhashChecks(
+    rpc,
+    () => (now += 2_000), // every read is fresh (the validity cache keeps an answer 1 s)
+    () => chain.slot,
+    () => chain.finalizedSlot,
+  );
+  return { checks, valid };
+}
+
+const tx = (enqueued_block_height?: number): StoredTx =>
+  ({
+    signatures: ['sig'],
+    blockhashes: ['hash'],
+    nonce_accounts: [null],
+    ...(enqueued_block_height === undefined ? {} : { enqueued_block_height }),
+  }) as unknown as StoredTx;
+
+test('by height: dead once the finalized height passes intake height + 150 + 32, not before', async () => {
+  const { checks } = setup({ slot: 500, finalizedSlot: 400 });
+  expect(await checks.provablyDead(tx(100), 282)).toBe(false);
+  expect(await checks.provablyDead(tx(100), 283)).toBe(true);
+  expect(await checks.provablyDead(tx(100), null)).toBe(false); // the height is unknown now
+  expect(await checks.provablyDead(tx(), 10_000)).toBe(false); // no intake height: rule 1 says nothing
+});
+
+test('by validity: only a blockhash relay saw valid, once the root has passed that point, invalid at both', async () => {
+  const chain = { slot: 100, finalizedSlot: 60 };
+  const { checks, valid } = setup(chain);
+  valid.processed = false;
+  valid.finalized = false;
+  // Never seen valid (it may be newer than the node's bank): no proof.
+  expect(await checks.provablyDead(tx(), null)).toBe(false);
+  valid.processed = true;
+  expect(await checks.stillValid('hash')).toBe(true); // seen valid at slot 100 (at intake, say)
+  valid.processed = false;
+  // Invalid at both now, but the root (60) has not passed slot 100: "newer than the root" is not ruled out.
+  expect(await checks.provablyDead(tx(), null)).toBe(false);
+  chain.finalizedSlot = 101;
+  expect(await checks.provablyDead(tx(), null)).toBe(true);
+  valid.finalized = true; // still valid at the root: not dead
+  expect(await checks.provablyDead(tx(), null)).toBe(false);
+});
