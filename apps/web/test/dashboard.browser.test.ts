@@ -190,7 +190,10 @@ describe('dashboard served by a bypass sidecar on simnet', () => {
 
   it('opens a bypass bundle: commitment timeline, tip floor at submit and its signatures', async () => {
     const lifecycle = await get(stack.sidecar.url, '/lifecycle?last=50');
-    const entry = lifecycle.body.entries.find((e: { tx_id: string }) => e.tx_id === demoTxId);
+    // The bundle that landed: under load an earlier attempt of the same transaction can be judged lost first.
+    const entry = lifecycle.body.entries.find(
+      (e: { tx_id: string; stage: string }) => e.tx_id === demoTxId && e.stage === 'finalized',
+    );
     expect(entry).toBeDefined();
 
     await page.click(
