@@ -2,7 +2,7 @@ import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import { TipSigner } from '../../src/engine/tip-tx';
 import type { Sidecar } from '../../src/service';
 import { GrpcBlockEngine } from '../../src/upstream/block-engine-grpc';
-import { startRelayStack } from '../helpers/relay-stack';
+import { counterValue, startRelayStack } from '../helpers/relay-stack';
 
 /**
  * The gRPC bundle-result stream can end cleanly (status OK, no error); jito-ts's `onBundleResult` then calls neither
@@ -25,10 +25,8 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function counter(name: string): Promise<number> {
-  const text = (await get(url, '/metrics')).body as string;
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.split(' ')[1]) : 0;
+function counter(name: string): Promise<number> {
+  return counterValue(url, name);
 }
 
 test('a bundle-result stream that ends without an error is opened again, and results keep coming', async () => {

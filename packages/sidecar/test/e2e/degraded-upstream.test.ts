@@ -2,7 +2,7 @@ import { Transaction } from '@solana/web3.js';
 import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import bs58 from 'bs58';
 import type { Sidecar } from '../../src/service';
-import { startRelayStack, testIntervals } from '../helpers/relay-stack';
+import { counterValue, startRelayStack, testIntervals } from '../helpers/relay-stack';
 
 /**
  * Upstreams that stay reachable but go wrong: a tip floor serving frozen data, a cluster whose slots stop, an
@@ -169,10 +169,8 @@ test('a lagging RPC node behind the load balancer: a landing it has not seen yet
   }
 }, 45_000);
 
-async function counter(name: string): Promise<number> {
-  const text = (await get(url, '/metrics')).body as string;
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.split(' ')[1]) : 0;
+function counter(name: string): Promise<number> {
+  return counterValue(url, name);
 }
 
 async function leakedLamports(): Promise<number> {

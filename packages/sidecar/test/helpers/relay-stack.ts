@@ -1,4 +1,4 @@
-import { startStack, type Stack, type StackOptions } from '@solrelay/testkit';
+import { get, startStack, type Stack, type StackOptions } from '@solrelay/testkit';
 import pino from 'pino';
 import { configFromEnv } from '../../src/config';
 import { startSidecar, type Sidecar, type SidecarOptions } from '../../src/service';
@@ -27,4 +27,11 @@ export function startRelayStack(
         ...options.sidecar,
       }),
   });
+}
+
+/** A counter's value from the sidecar's `/metrics` (0 when the series has not been written yet). */
+export async function counterValue(sidecarUrl: string, name: string): Promise<number> {
+  const text = (await get(sidecarUrl, '/metrics')).body as string;
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line ? Number(line.split(' ')[1]) : 0;
 }
