@@ -18,6 +18,9 @@ const TIP = 50_000;
 beforeAll(async () => {
   stack = await startRelayStack({
     env: { BUNDLE_ENGINE_TRANSPORT: 'grpc', BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: String(TIP) },
+    // 150 ms slots: the user transaction's blockhash (150 blocks) outlives a pause stretched by a loaded machine;
+    // at 60 ms it could die before the tipper was funded, and the transaction rightly expired.
+    simnet: { slotMs: 150 },
     policy: { 'min-tip': 1_000 },
   });
   url = stack.sidecar.url;
@@ -68,6 +71,15 @@ test("relay's tip transaction failing in simulation pauses submission and fails 
     20_000,
     'submission to pause on the failed tip',
   );
+  // The pause is set before the attempt's settlement is journaled (so nothing is sent in between): wait for both.
+  await waitUntil(
+    async () =>
+      /relay's tip transaction failed in simulation/.test(
+        (await get(url, `/tx/${txId}`)).body.last_error?.details?.reason ?? '',
+      ),
+    10_000,
+    "the transaction's record to name the failed tip",
+  );
   const paused = (await get(url, `/tx/${txId}`)).body;
   // Not failed: waiting (an attempt sent before the pause took hold may still be out).
   expect(['pending', 'submitted']).toContain(paused.state);
@@ -82,5 +94,10 @@ test("relay's tip transaction failing in simulation pauses submission and fails 
     async () => (await get(url, `/tx/${txId}`)).body.state === 'finalized',
     30_000,
     'finalized',
-  );
+  ).catch(async (error: unknown) => {
+    // What relay did instead, for the post-mortem.
+    console.log('record', JSON.stringify((await get(url, `/tx/${txId}`)).body, null, 1));
+    console.log('status', JSON.stringify((await get(url, '/status')).body, null, 1));
+    throw error;
+  });
 }, 60_000);
