@@ -312,7 +312,8 @@ export class RelayClient {
 
   /**
    * Enqueue 1 to 4 signed transactions that land together (`POST /tx/enqueue`). Accepts web3.js
-   * `Transaction` / `VersionedTransaction` objects, wire bytes, or base64 / base58 strings.
+   * `Transaction` / `VersionedTransaction` objects, @solana/kit `Transaction` objects (`{ messageBytes, signatures }`),
+   * wire bytes, or base64 / base58 strings.
    *
    * @example
    * const handle = await relay.enqueue([tx1, tx2], { priority: 'high' });

@@ -26,7 +26,7 @@ export {
 export { RECONNECT_BASE_MS, RECONNECT_CAP_MS, reconnectDelay } from './reconnect';
 export type { TimerHandle, Timers } from './reconnect';
 export { base58ToBytes, bytesToBase64, detectEncoding, encodeTransactions } from './encoding';
-export type { SerializableTransaction, TransactionInput } from './encoding';
+export type { KitTransaction, ReadonlyBytes, SerializableTransaction, TransactionInput } from './encoding';
 export type { FetchFunction, RelayClientLogger } from './http';
 
 // What callers of the client need from core, so they do not have to depend on it themselves. Values come from the

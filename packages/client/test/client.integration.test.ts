@@ -1,4 +1,18 @@
-import { Keypair, Transaction, VersionedTransaction } from '@solana/web3.js';
+import {
+  AccountRole,
+  address,
+  appendTransactionMessageInstruction,
+  blockhash,
+  createKeyPairSignerFromBytes,
+  createTransactionMessage,
+  generateKeyPairSigner,
+  getSignatureFromTransaction,
+  pipe,
+  setTransactionMessageFeePayerSigner,
+  setTransactionMessageLifetimeUsingBlockhash,
+  signTransactionMessageWithSigners,
+} from '@solana/kit';
+import { Keypair, PublicKey, Transaction, VersionedTransaction } from '@solana/web3.js';
 import type { Sidecar } from '@solrelay/sidecar';
 import { waitUntil, type Stack } from '@solrelay/testkit';
 import {
@@ -108,6 +122,48 @@ test('enqueue accepts web3.js Transaction and VersionedTransaction objects, byte
   await expect(objects.waitFor('confirmed', { timeoutMs: 20_000 })).resolves.toMatchObject({
     tx_signatures: objects.signatures,
   });
+}, 25_000);
+
+test('a transaction built and signed with @solana/kit is enqueued as it is and reaches finalized', async () => {
+  const signer = await createKeyPairSignerFromBytes(stack.payer.secretKey);
+  const recipient = await generateKeyPairSigner();
+  const latest = await stack.connection().getLatestBlockhash('confirmed');
+  const data = new Uint8Array(12);
+  new DataView(data.buffer).setUint32(0, 2, true); // SystemInstruction::Transfer
+  new DataView(data.buffer).setBigUint64(4, 1_000_000n, true); // above the rent-exempt minimum of a new account
+  const signed = await signTransactionMessageWithSigners(
+    pipe(
+      createTransactionMessage({ version: 0 }),
+      (m) => setTransactionMessageFeePayerSigner(signer, m),
+      (m) =>
+        setTransactionMessageLifetimeUsingBlockhash(
+          {
+            blockhash: blockhash(latest.blockhash),
+            lastValidBlockHeight: BigInt(latest.lastValidBlockHeight),
+          },
+          m,
+        ),
+      (m) =>
+        appendTransactionMessageInstruction(
+          {
+            programAddress: address('11111111111111111111111111111111'),
+            accounts: [
+              { address: signer.address, role: AccountRole.WRITABLE_SIGNER, signer },
+              { address: recipient.address, role: AccountRole.WRITABLE },
+            ],
+            data,
+          },
+          m,
+        ),
+    ),
+  );
+
+  const handle = await client().enqueue(signed);
+  expect(handle.signatures).toEqual([getSignatureFromTransaction(signed)]);
+  await expect(handle.waitFor('finalized', { timeoutMs: 20_000 })).resolves.toMatchObject({
+    state: 'finalized',
+  });
+  expect(await stack.connection().getBalance(new PublicKey(recipient.address), 'finalized')).toBe(1_000_000);
 }, 25_000);
 
 test('every API error is a RelayError with the server code; the typed views answer', async () => {
