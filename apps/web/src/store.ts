@@ -72,6 +72,8 @@ export interface TxStateView {
   state: TxState;
   failure: string | null;
   updated_at: number;
+  /** When the browser received it (epoch ms), to tell it from an older or newer `/queue` read. */
+  seen_at: number;
 }
 
 export interface DashboardState {
@@ -87,6 +89,8 @@ export interface DashboardState {
   tip: TipResponse | null;
   tipHistory: TipSample[];
   queue: QueueResponse | null;
+  /** When the read that gave `queue` was sent (browser epoch ms). */
+  queueReadAt: number | null;
   /** Most recent first. */
   lifecycle: LifecycleEntry[];
   /** Most recent first. */
@@ -109,6 +113,7 @@ const initialState: DashboardState = {
   tip: null,
   tipHistory: [],
   queue: null,
+  queueReadAt: null,
   lifecycle: [],
   txStates: [],
   log: [],
@@ -261,6 +266,7 @@ export class DashboardStore {
   private async poll(generation: number): Promise<void> {
     const client = this.client;
     if (!client || generation !== this.generation) return;
+    const askedAt = Date.now();
     const [status, tip, queue, lifecycle] = await Promise.allSettled([
       client.status(),
       client.tip(),
@@ -302,7 +308,10 @@ export class DashboardStore {
         patch.tip = tip.value;
         patch.tipHistory = appendTipSample(s.tipHistory, tip.value, now);
       }
-      if (queue.status === 'fulfilled') patch.queue = queue.value;
+      if (queue.status === 'fulfilled') {
+        patch.queue = queue.value;
+        patch.queueReadAt = askedAt;
+      }
       if (lifecycle.status === 'fulfilled') patch.lifecycle = [...lifecycle.value.entries].reverse();
       return patch;
     });
@@ -478,7 +487,8 @@ export class DashboardStore {
   private trackTx(txId: string, state: TxState, failure: string | null, ts: number): void {
     this.update((s) => {
       const rest = s.txStates.filter((t) => t.tx_id !== txId);
-      return { txStates: [{ tx_id: txId, state, failure, updated_at: ts }, ...rest].slice(0, TX_STATE_CAP) };
+      const seen = { tx_id: txId, state, failure, updated_at: ts, seen_at: Date.now() };
+      return { txStates: [seen, ...rest].slice(0, TX_STATE_CAP) };
     });
   }
 

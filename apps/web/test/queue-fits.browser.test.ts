@@ -1,11 +1,13 @@
 // On a 1366x768 laptop the queue panel is ~330 px wide and clips what does not fit: every column of the queue table
-// (the state column last, "pend" / "confi" when it was cut off) must be visible inside the panel.
+// (the state column last, "pend" / "confi" when it was cut off) must be visible inside the panel. And the state
+// column and the counts above it are the sidecar's (#18): a transaction confirmed before the page opened is shown
+// confirmed, not pending.
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import pino from 'pino';
 import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
-import { post, startStack, type Stack } from '@solrelay/testkit';
+import { get, post, startStack, stepSlotsUntil, waitUntil, type Stack } from '@solrelay/testkit';
 
 const WEB_DIST = join(__dirname, '..', 'dist');
 const ARTIFACTS = join(__dirname, '..', 'artifacts');
@@ -74,3 +76,35 @@ test('queue table fits its panel at 1366x768 (the state column is not clipped)',
   await page.screenshot({ path: join(ARTIFACTS, 'queue-fits-1366x768.png') });
   expect(geometry.overflowing).toEqual([]);
 }, 40_000);
+
+test('a transaction confirmed before the page opened shows confirmed in the queue, and is counted so', async () => {
+  const { url } = stack.sidecar;
+  await waitUntil(async () => (await get(url, '/queue')).body.pending === 0, 30_000, 'the queue to empty');
+  const { cluster } = stack.simnet;
+  // By hand from here, so the transaction holds at confirmed (finalized is 30 slots further) while the page reads.
+  cluster.stop();
+  try {
+    const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer(3_100) });
+    expect(enqueued.status).toBe(202);
+    const txId: string = enqueued.body.tx_id;
+    await stepSlotsUntil(
+      stack,
+      async () => (await get(url, `/tx/${txId}`)).body.state === 'confirmed',
+      30_000,
+      'relay to see it confirmed',
+    );
+    // A fresh page has seen no event of it: what it shows comes from GET /queue alone.
+    const page = await browser.newPage({ viewport: { width: 1366, height: 768 } });
+    await page.goto(url + '/');
+    const row = page.locator(`[data-testid="queue-table"] tr[data-tx-id="${txId}"]`);
+    await row.waitFor({ timeout: 15_000 });
+    expect(await row.locator('.tag').textContent()).toBe('confirmed');
+    const counts = page.locator('[data-testid="queue-counts"]');
+    expect(await counts.locator('[data-state="confirmed"]').textContent()).toBe(' · 1 confirmed');
+    expect(await counts.locator('[data-state="pending"]').count()).toBe(0);
+    await page.screenshot({ path: join(ARTIFACTS, 'queue-states-1366x768.png') });
+    await page.close();
+  } finally {
+    cluster.start();
+  }
+}, 60_000);

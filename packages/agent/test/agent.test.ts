@@ -178,8 +178,8 @@ test('the model saying hold is respected, and it is not asked again before the c
 test('the watchdog decides what it finds pending without a decision, with the state rebuilt from /tx', async () => {
   const relay = new FakeRelay();
   relay.queueEntries = [
-    { tx_id: 'tx_missed', age_slots: 10, priority: 'normal', retries: 1 },
-    { tx_id: 'tx_flying', age_slots: 5, priority: 'normal', retries: 0 },
+    { tx_id: 'tx_missed', state: 'pending', age_slots: 10, priority: 'normal', retries: 1 },
+    { tx_id: 'tx_flying', state: 'submitted', age_slots: 5, priority: 'normal', retries: 0 },
   ];
   relay.records.set(
     'tx_missed',

@@ -106,7 +106,7 @@ test('a spend-limit refusal cools down without re-reading the policy (the budget
 
 test('the watchdog does not re-submit a transaction the event path submitted while it read /tx/{id}', async () => {
   const relay = new FakeRelay();
-  relay.queueEntries = [{ tx_id: 'tx_a', age_slots: 0, priority: 'normal', retries: 0 }] as never;
+  relay.queueEntries = [{ tx_id: 'tx_a', state: 'pending', age_slots: 0, priority: 'normal', retries: 0 }];
   relay.records.set('tx_a', txRecord('tx_a', { enqueued_slot: 100, expires_at_slot: 250 }));
   let release: () => void = () => undefined;
   const gate = new Promise<void>((r) => (release = r));
@@ -255,7 +255,7 @@ test('a presence re-registration alone makes the agent re-read the policy before
   relay.policyValues = { ...relay.policyValues, 'max-tip': 20_000 };
   presence.register('reflex'); // reconnected after a gap: the sidecar may have restarted with another policy
   // The sweep after the re-read sees it queued (as the sidecar would list it), so it stays tracked.
-  relay.queueEntries = [{ tx_id: 'tx_a', age_slots: 0, priority: 'normal', retries: 0 }] as never;
+  relay.queueEntries = [{ tx_id: 'tx_a', state: 'pending', age_slots: 0, priority: 'normal', retries: 0 }];
   relay.enqueue('tx_a');
   await waitUntil(() => relay.submits.length === 1, 1_000, 'the submit');
   expect(relay.submits[0]!.tip_lamports).toBeLessThanOrEqual(20_000);
@@ -267,7 +267,7 @@ test('a presence re-registration alone makes the agent re-read the policy before
 test('a transaction reflex stopped is not re-decided (and stopped again) by every watchdog run', async () => {
   const relay = new FakeRelay();
   // Past its expiry slot but still queued until the sidecar expires it.
-  relay.queueEntries = [{ tx_id: 'tx_old', age_slots: 60, priority: 'normal', retries: 0 }] as never;
+  relay.queueEntries = [{ tx_id: 'tx_old', state: 'pending', age_slots: 60, priority: 'normal', retries: 0 }];
   relay.records.set('tx_old', txRecord('tx_old', { enqueued_slot: 40, expires_at_slot: 99 }));
   const { agent, log } = await startAgent(relay);
   expect(log.lines.filter((l) => l.startsWith('stop tx_old'))).toHaveLength(1);
@@ -292,7 +292,7 @@ test('a sweep asked for while one runs gets a fresh sweep after it (its /queue r
   };
   const running = agent.sweep('interval');
   // Enqueued after the running sweep read /queue: only a later read can see it.
-  relay.queueEntries = [{ tx_id: 'tx_late', age_slots: 0, priority: 'normal', retries: 0 }] as never;
+  relay.queueEntries = [{ tx_id: 'tx_late', state: 'pending', age_slots: 0, priority: 'normal', retries: 0 }];
   relay.records.set('tx_late', txRecord('tx_late', { enqueued_slot: 100, expires_at_slot: 250 }));
   const askedA = agent.sweep('events reconnected');
   const askedB = agent.sweep('resync');

@@ -218,7 +218,7 @@ export function buildParser(select: (json: boolean, run: CommandRunner) => void)
     .command('tip', 'the tip floor (lamports)', jsonOption, (args) => {
       run(args.json, async (ctx) => (await import('./commands/tip')).tip(ctx));
     })
-    .command('queue', 'pending transactions', jsonOption, (args) => {
+    .command('queue', 'transactions not yet final, each with its state', jsonOption, (args) => {
       run(args.json, async (ctx) => (await import('./commands/queue')).queue(ctx));
     })
     .command(

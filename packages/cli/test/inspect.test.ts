@@ -80,12 +80,19 @@ test('tip: p25..p99, ema and stale, boxed; --json is GET /tip', async () => {
   expect(text.stdout).toMatch(/│ stale +│ (yes|no) +│/);
 });
 
-test('queue: the pending count and evicted_total line; --json is GET /queue', async () => {
+test('queue: the size, the count in each state and evicted_total on one line; --json is GET /queue', async () => {
   const text = await runRelay(['queue'], { env });
   expect(text.code).toBe(0);
-  expect(text.stdout.trim()).toBe('pending 0  evicted_total 0');
+  expect(text.stdout.trim()).toBe(
+    'queue 0  pending 0  submitted 0  landed 0  processed 0  confirmed 0  evicted_total 0',
+  );
   const json = await runRelay(['queue', '--json'], { env });
-  expect(JSON.parse(json.stdout)).toEqual({ pending: 0, evicted_total: 0, entries: [] });
+  expect(JSON.parse(json.stdout)).toEqual({
+    pending: 0,
+    by_state: { pending: 0, submitted: 0, landed: 0, processed: 0, confirmed: 0 },
+    evicted_total: 0,
+    entries: [],
+  });
 });
 
 test('lifecycle: columns bundle_id, stage, slot, failure, tip, tier, escalated; --last / -l; most recent last', async () => {

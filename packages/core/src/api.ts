@@ -5,7 +5,7 @@ import { AiDecisionTraceSchema, type LifecycleEntry } from './lifecycle';
 import type { TipFloorView } from './oracle';
 import type { AttemptOutcome } from './outcomes';
 import type { Policy, PolicyEntry, PolicyKey, PolicyProblem } from './policy';
-import type { BundleStage, TxState } from './states';
+import type { BundleStage, QueuedTxState, TxState } from './states';
 import {
   DECISION_MODES,
   PRIORITIES,
@@ -202,9 +202,11 @@ export interface StatusResponse {
 /** `GET /tip` answer (lamports). */
 export type TipResponse = TipFloorView;
 
-/** One line of `GET /queue`. */
+/** One line of `GET /queue`: a transaction not yet terminal. */
 export interface QueueEntry {
   tx_id: string;
+  /** Its state now: `pending` waits for an attempt to be sent; the others have one sent or on chain. */
+  state: QueuedTxState;
   age_slots: number;
   priority: Priority;
   retries: number;
@@ -212,8 +214,15 @@ export interface QueueEntry {
 
 /** `GET /queue` answer. */
 export interface QueueResponse {
+  /**
+   * Every transaction not yet terminal, whatever its state: the spec's name for the queue's size, kept for the
+   * callers that read it. `by_state.pending` counts the ones still waiting to be sent.
+   */
   pending: number;
+  /** The queue's transactions counted by state (every state present, 0 included); they add up to `pending`. */
+  by_state: Record<QueuedTxState, number>;
   evicted_total: number;
+  /** Sorted by `tx_id`, so by enqueue time. */
   entries: QueueEntry[];
 }
 

@@ -22,6 +22,21 @@ export const TERMINAL_TX_STATES = ['finalized', 'failed', 'expired'] as const sa
 export type TerminalTxState = (typeof TERMINAL_TX_STATES)[number];
 
 /**
+ * The states of a transaction still in the queue (every state but the terminal ones), in forward order:
+ * `pending` waits for an attempt to be sent; the others have one sent or on chain and not yet final.
+ */
+export const QUEUED_TX_STATES = [
+  'pending',
+  'submitted',
+  'landed',
+  'processed',
+  'confirmed',
+] as const satisfies readonly Exclude<TxState, TerminalTxState>[];
+
+/** The state of a transaction still in the queue. */
+export type QueuedTxState = (typeof QUEUED_TX_STATES)[number];
+
+/**
  * The forward path a transaction walks when all goes well. An observation may jump ahead on it
  * (a signature seen `confirmed` while relay still thinks `submitted`); the skipped states are then
  * emitted in this order.

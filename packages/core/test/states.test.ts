@@ -1,4 +1,5 @@
 import {
+  QUEUED_TX_STATES,
   TERMINAL_TX_STATES,
   TX_STATES,
   bundleStagePath,
@@ -109,6 +110,13 @@ describe('transaction states', () => {
     expect([...TERMINAL_TX_STATES].sort()).toEqual(['expired', 'failed', 'finalized']);
     expect(isTerminalTxState('confirmed')).toBe(false);
     expect(isTerminalTxState('expired')).toBe(true);
+  });
+
+  it('the queued states are the other five, in forward order (GET /queue counts each)', () => {
+    expect(QUEUED_TX_STATES).toEqual(['pending', 'submitted', 'landed', 'processed', 'confirmed']);
+    for (const state of TX_STATES) {
+      expect((QUEUED_TX_STATES as readonly TxState[]).includes(state)).toBe(!isTerminalTxState(state));
+    }
   });
 
   it.each(LEGAL_MOVES)('%s -> %s is legal and emits %j', (from, to, emitted) => {

@@ -176,6 +176,29 @@ export async function waitUntil<T>(
   }
 }
 
+/**
+ * With the simnet's clock stopped (`stack.simnet.cluster.stop()`), produces slots one at a time until `done`: the
+ * next slot only once the sidecar has read the last one (its `/status` slot), so it never misses a slot it had to
+ * act in, however slowly a loaded machine runs it.
+ */
+export async function stepSlotsUntil(
+  stack: Stack<SidecarLike>,
+  done: () => Promise<boolean>,
+  timeoutMs = 30_000,
+  what = 'condition',
+): Promise<void> {
+  const { cluster } = stack.simnet;
+  await waitUntil(
+    async () => {
+      if (await done()) return true;
+      if ((await get(stack.sidecar.url, '/status')).body.slot >= cluster.slot) cluster.advance(1);
+      return false;
+    },
+    timeoutMs,
+    what,
+  );
+}
+
 /** A loopback port that was free a moment ago (so a restarted sidecar can come back at the same URL). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

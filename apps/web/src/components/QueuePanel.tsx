@@ -1,4 +1,5 @@
 import { formatAgo, formatInteger } from '../format';
+import { queueRowState, queueStateCounts } from '../queue-view';
 import type { DashboardState } from '../store';
 import { Id, Panel, StageTag } from './common';
 
@@ -14,9 +15,18 @@ export function QueuePanel({ state, now }: { state: DashboardState; now: number 
       className="area-queue"
       testId="panel-queue"
       actions={
-        <span className="small muted">
-          pending <b className="text-strong">{formatInteger(queue?.pending)}</b> · evicted{' '}
-          {formatInteger(queue?.evicted_total)}
+        // The queue's size, then how many are in each state: `pending` ones wait to be sent, the others are sent.
+        <span className="small muted" data-testid="queue-counts">
+          queue <b className="text-strong">{formatInteger(queue?.pending)}</b>
+          {queue
+            ? queueStateCounts(queue).map(({ state, count }) => (
+                <span key={state} data-state={state}>
+                  {' '}
+                  · {formatInteger(count)} {state}
+                </span>
+              ))
+            : null}{' '}
+          · evicted {formatInteger(queue?.evicted_total)}
         </span>
       }
     >
@@ -41,7 +51,7 @@ export function QueuePanel({ state, now }: { state: DashboardState; now: number 
                 <td>{entry.priority}</td>
                 <td className="num col-retries">{entry.retries}</td>
                 <td>
-                  <StageTag stage={latest.get(entry.tx_id)?.state ?? 'pending'} />
+                  <StageTag stage={queueRowState(entry, latest.get(entry.tx_id), state.queueReadAt)} />
                 </td>
               </tr>
             ))

@@ -96,7 +96,9 @@ export class FakeRelay implements AgentRelayClient {
   }
 
   async queue(): Promise<QueueResponse> {
-    return { pending: this.queueEntries.length, evicted_total: 0, entries: this.queueEntries };
+    const by_state = { pending: 0, submitted: 0, landed: 0, processed: 0, confirmed: 0 };
+    for (const entry of this.queueEntries) by_state[entry.state] += 1;
+    return { pending: this.queueEntries.length, by_state, evicted_total: 0, entries: this.queueEntries };
   }
 
   async tx(txId: string): Promise<TxRecord> {

@@ -1,4 +1,11 @@
-import { LifecycleEntrySchema, PolicySchema, RELAY_ERRORS, RELAY_EVENT_NAMES } from '@solrelay/core';
+import {
+  LifecycleEntrySchema,
+  PRIORITIES,
+  PolicySchema,
+  QUEUED_TX_STATES,
+  RELAY_ERRORS,
+  RELAY_EVENT_NAMES,
+} from '@solrelay/core';
 import { z } from 'zod';
 
 /**
@@ -114,6 +121,37 @@ export function openApiDocument(): Record<string, unknown> {
           required: ['decision_mode'],
           properties: { decision_mode: { type: 'string', enum: ['cortex', 'reflex'] } },
         },
+        Queue: {
+          type: 'object',
+          required: ['pending', 'by_state', 'evicted_total', 'entries'],
+          properties: {
+            pending: {
+              type: 'integer',
+              description: 'Every transaction not yet terminal, whatever its state (by_state splits it)',
+            },
+            by_state: {
+              type: 'object',
+              description: 'The same transactions counted by state; pending ones wait to be sent',
+              required: [...QUEUED_TX_STATES],
+              properties: Object.fromEntries(QUEUED_TX_STATES.map((s) => [s, { type: 'integer' }])),
+            },
+            evicted_total: { type: 'integer' },
+            entries: {
+              type: 'array',
+              items: {
+                type: 'object',
+                required: ['tx_id', 'state', 'age_slots', 'priority', 'retries'],
+                properties: {
+                  tx_id: { type: 'string' },
+                  state: { type: 'string', enum: [...QUEUED_TX_STATES] },
+                  age_slots: { type: 'integer' },
+                  priority: { type: 'string', enum: [...PRIORITIES] },
+                  retries: { type: 'integer' },
+                },
+              },
+            },
+          },
+        },
       },
     },
     security: [{ bearer: [] }],
@@ -224,8 +262,8 @@ export function openApiDocument(): Record<string, unknown> {
       },
       '/queue': {
         get: {
-          summary: 'Pending transactions and evicted_total',
-          responses: { '200': json({ type: 'object' }), ...errors(401) },
+          summary: 'Transactions not yet terminal, each with its state; counts by state; evicted_total',
+          responses: { '200': json({ $ref: '#/components/schemas/Queue' }), ...errors(401) },
         },
       },
       '/lifecycle': {

@@ -1,4 +1,5 @@
 import {
+  QUEUED_TX_STATES,
   RelayError,
   effectivePriority,
   isTerminalTxState,
@@ -16,12 +17,20 @@ export function txRecordOf(state: StoreState, txId: string): TxRecord {
   return toTxRecord(tx);
 }
 
+/**
+ * `GET /queue`: every transaction not yet terminal, each with its state, and the count per state, so one waiting to
+ * be sent (`pending`) is told apart from one sent or on chain. `pending` stays the count of them all (its name in
+ * the spec, read by callers that wait for an empty queue).
+ */
 export function queueView(state: StoreState, policy: Policy, slot: number): QueueResponse {
   const entries: QueueResponse['entries'] = [];
+  const by_state = Object.fromEntries(QUEUED_TX_STATES.map((s) => [s, 0])) as QueueResponse['by_state'];
   for (const tx of state.records.values()) {
     if (isTerminalTxState(tx.state)) continue;
+    by_state[tx.state] += 1;
     entries.push({
       tx_id: tx.tx_id,
+      state: tx.state,
       age_slots: Math.max(0, slot - tx.enqueued_slot),
       priority: effectivePriority(policy, tx.priority),
       retries: tx.retries,
@@ -29,7 +38,7 @@ export function queueView(state: StoreState, policy: Policy, slot: number): Queu
   }
   entries.sort((a, b) => (a.tx_id < b.tx_id ? -1 : 1));
   const evicted_total = Object.values(state.evicted).reduce((a, b) => a + b, 0);
-  return { pending: entries.length, evicted_total, entries };
+  return { pending: entries.length, by_state, evicted_total, entries };
 }
 
 /**
