@@ -1,6 +1,8 @@
 // The dashboard end to end: a real simnet, a real sidecar serving apps/web/dist, and Debian's Chromium driven by
 // playwright-core. Nothing is mocked: every number on the page comes from the sidecar's API and event stream.
 import { existsSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -79,11 +81,26 @@ describe('dashboard served by a bypass sidecar on simnet', () => {
   let page: Page;
   let pageErrors: string[];
   let demoTxId: string;
+  let hooks: Server;
 
   beforeAll(async () => {
     assertPrerequisites();
     // BYPASS_AGENT: every enqueue is submitted at once, so a transaction finalizes in a few seconds.
-    [browser, stack] = await Promise.all([launchChromium(), startDashboardStack({ BYPASS_AGENT: '1' })]);
+    // A webhook receiver that takes everything, so the health panel has an endpoint to show.
+    hooks = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => res.writeHead(204).end());
+    });
+    await new Promise<void>((resolve) => hooks.listen(0, '127.0.0.1', () => resolve()));
+    const hooksUrl = `http://127.0.0.1:${(hooks.address() as AddressInfo).port}/hooks`;
+    [browser, stack] = await Promise.all([
+      launchChromium(),
+      startDashboardStack({
+        BYPASS_AGENT: '1',
+        RELAY_WEBHOOK_URL: hooksUrl,
+        RELAY_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 1).toString('base64')}`,
+      }),
+    ]);
     page = await browser.newPage({ viewport: LAPTOP });
     pageErrors = collectPageErrors(page);
     await page.goto(stack.sidecar.url + '/');
@@ -92,6 +109,8 @@ describe('dashboard served by a bypass sidecar on simnet', () => {
   afterAll(async () => {
     await browser?.close();
     await stack?.close();
+    hooks?.closeAllConnections();
+    await new Promise((resolve) => (hooks ? hooks.close(resolve) : resolve(undefined)));
   });
 
   afterEach(() => {
@@ -121,6 +140,7 @@ describe('dashboard served by a bypass sidecar on simnet', () => {
     expect(await page.textContent('[data-testid="health-block-engine"]')).toMatch(/ok/);
     // The rolling hour's spend against the default spend-limit (0.5 SOL).
     expect(await page.textContent('[data-testid="health-spend"]')).toMatch(/of 0\.5 SOL/);
+    await page.waitForSelector('[data-testid="health-webhook-0"]');
     expect(await page.textContent('[data-testid="bundle-engine"]')).toMatch(/bundle engine/);
     expect(await page.textContent('[data-testid="panel-mode"]')).toContain('bypass');
   });
@@ -158,6 +178,13 @@ describe('dashboard served by a bypass sidecar on simnet', () => {
       async () => (await page.$$('[data-testid="lifecycle-table"] tr[data-stage="finalized"]')).length >= 4,
       20_000,
       'four finalized lifecycle rows',
+    );
+    // Their status changes went to the webhook receiver, and the health panel says so.
+    await waitUntil(
+      async () =>
+        /[1-9]\d* delivered/.test((await page.textContent('[data-testid="health-webhook-0"]')) ?? ''),
+      30_000,
+      'webhook deliveries shown',
     );
     await screenshot(page, 'dashboard', LAPTOP);
     await screenshot(page, 'dashboard', MONITOR);

@@ -1,3 +1,4 @@
+import type { WebhookEndpointStatus } from './webhooks';
 import { z } from 'zod';
 import { MAX_USER_TRANSACTIONS } from './bundle-id';
 import { RelayError, previewValue, type ErrorBody } from './errors';
@@ -197,6 +198,8 @@ export interface StatusResponse {
    */
   spend: { window_lamports: number; limit_lamports: number };
   paused_reason: string | null;
+  /** One entry per configured webhook endpoint (`RELAY_WEBHOOK_URL`); empty when none is. */
+  webhooks: WebhookEndpointStatus[];
 }
 
 /** `GET /tip` answer (lamports). */

@@ -16,3 +16,4 @@ export * from './policy-bounds';
 export * from './reflex';
 export * from './states';
 export * from './vocabulary';
+export * from './webhooks';

@@ -40,6 +40,10 @@ export interface SidecarConfig {
   verifyThreads: number;
   /** The journal compacts once its live file passes this many bytes; 0 never compacts. */
   journalCompactBytes: number;
+  /** Endpoints every `tx_status_changed` and `bundle_settled` is POSTed to (empty: no webhooks). */
+  webhookUrls: string[];
+  /** The Standard Webhooks signing secret (`whsec_` + base64); set whenever `webhookUrls` is. */
+  webhookSecret: string | undefined;
 }
 
 export const DEFAULTS = {
@@ -136,6 +140,48 @@ function hostList(env: Env, name: string): string[] {
   return hosts;
 }
 
+/** `RELAY_WEBHOOK_URL`: comma-separated http(s) URLs, each at most once. */
+function urlList(env: Env, name: string): string[] {
+  const v = value(env, name);
+  if (v === undefined) return [];
+  const urls = v
+    .split(',')
+    .map((u) => u.trim())
+    .filter(Boolean);
+  for (const u of urls) url({ [name]: u }, name);
+  if (new Set(urls).size !== urls.length) {
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', { name, reason: 'an endpoint is listed twice' });
+  }
+  return urls;
+}
+
+/**
+ * `RELAY_WEBHOOK_SECRET`, required with webhook URLs: deliveries are always signed, so a receiver can tell relay's
+ * requests from anyone else's. Checked here (the signing library takes it apart the same way) so a typo stops
+ * start-up instead of the first delivery.
+ */
+function webhookSecret(env: Env, urls: string[]): string | undefined {
+  const name = 'RELAY_WEBHOOK_SECRET';
+  const v = value(env, name);
+  if (urls.length === 0) return v;
+  if (v === undefined) {
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name,
+      reason:
+        'RELAY_WEBHOOK_URL is set: give the signing secret too (whsec_ followed by base64, 24 bytes or more)',
+    });
+  }
+  const key = v.startsWith('whsec_') ? v.slice('whsec_'.length) : '';
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(key) || Buffer.from(key, 'base64').length < 24) {
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name,
+      reason:
+        'expected whsec_ followed by base64 of 24 bytes or more (e.g. whsec_$(openssl rand -base64 32))',
+    });
+  }
+  return v;
+}
+
 function flag(env: Env, name: string): boolean {
   return oneOf(env, name, ['0', '1', 'true', 'false'] as const, '0') === '1' || value(env, name) === 'true';
 }
@@ -146,6 +192,7 @@ function flag(env: Env, name: string): boolean {
  */
 export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarConfig {
   const home = env.HOME ?? homedir();
+  const webhookUrls = urlList(env, 'RELAY_WEBHOOK_URL');
   return {
     streamEndpoint: url(env, 'STREAM_ENDPOINT'),
     streamXToken: value(env, 'STREAM_X_TOKEN'),
@@ -185,5 +232,7 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     lifecyclePath: resolve(cwd, value(env, 'LIFECYCLE_PATH') ?? DEFAULTS.lifecyclePath),
     dataDir: resolve(cwd, value(env, 'RELAY_DATA_DIR') ?? DEFAULTS.dataDir),
     agentGraceSeconds: integer(env, 'RELAY_AGENT_GRACE_S', DEFAULTS.agentGraceSeconds, 0, 86_400),
+    webhookUrls,
+    webhookSecret: webhookSecret(env, webhookUrls),
   };
 }

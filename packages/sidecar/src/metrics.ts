@@ -117,6 +117,24 @@ export class Metrics {
     help: 'Highest processed slot seen',
     registers: [this.registry],
   });
+  readonly webhookDeliveries = new Counter({
+    name: 'relay_webhook_deliveries_total',
+    help: 'Webhook delivery tries by result: delivered, failed (retried later), expired (given up after the retry window)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly webhookOutboxPending = new Gauge({
+    name: 'relay_webhook_outbox_pending',
+    help: 'Webhook deliveries owed, per endpoint (queued or being retried)',
+    labelNames: ['endpoint'] as const,
+    registers: [this.registry],
+  });
+  readonly webhookDeliveryLag = new Histogram({
+    name: 'relay_webhook_delivery_lag_seconds',
+    help: 'From an event to its successful webhook delivery',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600],
+    registers: [this.registry],
+  });
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'relay_process_' });

@@ -29,6 +29,8 @@ import { GrpcBlockEngine } from './upstream/block-engine-grpc';
 import { JsonRpcBlockEngine } from './upstream/block-engine-jsonrpc';
 import { followBundleResults } from './upstream/bundle-results';
 import { SolanaRpc } from './upstream/solana-rpc';
+import { WebhookDispatcher, type WebhookDispatcherOptions } from './webhooks/dispatcher';
+import { outboxCodec, type OutboxOp, type OutboxState } from './webhooks/outbox';
 import { SignatureVerifier } from './wire/signature-verifier';
 
 export { loadKeypair };
@@ -57,6 +59,13 @@ export interface SidecarOptions {
   eventRingSize?: number;
   /** Journal compaction threshold in bytes (default: the config's `RELAY_JOURNAL_COMPACT_BYTES`). */
   compactAtBytes?: number;
+  /** Webhook delivery timing (tests shorten the backoff). */
+  webhooks?: Partial<
+    Pick<
+      WebhookDispatcherOptions,
+      'retryBaseMs' | 'retryCapMs' | 'retryWindowMs' | 'tickMs' | 'timeoutMs' | 'concurrency'
+    >
+  >;
 }
 
 export interface Sidecar {
@@ -132,6 +141,43 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   });
   const { journal, recovery } = opened;
   for (const warning of recovery.warnings) log.warn(warning);
+
+  // Webhooks listen before anything can publish: every event from here on reaches the outbox, and what a crash
+  // kept out of it is added from the store's records first.
+  let webhooks: { dispatcher: WebhookDispatcher; outbox: Journal<OutboxState, OutboxOp> } | null = null;
+  if (config.webhookUrls.length > 0 && config.webhookSecret) {
+    try {
+      const { journal: outbox, recovery: outboxRecovery } = await Journal.open(
+        join(config.dataDir, 'webhooks'),
+        outboxCodec,
+        { compactAtBytes: 8 * 1024 * 1024 },
+      );
+      for (const warning of outboxRecovery.warnings) log.warn(`webhook outbox: ${warning}`);
+      const dispatcher = new WebhookDispatcher({
+        urls: config.webhookUrls,
+        secret: config.webhookSecret,
+        journal: outbox,
+        metrics,
+        log,
+        clock,
+        ...options.webhooks,
+      });
+      webhooks = { dispatcher, outbox };
+      const found = await dispatcher.recover(journal.state.records.values());
+      hub.onEvent(dispatcher.onEvent);
+      log.info(
+        { endpoints: config.webhookUrls.length, owed: outbox.state.messages.size, ...found },
+        'webhooks: delivering',
+      );
+    } catch (error) {
+      webhooks?.dispatcher.close();
+      await webhooks?.outbox.close().catch(() => undefined);
+      policy.stop();
+      await journal.close();
+      await dataDirLock.release();
+      throw error;
+    }
+  }
   const { log: lifecycle, recovery: lifecycleRecovery } = await LifecycleLog.open<LifecycleEntry>(
     config.lifecyclePath,
     {
@@ -203,7 +249,17 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   if (resumed.relogged > 0)
     log.warn({ relogged: resumed.relogged }, 'lifecycle log: wrote again entries a crash lost');
 
-  const sources: StatusSources = { relay: r, leaders, oracle, health, policy, store, tipper, clock };
+  const sources: StatusSources = {
+    relay: r,
+    leaders,
+    oracle,
+    health,
+    policy,
+    store,
+    tipper,
+    clock,
+    webhooks: () => webhooks?.dispatcher.status() ?? [],
+  };
   const listener = createRequestListener({
     relay: r,
     hub,
@@ -233,6 +289,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     stream.stop();
     policy.stop();
     r.close();
+    webhooks?.dispatcher.close();
     hub.dispose();
     if (listening) {
       server.closeAllConnections();
@@ -241,6 +298,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     engine.close();
     if (leaderSource !== engine) leaderSource.close();
     await journal.close();
+    await webhooks?.outbox.close();
     await lifecycle.close();
     await verifier?.close();
     await dataDirLock.release();

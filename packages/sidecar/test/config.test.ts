@@ -102,3 +102,37 @@ test('RELAY_ALLOWED_HOSTS and RELAY_SSE_BUFFER_BYTES: defaults, lists, and bad v
   );
   expect(errorOf({ ...minimal, RELAY_SSE_BUFFER_BYTES: '100' }).message).toMatch(/RELAY_SSE_BUFFER_BYTES/);
 });
+
+test('RELAY_WEBHOOK_URL and RELAY_WEBHOOK_SECRET: none by default; a list with a valid secret; each mistake named', () => {
+  const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+  expect(configFromEnv(minimal, '/srv/relay')).toMatchObject({ webhookUrls: [], webhookSecret: undefined });
+  expect(
+    configFromEnv(
+      {
+        ...minimal,
+        RELAY_WEBHOOK_URL: ' https://a.example/hook , http://127.0.0.1:9000/x',
+        RELAY_WEBHOOK_SECRET: secret,
+      },
+      '/srv/relay',
+    ),
+  ).toMatchObject({
+    webhookUrls: ['https://a.example/hook', 'http://127.0.0.1:9000/x'],
+    webhookSecret: secret,
+  });
+  const withUrl = { ...minimal, RELAY_WEBHOOK_URL: 'https://a.example/hook' };
+  expect(errorOf(withUrl).message).toMatch(/RELAY_WEBHOOK_SECRET.*give the signing secret/);
+  expect(errorOf({ ...withUrl, RELAY_WEBHOOK_SECRET: 'hunter2' }).message).toMatch(
+    /RELAY_WEBHOOK_SECRET.*whsec_/,
+  );
+  expect(errorOf({ ...withUrl, RELAY_WEBHOOK_SECRET: 'whsec_c2hvcnQ=' }).message).toMatch(/24 bytes/);
+  expect(
+    errorOf({ ...minimal, RELAY_WEBHOOK_URL: 'ftp://a.example/x', RELAY_WEBHOOK_SECRET: secret }).message,
+  ).toMatch(/RELAY_WEBHOOK_URL/);
+  expect(
+    errorOf({
+      ...minimal,
+      RELAY_WEBHOOK_URL: 'https://a.example/x,https://a.example/x',
+      RELAY_WEBHOOK_SECRET: secret,
+    }).message,
+  ).toMatch(/listed twice/);
+});

@@ -1,5 +1,5 @@
 import { useState } from 'react';
-import type { DecisionMode, UpstreamHealth } from '@solrelay/core';
+import type { DecisionMode, UpstreamHealth, WebhookEndpointStatus } from '@solrelay/core';
 import { formatAgo, formatInteger, formatLamportsCompact, formatSol } from '../format';
 import type { DashboardState, DashboardStore } from '../store';
 import { Dot, Id, Panel, type Tone } from './common';
@@ -100,6 +100,9 @@ export function HealthPanel({ state, now }: { state: DashboardState; now: number
           </li>
         ) : null}
         {status?.spend ? <SpendRow spend={status.spend} /> : null}
+        {(status?.webhooks ?? []).map((webhook, index) => (
+          <WebhookRow key={webhook.url} index={index} webhook={webhook} now={now} />
+        ))}
       </ul>
       {state.pollError ? <p className="text-bad small">last poll failed: {state.pollError}</p> : null}
     </Panel>
@@ -209,6 +212,26 @@ export function TipNowPanel({ state, now }: { state: DashboardState; now: number
 }
 
 /** The rolling hour's tips and fees against `spend-limit`: full means submits are refused until it frees up. */
+/** One webhook endpoint: what it has taken, what it is owed, and why it is failing if it is. */
+function WebhookRow({ webhook, index, now }: { webhook: WebhookEndpointStatus; index: number; now: number }) {
+  const failing = webhook.consecutive_failures > 0;
+  const tone: Tone = failing ? 'bad' : webhook.pending > 100 ? 'warn' : 'good';
+  const owed =
+    webhook.pending > 0 && webhook.oldest_pending_ms !== null
+      ? ` · ${formatInteger(webhook.pending)} owed (oldest ${formatAgo(now - webhook.oldest_pending_ms, now)})`
+      : ' · none owed';
+  return (
+    <li className="health-row" data-testid={`health-webhook-${index}`} title={webhook.url}>
+      <Dot tone={tone} label={failing ? 'failing' : 'ok'} />
+      <span className="health-name">webhook</span>
+      <span className={`health-detail ${failing ? 'text-bad' : ''}`}>
+        {formatInteger(webhook.delivered)} delivered{owed}
+        {failing ? ` · failing ×${webhook.consecutive_failures}: ${webhook.last_error ?? ''}` : ''}
+      </span>
+    </li>
+  );
+}
+
 function SpendRow({ spend }: { spend: { window_lamports: number; limit_lamports: number } }) {
   const { window_lamports: spent, limit_lamports: limit } = spend;
   const tone = limit === 0 ? 'good' : spent >= limit ? 'bad' : spent >= limit * 0.8 ? 'warn' : 'good';

@@ -1,5 +1,11 @@
 import type { Keypair } from '@solana/web3.js';
-import type { LeaderBuffer, ReadyResponse, StatusResponse, TipOracle } from '@solrelay/core';
+import type {
+  LeaderBuffer,
+  ReadyResponse,
+  StatusResponse,
+  TipOracle,
+  WebhookEndpointStatus,
+} from '@solrelay/core';
 import type { PolicyStore } from '../policy/policy-store';
 import type { Relay } from '../relay';
 import type { TxStore } from '../store/store';
@@ -15,6 +21,8 @@ export interface StatusSources {
   store: Pick<TxStore, 'healthy'>;
   tipper: Keypair;
   clock: Clock;
+  /** Each webhook endpoint's delivery state (empty without webhooks). */
+  webhooks: () => WebhookEndpointStatus[];
 }
 
 /** `GET /status`: the chain position, tip floor, decider, queue, upstreams, tipper and the hour's spend. */
@@ -46,6 +54,7 @@ export function statusOf(s: StatusSources): StatusResponse {
     tipper: { pubkey: s.tipper.publicKey.toBase58(), balance_lamports: r.balance },
     spend: { window_lamports: r.spentThisHour, limit_lamports: s.policy.current['spend-limit'] },
     paused_reason: r.paused,
+    webhooks: s.webhooks(),
   };
 }
 

@@ -31,5 +31,15 @@ export function renderStatus(s: StatusResponse, color: boolean): string {
     ]);
   }
   if (s.paused_reason) rows.push(['paused', s.paused_reason]);
+  // Older sidecars do not report webhooks.
+  for (const w of s.webhooks ?? []) {
+    const backlog =
+      w.pending > 0
+        ? `${w.pending} owed, oldest ${Math.round((w.oldest_pending_ms ?? 0) / 1000)} s`
+        : 'none owed';
+    const failing =
+      w.consecutive_failures > 0 ? `; failing (${w.consecutive_failures}× ${w.last_error ?? ''})` : '';
+    rows.push([`webhook ${w.url}`, `${w.delivered} delivered, ${backlog}${failing}`]);
+  }
   return keyValueTable(rows, color);
 }

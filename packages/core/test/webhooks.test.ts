@@ -1,0 +1,44 @@
+import {
+  WEBHOOK_RETRY_BASE_MS,
+  WEBHOOK_RETRY_CAP_MS,
+  displayWebhookUrl,
+  webhookPayload,
+  webhookRetryDelayMs,
+  type TxStatusChangedEvent,
+} from '../src';
+
+test('retry delays double from the base, stop at the cap, and jitter between half and all of the step', () => {
+  expect(webhookRetryDelayMs(1, 0)).toBe(WEBHOOK_RETRY_BASE_MS / 2);
+  expect(webhookRetryDelayMs(1, 0.999_999)).toBeCloseTo(WEBHOOK_RETRY_BASE_MS, -1);
+  expect(webhookRetryDelayMs(2, 0)).toBe(WEBHOOK_RETRY_BASE_MS);
+  expect(webhookRetryDelayMs(4, 0)).toBe(4 * WEBHOOK_RETRY_BASE_MS);
+  for (const failures of [20, 100, 10_000]) {
+    expect(webhookRetryDelayMs(failures, 0)).toBe(WEBHOOK_RETRY_CAP_MS / 2);
+    expect(webhookRetryDelayMs(failures, 0.999_999)).toBeLessThanOrEqual(WEBHOOK_RETRY_CAP_MS);
+  }
+  // Never shorter than half the previous step: a failing endpoint is never hammered.
+  for (let n = 1; n < 30; n++)
+    expect(webhookRetryDelayMs(n + 1, 0)).toBeGreaterThanOrEqual(webhookRetryDelayMs(n, 0));
+});
+
+test('payloads carry the type, the event time in ISO 8601 and the SSE data as is', () => {
+  const data: TxStatusChangedEvent = {
+    tx_id: 't',
+    state: 'landed',
+    bundle_id: null,
+    tx_signatures: ['s'],
+    failure: null,
+    ts: 0,
+  };
+  expect(webhookPayload('tx_status_changed', data, 1_700_000_000_000)).toEqual({
+    type: 'tx_status_changed',
+    timestamp: '2023-11-14T22:13:20.000Z',
+    data,
+  });
+});
+
+test('endpoint URLs are shown without credentials or query', () => {
+  expect(displayWebhookUrl('https://user:pass@hooks.example:8443/relay?token=abc')).toBe(
+    'https://hooks.example:8443/relay',
+  );
+});
