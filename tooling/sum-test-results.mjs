@@ -8,7 +8,7 @@ const dirs = [];
 for (const group of ['packages', 'apps', '.']) {
   const base = join(root, group);
   if (group === '.') {
-    for (const name of ['bench', 'reliability'])
+    for (const name of ['bench', 'reliability', 'packaging'])
       if (existsSync(join(root, name, 'package.json'))) dirs.push(join(root, name));
     continue;
   }

@@ -1,8 +1,8 @@
 import { credentials, status as grpcStatus } from '@grpc/grpc-js';
 import { VersionedTransaction } from '@solana/web3.js';
-import { SearcherServiceClient } from 'jito-ts/dist/gen/block-engine/searcher';
-import { SearcherClient } from 'jito-ts/dist/sdk/block-engine/searcher';
-import { Bundle } from 'jito-ts/dist/sdk/block-engine/types';
+import { SearcherServiceClient } from 'jito-ts/dist/gen/block-engine/searcher.js';
+import { SearcherClient } from 'jito-ts/dist/sdk/block-engine/searcher.js';
+import { Bundle } from 'jito-ts/dist/sdk/block-engine/types.js';
 import {
   classifyRejection,
   parseRetryAfterMs,
