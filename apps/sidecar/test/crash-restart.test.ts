@@ -145,10 +145,13 @@ test('a restarted attempt that loses its auction is judged lost and retried, and
       'finalized after the retry',
     );
     const record = (await get(second.url, `/tx/${txId}`)).body;
-    expect(record.attempts).toHaveLength(2);
-    expect(['dropped', 'fee_too_low']).toContain(record.attempts[0].outcome);
-    expect(record.attempts[1].stage).toBe('finalized');
-    expect(record.retries).toBe(1);
+    // Bypass retries at once: on a loaded machine a retry can go out (and lose) before this test, polling, has
+    // lowered the clearing tip. Every attempt but the last lost; the last finalized; each loss counted a retry.
+    const attempts: Array<{ stage: string; outcome: string | null }> = record.attempts;
+    expect(attempts.length).toBeGreaterThanOrEqual(2);
+    for (const lost of attempts.slice(0, -1)) expect(['dropped', 'fee_too_low']).toContain(lost.outcome);
+    expect(attempts.at(-1)?.stage).toBe('finalized');
+    expect(record.retries).toBe(attempts.length - 1);
     // The bundle that lost never executed: it paid neither tip nor fee.
     await waitUntil(
       () => simnet.cluster.getBalance(tipper.publicKey.toBase58()) < balanceBefore,
