@@ -117,10 +117,43 @@ export class Metrics {
     help: 'Highest processed slot seen',
     registers: [this.registry],
   });
+  readonly timeToCommitment = new Histogram({
+    name: 'relay_time_to_commitment_seconds',
+    help: 'From enqueue to the first time a transaction reached a commitment (processed, confirmed, finalized)',
+    labelNames: ['commitment'] as const,
+    buckets: [0.5, 1, 2, 3, 5, 8, 13, 20, 30, 45, 60, 90, 120, 300],
+    registers: [this.registry],
+  });
+  readonly tipperBalance = new Gauge({
+    name: 'relay_tipper_balance_lamports',
+    help: "The tipper account's balance at its last read",
+    registers: [this.registry],
+  });
+  readonly spendWindow = new Gauge({
+    name: 'relay_spend_window_lamports',
+    help: 'Tips and fees reserved or paid in the rolling hour (against relay_spend_limit_lamports)',
+    registers: [this.registry],
+  });
+  readonly spendLimit = new Gauge({
+    name: 'relay_spend_limit_lamports',
+    help: 'The policy spend-limit per rolling hour (0 = no limit)',
+    registers: [this.registry],
+  });
   readonly webhookDeliveries = new Counter({
     name: 'relay_webhook_deliveries_total',
-    help: 'Webhook delivery tries by result: delivered, failed (retried later), expired (given up after the retry window)',
-    labelNames: ['result'] as const,
+    help: 'Webhook deliveries by endpoint and result: delivered, failed (a try, retried later), expired (given up: retry window passed or the endpoint owed too much)',
+    labelNames: ['endpoint', 'result'] as const,
+    registers: [this.registry],
+  });
+  readonly webhookOldestPending = new Gauge({
+    name: 'relay_webhook_oldest_pending_seconds',
+    help: 'Age of the oldest event a webhook endpoint is owed (0 when none)',
+    labelNames: ['endpoint'] as const,
+    registers: [this.registry],
+  });
+  readonly webhookOutboxWriteFailures = new Counter({
+    name: 'relay_webhook_outbox_write_failures_total',
+    help: 'Webhook outbox journal writes refused (events not durable until the next start backfills them)',
     registers: [this.registry],
   });
   readonly webhookOutboxPending = new Gauge({

@@ -218,6 +218,9 @@ export function createApp(deps: AppDeps): express.Express {
     deps.metrics.sseBufferedPeak.set(hub.counters.peakBufferedBytes);
     deps.metrics.sseClientBufferedPeak.set(hub.counters.peakClientBufferedBytes);
     deps.metrics.queueDepth.set(relay.state.active);
+    if (relay.balance !== null) deps.metrics.tipperBalance.set(relay.balance);
+    deps.metrics.spendWindow.set(relay.spentThisHour);
+    deps.metrics.spendLimit.set(deps.policy.current['spend-limit']);
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
 

@@ -25,6 +25,9 @@ export interface TargetWindow {
  *
  * Callers hold the transaction's lock.
  */
+/** The commitments timed from enqueue in `relay_time_to_commitment_seconds`. */
+const TIMED_COMMITMENTS: ReadonlySet<TxState> = new Set(['processed', 'confirmed', 'finalized']);
+
 export class Settler {
   readonly signals = new SettleSignals();
 
@@ -110,6 +113,10 @@ export class Settler {
     },
   ): Promise<void> {
     const moves = this.path(tx.state, to, slot, now);
+    // Commitments this transaction reaches for the first time (a re-landing after a fork is not timed again).
+    const firstReached = new Set(
+      moves.map((m) => m.state).filter((state) => !tx.history.some((h) => h.state === state)),
+    );
     const attempt = extra.attempt ?? null;
     const seenBefore = { landed: !!attempt?.timeline.landed, confirmed: !!attempt?.timeline.confirmed };
     const attemptChanges: Array<{ n: number; set: Partial<StoredAttempt> }> = [];
@@ -161,6 +168,11 @@ export class Settler {
     });
     for (const m of moves) {
       this.ctx.o.metrics.transitions.inc({ state: m.state });
+      if (firstReached.has(m.state) && TIMED_COMMITMENTS.has(m.state))
+        this.ctx.o.metrics.timeToCommitment.observe(
+          { commitment: m.state },
+          Math.max(0, m.ts - tx.enqueued_at) / 1000,
+        );
       this.ctx.announce.publishStatus({ ...tx, state: m.state }, extra.bundleId ?? null);
     }
     if (terminal && to !== 'finalized') this.ctx.o.metrics.evicted.inc({ reason: to });
