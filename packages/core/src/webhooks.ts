@@ -67,8 +67,27 @@ export interface WebhookEndpointStatus {
   last_success_at: number | null;
 }
 
-/** An endpoint URL as shown in status and logs: scheme, host, port and path only (no credentials, no query). */
+/**
+ * An endpoint URL as shown in status, logs and metric labels: scheme, host, port and path, without credentials or
+ * query, and with long path segments cut to their first 4 characters (services such as Slack put the secret in
+ * the path).
+ */
 export function displayWebhookUrl(url: string): string {
   const parsed = new URL(url);
-  return `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
+  const path = parsed.pathname
+    .split('/')
+    .map((segment) => (segment.length >= 16 ? `${segment.slice(0, 4)}…` : segment))
+    .join('/');
+  return `${parsed.protocol}//${parsed.host}${path}`;
+}
+
+/**
+ * The `webhook-id` of an event, derived from what it is rather than drawn at random: the same for a live event
+ * and for the same event added again from the transaction's record after a crash, so receivers can dedupe both.
+ * A transaction's n-th status change (its n-th history entry, from 0), or a bundle's settlement.
+ */
+export function webhookMessageId(
+  of: { kind: 'status'; txId: string; index: number } | { kind: 'settled'; bundleId: string; stage: string },
+): string {
+  return of.kind === 'status' ? `msg_${of.txId}_s${of.index}` : `msg_${of.bundleId}_${of.stage}`;
 }

@@ -3,6 +3,7 @@ import {
   WEBHOOK_RETRY_CAP_MS,
   displayWebhookUrl,
   webhookPayload,
+  webhookMessageId,
   webhookRetryDelayMs,
   type TxStatusChangedEvent,
 } from '../src';
@@ -37,7 +38,15 @@ test('payloads carry the type, the event time in ISO 8601 and the SSE data as is
   });
 });
 
-test('endpoint URLs are shown without credentials or query', () => {
+test('webhook ids are derived from the event: a transaction’s n-th status, a bundle’s settlement', () => {
+  expect(webhookMessageId({ kind: 'status', txId: 'tx_1', index: 3 })).toBe('msg_tx_1_s3');
+  expect(webhookMessageId({ kind: 'settled', bundleId: 'ab', stage: 'finalized' })).toBe('msg_ab_finalized');
+});
+
+test('endpoint URLs are shown without credentials, query or long path secrets', () => {
+  expect(displayWebhookUrl('https://hooks.slack.com/services/T0000/B0000/XXXXXXXXXXXXXXXXXXXXXXXX')).toBe(
+    'https://hooks.slack.com/services/T0000/B0000/XXXX…',
+  );
   expect(displayWebhookUrl('https://user:pass@hooks.example:8443/relay?token=abc')).toBe(
     'https://hooks.example:8443/relay',
   );

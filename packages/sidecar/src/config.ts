@@ -148,7 +148,17 @@ function urlList(env: Env, name: string): string[] {
     .split(',')
     .map((u) => u.trim())
     .filter(Boolean);
-  for (const u of urls) url({ [name]: u }, name);
+  for (const u of urls) {
+    url({ [name]: u }, name);
+    const parsed = new URL(u);
+    // fetch refuses such URLs, and a credential would show wherever the endpoint is named.
+    if (parsed.username || parsed.password) {
+      throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+        name,
+        reason: `${parsed.protocol}//…@${parsed.host}: credentials in the URL are not supported (deliveries are signed with RELAY_WEBHOOK_SECRET; put a token in the path or query if the receiver needs one)`,
+      });
+    }
+  }
   if (new Set(urls).size !== urls.length) {
     throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', { name, reason: 'an endpoint is listed twice' });
   }

@@ -135,4 +135,11 @@ test('RELAY_WEBHOOK_URL and RELAY_WEBHOOK_SECRET: none by default; a list with a
       RELAY_WEBHOOK_SECRET: secret,
     }).message,
   ).toMatch(/listed twice/);
+  const withCredentials = errorOf({
+    ...minimal,
+    RELAY_WEBHOOK_URL: 'https://user:hunter2@a.example/x',
+    RELAY_WEBHOOK_SECRET: secret,
+  }).message;
+  expect(withCredentials).toMatch(/credentials in the URL are not supported/);
+  expect(withCredentials).not.toContain('hunter2');
 });

@@ -227,6 +227,10 @@ test('what a crash kept out of the outbox is added from the records at the next 
   await waitUntil(() => r.accepted.length === 8, 5_000, 'the backfill delivered');
   const txA = r.accepted.filter((s) => s.txId === 'tx_a');
   expect(txA.filter((s) => s.type === 'tx_status_changed').map((s) => s.state)).toEqual(states.slice(1));
+  // The ids the live events would have had: a receiver that got some of them before the crash dedupes.
+  expect(txA.filter((s) => s.type === 'tx_status_changed').map((s) => s.id)).toEqual(
+    [1, 2, 3, 4, 5].map((index) => `msg_tx_a_s${index}`),
+  );
   expect(txA.filter((s) => s.type === 'bundle_settled')).toHaveLength(2);
   expect(r.accepted.filter((s) => s.txId === 'tx_b').map((s) => s.state)).toEqual(['pending']);
   // A third start finds nothing missing.
@@ -262,9 +266,10 @@ test('a snapshot keeps what is owed and the cursors, without counting the owed e
 
 test('a transaction’s deliveries stay in order through failures; other transactions are not held up', async () => {
   const journal = await openOutbox(await dir());
-  // tx_a's first delivery fails three times; tx_b's go through at once.
+  // The receiver refuses tx_a's first delivery three times (a 422: that message, not the endpoint); tx_b's go
+  // through at once and the endpoint is never taken for down.
   const r = receiver((sent, tries) =>
-    sent.txId === 'tx_a' && sent.state === 'pending' && tries <= 3 ? 503 : 204,
+    sent.txId === 'tx_a' && sent.state === 'pending' && tries <= 3 ? 422 : 204,
   );
   const d = dispatcher(journal, r.fetch);
   await d.recover([]);
@@ -298,15 +303,34 @@ test('a transaction’s deliveries stay in order through failures; other transac
 test('a delivery is given up only once the retry window has passed, and counted', async () => {
   const journal = await openOutbox(await dir());
   const r = receiver(() => 500);
-  const d = dispatcher(journal, r.fetch, { retryWindowMs: 150 });
+  // A clock the test moves: the window cannot pass by itself on a slow machine.
+  let now = Date.now(); // signatures carry it; receivers refuse timestamps far from theirs
+  const d = dispatcher(journal, r.fetch, { retryWindowMs: 60_000, clock: { now: () => now } });
   await d.recover([]);
   d.onEvent(statusEvent('tx_a', 'pending'));
+  await waitUntil(() => (d.status()[0]?.failed_attempts ?? 0) >= 1, 5_000, 'the first try');
+  expect(d.status()[0]).toMatchObject({ pending: 1, expired: 0, last_error: 'HTTP 500' });
+  now += 59_000;
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  expect(d.status()[0]).toMatchObject({ pending: 1, expired: 0 });
+  now += 1_000;
   await waitUntil(() => d.status()[0]?.expired === 1, 5_000, 'given up');
-  const [status] = d.status();
-  expect(status?.failed_attempts).toBeGreaterThan(1);
-  expect(status?.pending).toBe(0);
-  expect(journal.state.messages.size).toBe(0);
+  expect(d.status()[0]?.pending).toBe(0);
+  await waitUntil(() => journal.state.messages.size === 0, 5_000, 'recorded as done');
   await journal.close();
+});
+
+test('an endpoint owed more than its cap gives up its oldest deliveries', async () => {
+  const journal = await openOutbox(await dir());
+  const d = dispatcher(journal, receiver(() => 503).fetch, {
+    maxOwed: 2,
+    retryBaseMs: 60_000,
+    retryCapMs: 60_000,
+  });
+  await d.recover([]);
+  for (const txId of ['tx_1', 'tx_2', 'tx_3', 'tx_4']) d.onEvent(statusEvent(txId, 'pending'));
+  await waitUntil(() => d.status()[0]?.expired === 2, 5_000, 'two given up');
+  expect(d.status()[0]?.pending).toBe(2);
 });
 
 test('deliveries owed to an endpoint no longer configured are dropped at start', async () => {
@@ -363,6 +387,28 @@ test('terminal cursors are bounded; a terminal record without one is not backfil
   expect(state.cursors.size).toBe(TERMINAL_CURSORS_KEPT);
   expect(state.cursors.has('tx_0')).toBe(false);
   expect(state.cursors.has(`tx_${TERMINAL_CURSORS_KEPT}`)).toBe(true);
+  // A late settlement of an aged-out transaction does not start a cursor that would re-send its history.
+  outboxCodec.apply(state, {
+    k: 'add',
+    m: {
+      id: 'late',
+      type: 'bundle_settled',
+      ts: 1,
+      key: 'tx_0',
+      owed: [],
+      queuedAt: 1,
+      data: {
+        bundle_id: 'b',
+        stage: 'failed',
+        failure_type: 'dropped',
+        tx_id: 'tx_0',
+        tip_lamports: 1,
+        retries: 0,
+        ts: 1,
+      },
+    },
+  });
+  expect(state.cursors.has('tx_0')).toBe(false);
   // Without a cursor: an ended transaction was announced before its cursor aged out; a live one was never taken.
   expect(missedEvents(record('tx_0', ['pending', 'finalized']), undefined, 0)).toEqual([]);
   expect(missedEvents(record('tx_new', ['pending', 'submitted']), undefined, 0).map((e) => e.type)).toEqual([

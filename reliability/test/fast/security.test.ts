@@ -68,6 +68,9 @@ const procRuns: ProcessSidecar[] = [];
 const procToken = `ptok-${randomBytes(24).toString('hex')}`;
 const xToken = `xtok-${randomBytes(16).toString('hex')}`;
 const engineUuid = randomUUID();
+/** The webhook signing key; deliveries go to a closed port, so relay logs failed deliveries (without it). */
+const webhookKey = randomBytes(32).toString('base64');
+const webhookSecret = `whsec_${webhookKey}`;
 /** A fake Anthropic key, in the real key's shape; the simnet's Messages endpoint accepts only this one. */
 const anthropicKey = `sk-ant-api03-${randomBytes(60).toString('base64url')}-${randomBytes(6).toString('hex')}AA`;
 let keyMode = 0o644;
@@ -95,6 +98,8 @@ beforeAll(async () => {
         LOG_LEVEL: 'debug',
         BYPASS_AGENT: '1',
         BUNDLE_ENGINE_UUID: engineUuid,
+        RELAY_WEBHOOK_URL: 'http://127.0.0.1:9/relay-hooks',
+        RELAY_WEBHOOK_SECRET: webhookSecret,
       },
       started: procRuns,
       beforeStart: (env) => chmod(env.KEYPAIR_PATH as string, keyMode),
@@ -1169,6 +1174,11 @@ async function runProcessScenario(): Promise<Record<string, string>> {
   for (const file of await readdir(journalDir)) {
     haystacks[`journal/${file}`] = await readFile(join(journalDir, file), 'utf8');
   }
+  // The webhook outbox holds every event owed to the (closed) endpoint.
+  const outboxDir = join(proc.env.RELAY_DATA_DIR as string, 'webhooks');
+  for (const file of await readdir(outboxDir)) {
+    haystacks[`webhooks/${file}`] = await readFile(join(outboxDir, file), 'utf8');
+  }
   expect(haystacks['lifecycle.jsonl']).toContain(bundleId);
 
   return haystacks;
@@ -1226,6 +1236,8 @@ describe('the built sidecar process (its scenario ran alongside the tests above)
       ...credentialNeedles('STREAM_X_TOKEN', xToken),
       ...credentialNeedles('BUNDLE_ENGINE_UUID', engineUuid),
       ...credentialNeedles('ANTHROPIC_API_KEY', anthropicKey),
+      ...credentialNeedles('RELAY_WEBHOOK_SECRET', webhookSecret),
+      ...credentialNeedles('RELAY_WEBHOOK_SECRET key', webhookKey),
     ];
     const leaks = findLeaks(haystacks, needles);
     figures.leak_search.needles += needles.length;

@@ -2,6 +2,8 @@ import {
   WEBHOOK_EVENT_TYPES,
   WEBHOOK_RETRY_WINDOW_MS,
   displayWebhookUrl,
+  isTerminalTxState,
+  webhookMessageId,
   webhookPayload,
   webhookRetryDelayMs,
   type RelayEventMap,
@@ -15,7 +17,6 @@ import type { Journal } from '../journal/journal';
 import type { Metrics } from '../metrics';
 import type { Clock } from '../runtime/clock';
 import type { StoredTx } from '../store/records';
-import { newUlid } from '../util/ids';
 import { cursorOf, missedEvents, type OutboxMessage, type OutboxOp, type OutboxState } from './outbox';
 
 /**
@@ -24,11 +25,14 @@ import { cursorOf, missedEvents, type OutboxMessage, type OutboxOp, type OutboxS
  * WEBHOOK_RETRY_WINDOW_MS.
  *
  * Per endpoint, each transaction is a lane: only a lane's oldest owed message is ever in flight, so a receiver
- * sees a transaction's events in order; different transactions go out side by side (up to `concurrency`). A
- * failed lane waits out its own backoff. An endpoint that failed and has not succeeded since gets one request at a
- * time, after its own backoff: a receiver that is down is probed, not flooded with every lane's retry. Nothing here
- * runs on the sidecar's paths: publishing an event only queues a journal commit; a slow or dead receiver costs
- * memory for what it is owed, never time.
+ * sees a transaction's events in order; different transactions go out side by side (up to `concurrency`).
+ * - A lane whose message the receiver refuses (a 4xx) waits out its own backoff; the endpoint stays healthy.
+ * - An endpoint that is down (no answer, a timeout, 5xx, 429, a redirect) gets one request at a time after its own
+ *   backoff, so a receiver that is down is probed, not flooded with every lane's retry. When a probe succeeds, the
+ *   lanes held back by the outage go again at once.
+ * - What passed the retry window is given up on each tick without sending, and an endpoint owed more than
+ *   `maxOwed` gives up its oldest: a dead receiver costs bounded memory and disk, never the sidecar's time
+ *   (publishing an event only queues a journal commit).
  */
 
 export interface WebhookDispatcherOptions {
@@ -47,7 +51,9 @@ export interface WebhookDispatcherOptions {
   retryCapMs?: number;
   /** The retry window (default WEBHOOK_RETRY_WINDOW_MS). */
   retryWindowMs?: number;
-  /** How often due retries are looked for. Default 250 ms. */
+  /** Deliveries one endpoint may be owed; past it the oldest are given up. Default 100,000. */
+  maxOwed?: number;
+  /** How often due retries and expired deliveries are looked for. Default 250 ms. */
   tickMs?: number;
   random?: () => number;
   fetch?: typeof fetch;
@@ -59,12 +65,16 @@ interface Lane {
   inFlight: boolean;
   failures: number;
   retryAt: number;
+  /** The last failure was the endpoint's (down), not this message's: a successful probe releases the lane. */
+  heldByOutage: boolean;
 }
 
 interface Endpoint {
   url: string;
   display: string;
   lanes: Map<string, Lane>;
+  /** Deliveries owed (in lanes). */
+  owed: number;
   inFlight: number;
   consecutiveFailures: number;
   retryAt: number;
@@ -75,6 +85,8 @@ interface Endpoint {
   lastSuccessAt: number | null;
 }
 
+type Outcome = { ok: true } | { ok: false; reason: string; endpointDown: boolean };
+
 const WEBHOOK_TYPES: ReadonlySet<string> = new Set(WEBHOOK_EVENT_TYPES);
 
 export class WebhookDispatcher {
@@ -83,10 +95,15 @@ export class WebhookDispatcher {
   private readonly concurrency: number;
   private readonly timeoutMs: number;
   private readonly retryWindowMs: number;
+  private readonly maxOwed: number;
   private readonly random: () => number;
   private readonly fetch: typeof fetch;
   private readonly timer: NodeJS.Timeout;
   private readonly requests = new Set<AbortController>();
+  /** The next status index per live transaction (its history position), for deterministic webhook ids. */
+  private readonly nextStatus = new Map<string, number>();
+  /** Set once the outbox journal refused a write: events are no longer durable (the next start backfills). */
+  private outboxError: string | null = null;
   private closed = false;
 
   constructor(private readonly o: WebhookDispatcherOptions) {
@@ -94,12 +111,14 @@ export class WebhookDispatcher {
     this.concurrency = o.concurrency ?? 8;
     this.timeoutMs = o.timeoutMs ?? 10_000;
     this.retryWindowMs = o.retryWindowMs ?? WEBHOOK_RETRY_WINDOW_MS;
+    this.maxOwed = o.maxOwed ?? 100_000;
     this.random = o.random ?? Math.random;
     this.fetch = o.fetch ?? fetch;
     this.endpoints = o.urls.map((url) => ({
       url,
       display: displayWebhookUrl(url),
       lanes: new Map(),
+      owed: 0,
       inFlight: 0,
       consecutiveFailures: 0,
       retryAt: 0,
@@ -109,29 +128,32 @@ export class WebhookDispatcher {
       lastError: null,
       lastSuccessAt: null,
     }));
-    this.timer = setInterval(() => this.pumpAll(), o.tickMs ?? 250);
+    this.timer = setInterval(() => this.tick(), o.tickMs ?? 250);
     this.timer.unref();
   }
 
   /**
    * Start-up, before any new event: seed cursors on the first start with webhooks, otherwise add what the store
-   * holds beyond them (events a crash kept out of the outbox); drop deliveries owed to endpoints no longer
-   * configured; then queue everything owed.
+   * holds beyond them (events a crash or a close kept out of the outbox); drop deliveries owed to endpoints no
+   * longer configured; then queue everything owed. Commits are issued together (one group commit, in order).
    */
   async recover(records: Iterable<StoredTx>): Promise<{ backfilled: number; unconfigured: number }> {
     const state = this.o.journal.state;
+    const commits: Promise<unknown>[] = [];
     let backfilled = 0;
     let unconfigured = 0;
     if (!state.initialized) {
-      await this.o.journal.commit({
-        k: 'init',
-        cursors: [...records].map((record) => [record.tx_id, cursorOf(record)]),
-      });
+      commits.push(
+        this.o.journal.commit({
+          k: 'init',
+          cursors: [...records].map((record) => [record.tx_id, cursorOf(record)]),
+        }),
+      );
     } else {
       const now = this.o.clock.now();
       for (const record of records) {
         for (const event of missedEvents(record, state.cursors.get(record.tx_id), now)) {
-          await this.journalAdd(event.type, record.tx_id, event.data, event.ts);
+          commits.push(this.journalAdd(event.type, record.tx_id, event.data, event.ts, event.id));
           backfilled++;
         }
       }
@@ -140,41 +162,55 @@ export class WebhookDispatcher {
     for (const message of [...state.messages.values()]) {
       for (const endpoint of message.owed) {
         if (configured.has(endpoint)) continue;
-        await this.o.journal.commit({ k: 'done', id: message.id, endpoint, how: 'unconfigured' });
+        commits.push(this.o.journal.commit({ k: 'done', id: message.id, endpoint, how: 'unconfigured' }));
         unconfigured++;
       }
     }
+    await Promise.all(commits);
+    if (unconfigured > 0) {
+      this.o.log.warn(
+        { dropped: unconfigured },
+        'webhooks: deliveries owed to endpoints no longer in RELAY_WEBHOOK_URL were dropped',
+      );
+    }
     for (const message of state.messages.values()) this.enqueueInLanes(message);
-    this.refreshGauge();
-    this.pumpAll();
+    this.tick();
     return { backfilled, unconfigured };
   }
 
   /** The hub listener: each webhook event becomes one outbox message owed to every endpoint. */
   onEvent = (event: HubEvent): void => {
     if (this.closed || !WEBHOOK_TYPES.has(event.name)) return;
+    const type = event.name as WebhookEventType;
     const data = event.data as RelayEventMap[WebhookEventType];
     const key = (data as { tx_id: string }).tx_id;
-    this.add(event.name as WebhookEventType, key, data, (data as { ts: number }).ts).catch(
+    const id = this.liveMessageId(type, key, data);
+    this.journalAdd(type, key, data, (data as { ts: number }).ts, id).then(
+      (message) => {
+        if (this.closed) return;
+        this.enqueueInLanes(message);
+        this.pumpAll();
+      },
       (error: unknown) => {
-        // The outbox journal refused the write (disk full, closed): this event is not durable; the store's record
-        // still holds it and the next start adds it (reconcile).
-        this.o.log.error({ err: error, event: event.name, key }, 'webhook outbox write failed');
+        // Not durable: the outbox journal refuses writes from now on (disk full, I/O error). The store's records
+        // still hold every event and the next start adds them; until then /status and the metric say so.
+        this.outboxError = `outbox write failed: ${(error as Error).message}`;
+        this.o.metrics.webhookOutboxWriteFailures.inc();
+        this.o.log.error({ err: error, event: type, key }, 'webhook outbox write failed');
       },
     );
   };
 
-  private async add(
-    type: WebhookEventType,
-    key: string,
-    data: RelayEventMap[WebhookEventType],
-    ts: number,
-  ): Promise<void> {
-    const message = await this.journalAdd(type, key, data, ts);
-    if (this.closed) return;
-    this.enqueueInLanes(message);
-    this.refreshGauge();
-    this.pumpAll();
+  /** The id of a live event, the same as a backfill of it would get (so receivers dedupe either way). */
+  private liveMessageId(type: WebhookEventType, key: string, data: RelayEventMap[WebhookEventType]): string {
+    if (type === 'bundle_settled') {
+      const settled = data as RelayEventMap['bundle_settled'];
+      return webhookMessageId({ kind: 'settled', bundleId: settled.bundle_id, stage: settled.stage });
+    }
+    const index = this.nextStatus.get(key) ?? this.o.journal.state.cursors.get(key)?.statuses ?? 0;
+    if (isTerminalTxState((data as RelayEventMap['tx_status_changed']).state)) this.nextStatus.delete(key);
+    else this.nextStatus.set(key, index + 1);
+    return webhookMessageId({ kind: 'status', txId: key, index });
   }
 
   private async journalAdd(
@@ -182,9 +218,10 @@ export class WebhookDispatcher {
     key: string,
     data: RelayEventMap[WebhookEventType],
     ts: number,
+    id: string,
   ): Promise<OutboxMessage> {
     const message: OutboxMessage = {
-      id: `msg_${newUlid()}`,
+      id,
       type,
       ts,
       data,
@@ -201,16 +238,81 @@ export class WebhookDispatcher {
       if (!message.owed.includes(endpoint.url)) continue;
       let lane = endpoint.lanes.get(message.key);
       if (!lane) {
-        lane = { ids: [], inFlight: false, failures: 0, retryAt: 0 };
+        lane = { ids: [], inFlight: false, failures: 0, retryAt: 0, heldByOutage: false };
         endpoint.lanes.set(message.key, lane);
       }
       lane.ids.push(message.id);
+      endpoint.owed++;
+      if (endpoint.owed > this.maxOwed) this.giveUpOldest(endpoint, 'the endpoint is owed more than its cap');
+    }
+  }
+
+  private tick(): void {
+    if (this.closed) return;
+    const now = this.o.clock.now();
+    for (const endpoint of this.endpoints) {
+      this.expireOverdue(endpoint, now);
+      this.pump(endpoint);
+      const oldest = this.oldestOwed(endpoint);
+      this.o.metrics.webhookOutboxPending.set({ endpoint: endpoint.display }, endpoint.owed);
+      this.o.metrics.webhookOldestPending.set(
+        { endpoint: endpoint.display },
+        oldest ? Math.max(0, now - oldest.ts) / 1000 : 0,
+      );
     }
   }
 
   private pumpAll(): void {
     if (this.closed) return;
     for (const endpoint of this.endpoints) this.pump(endpoint);
+  }
+
+  /** Messages are kept in queue order, so the oldest owed to an endpoint is near the front. */
+  private oldestOwed(endpoint: Endpoint, skipInFlight = false): OutboxMessage | null {
+    for (const message of this.o.journal.state.messages.values()) {
+      if (!message.owed.includes(endpoint.url)) continue;
+      const lane = endpoint.lanes.get(message.key);
+      // Not in a lane: delivered or given up, its `done` not yet applied.
+      if (!lane?.ids.includes(message.id)) continue;
+      if (skipInFlight && lane.inFlight && lane.ids[0] === message.id) continue;
+      return message;
+    }
+    return null;
+  }
+
+  /** Give up, without sending, what passed the retry window (a request in flight decides its own). */
+  private expireOverdue(endpoint: Endpoint, now: number): void {
+    for (;;) {
+      const oldest = this.oldestOwed(endpoint, true);
+      if (!oldest || now - oldest.queuedAt < this.retryWindowMs) return;
+      this.giveUp(endpoint, oldest, 'the retry window passed');
+    }
+  }
+
+  private giveUpOldest(endpoint: Endpoint, why: string): void {
+    const oldest = this.oldestOwed(endpoint, true);
+    if (oldest) this.giveUp(endpoint, oldest, why);
+  }
+
+  private giveUp(endpoint: Endpoint, message: OutboxMessage, why: string): void {
+    this.o.log.error(
+      { endpoint: endpoint.display, webhook_id: message.id, type: message.type, key: message.key, why },
+      'webhook delivery given up',
+    );
+    endpoint.expired++;
+    this.o.metrics.webhookDeliveries.inc({ endpoint: endpoint.display, result: 'expired' });
+    this.removeFromLane(endpoint, message);
+    void this.record(message, endpoint, 'expired');
+  }
+
+  private removeFromLane(endpoint: Endpoint, message: OutboxMessage): void {
+    const lane = endpoint.lanes.get(message.key);
+    if (!lane) return;
+    const at = lane.ids.indexOf(message.id);
+    if (at < 0) return;
+    lane.ids.splice(at, 1);
+    endpoint.owed--;
+    if (lane.ids.length === 0 && !lane.inFlight) endpoint.lanes.delete(message.key);
   }
 
   private pump(endpoint: Endpoint): void {
@@ -224,23 +326,25 @@ export class WebhookDispatcher {
       const message = this.o.journal.state.messages.get(lane.ids[0] as string);
       if (!message || !message.owed.includes(endpoint.url)) {
         // Settled elsewhere (e.g. before a restart): move on to the next one.
-        lane.ids.shift();
+        if (lane.ids.length > 0) {
+          lane.ids.shift();
+          endpoint.owed--;
+        }
         if (lane.ids.length === 0) endpoint.lanes.delete(key);
         continue;
       }
       lane.inFlight = true;
       endpoint.inFlight++;
-      void this.deliver(endpoint, key, lane, message);
+      void this.deliver(endpoint, lane, message);
     }
   }
 
-  private async deliver(endpoint: Endpoint, key: string, lane: Lane, message: OutboxMessage): Promise<void> {
+  private async send(endpoint: Endpoint, message: OutboxMessage): Promise<Outcome> {
     const body = JSON.stringify(webhookPayload(message.type, message.data as never, message.ts));
     const sentAt = new Date(this.o.clock.now());
     const controller = new AbortController();
     const timeout = setTimeout(() => controller.abort(), this.timeoutMs);
     this.requests.add(controller);
-    let failure: string | null = null;
     try {
       const response = await this.fetch(endpoint.url, {
         method: 'POST',
@@ -252,63 +356,84 @@ export class WebhookDispatcher {
           'webhook-signature': this.signer.sign(message.id, sentAt, body),
         },
         body,
+        // A redirect is not followed: the signed body goes only where the operator said.
+        redirect: 'manual',
         signal: controller.signal,
       });
-      // Read the body so the connection can be reused; its content is not used.
-      await response.arrayBuffer().catch(() => undefined);
-      if (!response.ok) failure = `HTTP ${response.status}`;
+      // The answer's body is not used; dropping it frees the connection without reading an unbounded body.
+      await response.body?.cancel().catch(() => undefined);
+      if (response.ok) return { ok: true };
+      const status = response.status;
+      // A 4xx other than 408/429 refuses this message; anything else says the endpoint is not taking deliveries.
+      const refusesMessage = status >= 400 && status < 500 && status !== 408 && status !== 429;
+      return { ok: false, reason: `HTTP ${status}`, endpointDown: !refusesMessage };
     } catch (error) {
-      failure = controller.signal.aborted
-        ? this.closed
-          ? 'closed'
-          : `no answer within ${this.timeoutMs} ms`
-        : ((error as Error).cause as Error | undefined)?.message || (error as Error).message;
+      // Never the URL itself in the reason (it may carry a token): the cause's code and message name the problem.
+      const cause = (error as Error).cause as (Error & { code?: string }) | undefined;
+      const reason = controller.signal.aborted
+        ? `no answer within ${this.timeoutMs} ms`
+        : (cause?.code ?? cause?.message ?? (error as Error).name);
+      return { ok: false, reason, endpointDown: true };
     } finally {
       clearTimeout(timeout);
       this.requests.delete(controller);
     }
+  }
+
+  private async deliver(endpoint: Endpoint, lane: Lane, message: OutboxMessage): Promise<void> {
+    const outcome = await this.send(endpoint, message);
     if (this.closed) return;
-    // The lane stays in flight until its outcome is journaled, so a tick in between cannot send the head again.
+    // The lane stays in flight until its outcome is applied, so a tick in between cannot send the head again.
     const now = this.o.clock.now();
-    if (failure === null) {
-      await this.settle(endpoint, key, lane, message, 'delivered');
+    if (outcome.ok) {
       endpoint.delivered++;
-      endpoint.consecutiveFailures = 0;
       endpoint.lastSuccessAt = now;
       lane.failures = 0;
       lane.retryAt = 0;
-      this.o.metrics.webhookDeliveries.inc({ result: 'delivered' });
+      lane.heldByOutage = false;
+      if (endpoint.consecutiveFailures > 0) {
+        endpoint.consecutiveFailures = 0;
+        // The endpoint is back: what its outage held back goes now, not at each lane's own backoff.
+        for (const other of endpoint.lanes.values()) {
+          if (other.heldByOutage) {
+            other.retryAt = 0;
+            other.heldByOutage = false;
+          }
+        }
+      }
+      this.o.metrics.webhookDeliveries.inc({ endpoint: endpoint.display, result: 'delivered' });
       this.o.metrics.webhookDeliveryLag.observe(Math.max(0, now - message.ts) / 1000);
+      this.removeFromLane(endpoint, message);
+      await this.record(message, endpoint, 'delivered');
+    } else if (now - message.queuedAt >= this.retryWindowMs) {
+      endpoint.lastError = outcome.reason;
+      this.giveUp(endpoint, message, `the retry window passed (last: ${outcome.reason})`);
     } else {
       endpoint.failedAttempts++;
-      endpoint.lastError = failure;
-      this.o.metrics.webhookDeliveries.inc({ result: 'failed' });
-      if (now - message.queuedAt >= this.retryWindowMs) {
-        this.o.log.error(
-          { endpoint: endpoint.display, webhook_id: message.id, type: message.type, key, error: failure },
-          'webhook delivery given up after the retry window',
-        );
-        await this.settle(endpoint, key, lane, message, 'expired');
-        endpoint.expired++;
-        this.o.metrics.webhookDeliveries.inc({ result: 'expired' });
-        lane.failures = 0;
-        lane.retryAt = 0;
-      } else {
-        lane.failures++;
-        lane.retryAt = now + this.delay(lane.failures);
+      endpoint.lastError = outcome.reason;
+      this.o.metrics.webhookDeliveries.inc({ endpoint: endpoint.display, result: 'failed' });
+      lane.failures++;
+      lane.retryAt = now + this.delay(lane.failures);
+      lane.heldByOutage = outcome.endpointDown;
+      if (outcome.endpointDown) {
         if (endpoint.consecutiveFailures === 0) {
           this.o.log.warn(
-            { endpoint: endpoint.display, webhook_id: message.id, error: failure },
-            'webhook delivery failed; retrying with backoff',
+            { endpoint: endpoint.display, webhook_id: message.id, error: outcome.reason },
+            'webhook endpoint not taking deliveries; retrying with backoff',
           );
         }
         endpoint.consecutiveFailures++;
         endpoint.retryAt = now + this.delay(endpoint.consecutiveFailures);
+      } else {
+        this.o.log.warn(
+          { endpoint: endpoint.display, webhook_id: message.id, error: outcome.reason },
+          'webhook endpoint refused a delivery; retrying it with backoff',
+        );
       }
     }
     lane.inFlight = false;
     endpoint.inFlight--;
-    this.refreshGauge();
+    if (lane.ids.length === 0 && endpoint.lanes.get(message.key) === lane) endpoint.lanes.delete(message.key);
     this.pump(endpoint);
   }
 
@@ -316,28 +441,17 @@ export class WebhookDispatcher {
     return webhookRetryDelayMs(failures, this.random(), this.o.retryBaseMs, this.o.retryCapMs);
   }
 
-  private async settle(
-    endpoint: Endpoint,
-    key: string,
-    lane: Lane,
+  private async record(
     message: OutboxMessage,
+    endpoint: Endpoint,
     how: 'delivered' | 'expired',
   ): Promise<void> {
     try {
       await this.o.journal.commit({ k: 'done', id: message.id, endpoint: endpoint.url, how });
     } catch (error) {
       // Not recorded: it will be delivered again after a restart (receivers dedupe on webhook-id).
+      this.outboxError = `outbox write failed: ${(error as Error).message}`;
       this.o.log.error({ err: error, webhook_id: message.id }, 'webhook outbox write failed');
-    }
-    if (lane.ids[0] === message.id) lane.ids.shift();
-    if (lane.ids.length === 0 && endpoint.lanes.get(key) === lane) endpoint.lanes.delete(key);
-  }
-
-  private refreshGauge(): void {
-    for (const endpoint of this.endpoints) {
-      let pending = 0;
-      for (const lane of endpoint.lanes.values()) pending += lane.ids.length;
-      this.o.metrics.webhookOutboxPending.set({ endpoint: endpoint.display }, pending);
     }
   }
 
@@ -345,22 +459,16 @@ export class WebhookDispatcher {
   status(): WebhookEndpointStatus[] {
     const now = this.o.clock.now();
     return this.endpoints.map((endpoint) => {
-      let pending = 0;
-      let oldest: number | null = null;
-      for (const lane of endpoint.lanes.values()) {
-        pending += lane.ids.length;
-        const head = this.o.journal.state.messages.get(lane.ids[0] as string);
-        if (head && (oldest === null || head.ts < oldest)) oldest = head.ts;
-      }
+      const oldest = endpoint.owed > 0 ? this.oldestOwed(endpoint) : null;
       return {
         url: endpoint.display,
-        pending,
-        oldest_pending_ms: oldest === null ? null : Math.max(0, now - oldest),
+        pending: endpoint.owed,
+        oldest_pending_ms: oldest ? Math.max(0, now - oldest.ts) : null,
         delivered: endpoint.delivered,
         failed_attempts: endpoint.failedAttempts,
         expired: endpoint.expired,
         consecutive_failures: endpoint.consecutiveFailures,
-        last_error: endpoint.lastError,
+        last_error: this.outboxError ?? endpoint.lastError,
         last_success_at: endpoint.lastSuccessAt,
       };
     });

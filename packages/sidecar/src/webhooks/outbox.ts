@@ -1,6 +1,7 @@
 import {
   isTerminalTxState,
   txStatusChangedEvent,
+  webhookMessageId,
   type BundleSettledEvent,
   type RelayEventMap,
   type WebhookEventType,
@@ -65,8 +66,18 @@ export type OutboxOp =
  */
 export const TERMINAL_CURSORS_KEPT = 10_000;
 
+function trimTerminal(state: OutboxState): void {
+  while (state.terminalOrder.length > TERMINAL_CURSORS_KEPT) {
+    const oldest = state.terminalOrder.shift() as string;
+    state.cursors.delete(oldest);
+  }
+}
+
 function advance(state: OutboxState, m: Pick<OutboxMessage, 'type' | 'key' | 'data'>): void {
   let cursor = state.cursors.get(m.key);
+  // A settlement after its transaction's cursor aged out (a late tip): a new cursor would read as "nothing taken"
+  // and re-send the whole history at the next start.
+  if (!cursor && m.type === 'bundle_settled') return;
   if (!cursor) {
     cursor = { statuses: 0, settled: [], terminal: false };
     state.cursors.set(m.key, cursor);
@@ -80,10 +91,7 @@ function advance(state: OutboxState, m: Pick<OutboxMessage, 'type' | 'key' | 'da
   if (isTerminalTxState(txState) && !cursor.terminal) {
     cursor.terminal = true;
     state.terminalOrder.push(m.key);
-    if (state.terminalOrder.length > TERMINAL_CURSORS_KEPT) {
-      const oldest = state.terminalOrder.shift() as string;
-      state.cursors.delete(oldest);
-    }
+    trimTerminal(state);
   }
 }
 
@@ -96,6 +104,7 @@ export const outboxCodec: JournalCodec<OutboxState, OutboxOp> = {
           state.cursors.set(key, cursor);
           if (cursor.terminal) state.terminalOrder.push(key);
         }
+        trimTerminal(state);
         state.initialized = true;
         return;
       case 'add':
@@ -112,7 +121,10 @@ export const outboxCodec: JournalCodec<OutboxState, OutboxOp> = {
       }
       case 'cursor':
         state.cursors.set(op.key, op.cursor);
-        if (op.cursor.terminal) state.terminalOrder.push(op.key);
+        if (op.cursor.terminal) {
+          state.terminalOrder.push(op.key);
+          trimTerminal(state);
+        }
         state.initialized = true;
         return;
     }
@@ -131,21 +143,29 @@ export const outboxCodec: JournalCodec<OutboxState, OutboxOp> = {
   },
 };
 
-/** What a record holds that the outbox has not taken: the events to add for it at start. */
-export function missedEvents(
-  record: StoredTx,
-  cursor: Cursor | undefined,
-  now: number,
-): Array<{ type: WebhookEventType; data: RelayEventMap[WebhookEventType]; ts: number }> {
+export interface MissedEvent {
+  id: string;
+  type: WebhookEventType;
+  data: RelayEventMap[WebhookEventType];
+  ts: number;
+}
+
+/**
+ * What a record holds that the outbox has not taken: the events to add for it at start, in the order they
+ * happened, with the ids the live events had. A status rebuilt from history carries the record's latest failure
+ * class and bundle (history keeps only the state and when); the state and time are exact.
+ */
+export function missedEvents(record: StoredTx, cursor: Cursor | undefined, now: number): MissedEvent[] {
   const terminal = isTerminalTxState(record.state);
   // No cursor: either its cursor aged out after the transaction ended (nothing missed), or the crash came before
   // its first event was taken (everything missed).
   if (!cursor && terminal) return [];
   const taken = cursor ?? { statuses: 0, settled: [], terminal: false };
-  const events: Array<{ type: WebhookEventType; data: RelayEventMap[WebhookEventType]; ts: number }> = [];
+  const events: MissedEvent[] = [];
   const last = record.attempts[record.attempts.length - 1];
-  for (const entry of record.history.slice(taken.statuses)) {
+  for (const [offset, entry] of record.history.slice(taken.statuses).entries()) {
     events.push({
+      id: webhookMessageId({ kind: 'status', txId: record.tx_id, index: taken.statuses + offset }),
       type: 'tx_status_changed',
       ts: entry.ts,
       data: txStatusChangedEvent({
@@ -163,6 +183,7 @@ export function missedEvents(
     if (taken.settled.includes(attempt.bundle_id)) continue;
     const ts = attempt.timeline[attempt.stage]?.ts ?? now;
     events.push({
+      id: webhookMessageId({ kind: 'settled', bundleId: attempt.bundle_id, stage: attempt.stage }),
       type: 'bundle_settled',
       ts,
       data: {
@@ -176,7 +197,9 @@ export function missedEvents(
       },
     });
   }
-  return events;
+  // Statuses and settlements interleaved as they happened (a stable sort keeps a status before the settlement
+  // published right after it at the same instant).
+  return events.sort((a, b) => a.ts - b.ts);
 }
 
 /** The cursor of a record as if every event it holds had been taken (seeding at the first start). */

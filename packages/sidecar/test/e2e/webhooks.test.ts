@@ -156,6 +156,15 @@ test('every state of every transaction reaches both receivers, signed, in order,
   const records = [];
   for (const id of txIds) records.push(await finalizedRecord(id));
 
+  // Every one was timed to each commitment once; the tipper and the hour's spend are exported beside.
+  const metricsBefore = (await get(url(), '/metrics')).body as string;
+  for (const commitment of ['processed', 'confirmed', 'finalized']) {
+    expect(metricsBefore).toContain(`relay_time_to_commitment_seconds_count{commitment="${commitment}"} 5\n`);
+  }
+  expect(metricsBefore).toMatch(/relay_tipper_balance_lamports [1-9]/);
+  expect(metricsBefore).toMatch(/relay_spend_window_lamports [1-9]/);
+  expect(metricsBefore).toMatch(/relay_spend_limit_lamports [1-9]/);
+
   // Deliveries are owed to the killed receiver; the sidecar restarts with them owed.
   const owed = (await get(url(), '/status')).body.webhooks.find((w: { url: string }) => w.url === killed.url);
   expect(owed.pending).toBeGreaterThan(0);
@@ -176,8 +185,11 @@ test('every state of every transaction reaches both receivers, signed, in order,
     ),
   );
   for (const receiver of [flaky, killed]) {
+    // A transaction's bundle_settled comes right after its finalized status, in the same order on every endpoint.
     await waitUntil(
-      () => txIds.every((id) => receiver.statesByTx().get(id)?.at(-1) === 'finalized'),
+      () =>
+        txIds.every((id) => receiver.statesByTx().get(id)?.at(-1) === 'finalized') &&
+        [...finalizedBundles].every((bundle) => receiver.settledBundles().has(bundle)),
       30_000,
       `every transaction finalized at ${receiver.url}`,
     ).catch((error: unknown) => {
@@ -202,6 +214,6 @@ test('every state of every transaction reaches both receivers, signed, in order,
   const status = (await get(url(), '/status')).body.webhooks;
   expect(status.map((w: { url: string }) => w.url)).toEqual([flaky.url, killed.url]);
   const metrics = (await get(url(), '/metrics')).body as string;
-  expect(metrics).toMatch(/relay_webhook_deliveries_total\{result="delivered"\} [1-9]/);
+  expect(metrics).toMatch(/relay_webhook_deliveries_total\{endpoint="[^"]+",result="delivered"\} [1-9]/);
   expect(metrics).toMatch(/relay_webhook_delivery_lag_seconds_count [1-9]/);
 }, 120_000);
