@@ -1,4 +1,6 @@
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
@@ -185,6 +187,66 @@ test('SIGKILL right after an enqueue is journaled: the repeat enqueue finds it a
     expect(balanceBefore - simnet.cluster.getBalance(tipper.publicKey.toBase58())).toBe(BYPASS_TIP + 5000);
   } finally {
     await second.stop();
+  }
+}, 60_000);
+
+test('SIGKILL between a status change and its webhook outbox write: the next start delivers it, with its live id', async () => {
+  const { env, payer } = await setup();
+  const received: Array<{ id: string; type: string; state?: string }> = [];
+  const receiver = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      received.push({ id: req.headers['webhook-id'] as string, type: body.type, state: body.data.state });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', () => resolve()));
+  const hooks = {
+    ...env,
+    RELAY_WEBHOOK_URL: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`,
+    RELAY_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 9).toString('base64')}`,
+  };
+  // The 1st webhook event is the enqueue's `pending`; the 2nd, `submitted`, dies between store and outbox.
+  const first = await spawnSidecar({
+    ...hooks,
+    RELAY_CRASH_AT: 'webhook.before-outbox',
+    RELAY_CRASH_AFTER: '2',
+  });
+  let second: RunningSidecar | undefined;
+  try {
+    const enqueued = await post(first.url, '/tx/enqueue', { transaction: transfer(payer) });
+    expect(enqueued.status).toBe(202);
+    const txId: string = enqueued.body.tx_id;
+    expect(await first.exited).toBe('SIGKILL');
+    expect(first.output()).toContain('crash point webhook.before-outbox reached');
+
+    second = await spawnSidecar(hooks);
+    const url = second.url;
+    await waitUntil(
+      async () => (await get(url, `/tx/${txId}`)).body.state === 'finalized',
+      30_000,
+      'finalized',
+    );
+    const history: string[] = (await get(url, `/tx/${txId}`)).body.history.map(
+      (h: { state: string }) => h.state,
+    );
+    const statuses = () => {
+      const seen = new Map<string, string>();
+      for (const r of received) if (r.type === 'tx_status_changed') seen.set(r.id, r.state as string);
+      return seen;
+    };
+    await waitUntil(() => statuses().size === history.length, 15_000, 'every status delivered');
+    // Every state once, in order, under the ids a live delivery would have used: the 2nd is the one the crash
+    // kept out of the outbox, added back from the record at the start.
+    expect([...statuses().values()]).toEqual(history);
+    expect([...statuses().keys()]).toEqual(history.map((_, i) => `msg_${txId}_s${i}`));
+    expect(history[1]).toBe('submitted');
+  } finally {
+    await second?.stop();
+    receiver.closeAllConnections();
+    await new Promise((resolve) => receiver.close(resolve));
   }
 }, 60_000);
 

@@ -161,6 +161,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
         log,
         clock,
         ...options.webhooks,
+        ...(crashPoint ? { crashPoint } : {}),
       });
       webhooks = { dispatcher, outbox };
       const found = await dispatcher.recover(journal.state.records.values());

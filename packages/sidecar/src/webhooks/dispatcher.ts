@@ -57,6 +57,8 @@ export interface WebhookDispatcherOptions {
   tickMs?: number;
   random?: () => number;
   fetch?: typeof fetch;
+  /** Crash tests: `webhook.before-outbox` fires after an event is published, before its outbox write. */
+  crashPoint?: (name: string) => void;
 }
 
 interface Lane {
@@ -185,6 +187,8 @@ export class WebhookDispatcher {
     const data = event.data as RelayEventMap[WebhookEventType];
     const key = (data as { tx_id: string }).tx_id;
     const id = this.liveMessageId(type, key, data);
+    // The crash window the start-up backfill covers: the store holds the event, the outbox does not yet.
+    this.o.crashPoint?.('webhook.before-outbox');
     this.journalAdd(type, key, data, (data as { ts: number }).ts, id).then(
       (message) => {
         if (this.closed) return;
