@@ -121,14 +121,17 @@ function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], 
   return v as T;
 }
 
+/** A comma-separated variable's items, trimmed, empty ones dropped ([] when unset). */
+function commaList(env: Env, name: string): string[] {
+  return (value(env, name) ?? '')
+    .split(',')
+    .map((item) => item.trim())
+    .filter(Boolean);
+}
+
 /** A comma-separated list of host names (no ports, no schemes), lower-cased; `*` alone means any host. */
 function hostList(env: Env, name: string): string[] {
-  const v = value(env, name);
-  if (v === undefined) return [];
-  const hosts = v
-    .split(',')
-    .map((h) => h.trim().toLowerCase())
-    .filter(Boolean);
+  const hosts = commaList(env, name).map((h) => h.toLowerCase());
   for (const host of hosts) {
     if (host !== '*' && !/^[a-z0-9._-]+$|^\[[0-9a-f:.]+\]$/.test(host)) {
       throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
@@ -142,12 +145,7 @@ function hostList(env: Env, name: string): string[] {
 
 /** `RELAY_WEBHOOK_URL`: comma-separated http(s) URLs, each at most once. */
 function urlList(env: Env, name: string): string[] {
-  const v = value(env, name);
-  if (v === undefined) return [];
-  const urls = v
-    .split(',')
-    .map((u) => u.trim())
-    .filter(Boolean);
+  const urls = commaList(env, name);
   for (const u of urls) {
     url({ [name]: u }, name);
     const parsed = new URL(u);

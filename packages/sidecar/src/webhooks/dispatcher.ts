@@ -274,22 +274,31 @@ export class WebhookDispatcher {
   /** Messages are kept in queue order, so the oldest owed to an endpoint is near the front. */
   private oldestOwed(endpoint: Endpoint, skipInFlight = false): OutboxMessage | null {
     for (const message of this.o.journal.state.messages.values()) {
-      if (!message.owed.includes(endpoint.url)) continue;
-      const lane = endpoint.lanes.get(message.key);
-      // Not in a lane: delivered or given up, its `done` not yet applied.
-      if (!lane?.ids.includes(message.id)) continue;
-      if (skipInFlight && lane.inFlight && lane.ids[0] === message.id) continue;
-      return message;
+      if (this.owes(endpoint, message) && !(skipInFlight && this.inFlightHead(endpoint, message)))
+        return message;
     }
     return null;
   }
 
-  /** Give up, without sending, what passed the retry window (a request in flight decides its own). */
+  /** Still owed here: in a lane (a delivered or given-up message leaves its lane before its `done` applies). */
+  private owes(endpoint: Endpoint, message: OutboxMessage): boolean {
+    return message.owed.includes(endpoint.url) && !!endpoint.lanes.get(message.key)?.ids.includes(message.id);
+  }
+
+  private inFlightHead(endpoint: Endpoint, message: OutboxMessage): boolean {
+    const lane = endpoint.lanes.get(message.key);
+    return !!lane?.inFlight && lane.ids[0] === message.id;
+  }
+
+  /**
+   * Give up, without sending, what passed the retry window (a request in flight decides its own). One pass in
+   * queue order, which is the order of `queuedAt`: it stops at the first message still inside the window.
+   */
   private expireOverdue(endpoint: Endpoint, now: number): void {
-    for (;;) {
-      const oldest = this.oldestOwed(endpoint, true);
-      if (!oldest || now - oldest.queuedAt < this.retryWindowMs) return;
-      this.giveUp(endpoint, oldest, 'the retry window passed');
+    for (const message of this.o.journal.state.messages.values()) {
+      if (now - message.queuedAt < this.retryWindowMs) return;
+      if (this.owes(endpoint, message) && !this.inFlightHead(endpoint, message))
+        this.giveUp(endpoint, message, 'the retry window passed');
     }
   }
 
@@ -324,19 +333,11 @@ export class WebhookDispatcher {
     const probing = endpoint.consecutiveFailures > 0;
     if (probing && now < endpoint.retryAt) return;
     const limit = probing ? 1 : this.concurrency;
-    for (const [key, lane] of endpoint.lanes) {
+    for (const lane of endpoint.lanes.values()) {
       if (endpoint.inFlight >= limit) return;
       if (lane.inFlight || now < lane.retryAt) continue;
-      const message = this.o.journal.state.messages.get(lane.ids[0] as string);
-      if (!message || !message.owed.includes(endpoint.url)) {
-        // Settled elsewhere (e.g. before a restart): move on to the next one.
-        if (lane.ids.length > 0) {
-          lane.ids.shift();
-          endpoint.owed--;
-        }
-        if (lane.ids.length === 0) endpoint.lanes.delete(key);
-        continue;
-      }
+      // A lane not in flight is never empty, and holds only owed messages (see `removeFromLane`).
+      const message = this.o.journal.state.messages.get(lane.ids[0] as string) as OutboxMessage;
       lane.inFlight = true;
       endpoint.inFlight++;
       void this.deliver(endpoint, lane, message);

@@ -7,7 +7,7 @@ import {
   type WebhookEventType,
 } from '@solrelay/core';
 import type { JournalCodec } from '../journal/journal';
-import type { StoredTx } from '../store/records';
+import type { StoredAttempt, StoredTx } from '../store/records';
 
 /**
  * The webhook outbox: every event owed to an endpoint, kept in its own journal until the endpoint took it (or the
@@ -178,8 +178,7 @@ export function missedEvents(record: StoredTx, cursor: Cursor | undefined, now: 
       }),
     });
   }
-  for (const attempt of record.attempts) {
-    if (attempt.stage !== 'finalized' && attempt.stage !== 'failed') continue;
+  for (const attempt of settledAttempts(record)) {
     if (taken.settled.includes(attempt.bundle_id)) continue;
     const ts = attempt.timeline[attempt.stage]?.ts ?? now;
     events.push({
@@ -202,13 +201,19 @@ export function missedEvents(record: StoredTx, cursor: Cursor | undefined, now: 
   return events.sort((a, b) => a.ts - b.ts);
 }
 
+/** The attempts whose settlement (`bundle_settled`) was published: those that finalized or failed. */
+function settledAttempts(record: StoredTx): Array<StoredAttempt & { stage: 'finalized' | 'failed' }> {
+  return record.attempts.filter(
+    (a): a is StoredAttempt & { stage: 'finalized' | 'failed' } =>
+      a.stage === 'finalized' || a.stage === 'failed',
+  );
+}
+
 /** The cursor of a record as if every event it holds had been taken (seeding at the first start). */
 export function cursorOf(record: StoredTx): Cursor {
   return {
     statuses: record.history.length,
-    settled: record.attempts
-      .filter((a) => a.stage === 'finalized' || a.stage === 'failed')
-      .map((a) => a.bundle_id),
+    settled: settledAttempts(record).map((a) => a.bundle_id),
     terminal: isTerminalTxState(record.state),
   };
 }
