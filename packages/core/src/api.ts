@@ -198,8 +198,25 @@ export interface StatusResponse {
    */
   spend: { window_lamports: number; limit_lamports: number };
   paused_reason: string | null;
+  /**
+   * Each regional block engine bundles go to (`BUNDLE_ENGINE_URL`, comma-separated), in configured order: its
+   * region name, address, how long a 429 or failure still keeps it from sending, and what it answered.
+   */
+  block_engine_regions: BlockEngineRegionStatus[];
   /** One entry per configured webhook endpoint (`RELAY_WEBHOOK_URL`); empty when none is. */
   webhooks: WebhookEndpointStatus[];
+}
+
+export interface BlockEngineRegionStatus {
+  /** The engine's name for it (GetRegions), else the host's first label. */
+  region: string;
+  url: string;
+  /** Milliseconds it still cools after a 429 or a failed request; 0 when it takes bundles. */
+  cooling_ms: number;
+  /** Bundles it took (an id back), refused (a verdict), and requests that failed in transport (429, 5xx, timeouts). */
+  accepted: number;
+  rejected: number;
+  transport_errors: number;
 }
 
 /** `GET /tip` answer (lamports). */

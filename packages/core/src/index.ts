@@ -17,3 +17,4 @@ export * from './reflex';
 export * from './states';
 export * from './vocabulary';
 export * from './webhooks';
+export * from './regions';

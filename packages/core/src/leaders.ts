@@ -57,6 +57,7 @@ export class LeaderBuffer {
   private identities: string[] = [''];
   private identityIndex = new Map<string, number>();
   private bundleEngine: Set<string> | null = null;
+  private bundleEngineRegions: ReadonlyMap<string, string> = new Map();
   private currentSlot = 0;
   private lowWater = 0;
   private compactAt: number;
@@ -149,9 +150,22 @@ export class LeaderBuffer {
     else for (const identity of Object.keys(connected)) this.bundleEngine?.add(identity);
   }
 
-  /** Sets the bundle-engine validator set; null makes it unknown again (leader data unreachable). */
-  setBundleEngineValidators(identities: Iterable<string> | null): void {
+  /**
+   * Sets the bundle-engine validator set; null makes it unknown again (leader data unreachable). `regions` maps each
+   * validator to the block-engine region it is connected to, when the engine said (GetConnectedLeadersRegioned).
+   */
+  setBundleEngineValidators(
+    identities: Iterable<string> | null,
+    regions: ReadonlyMap<string, string> = new Map(),
+  ): void {
     this.bundleEngine = identities === null ? null : new Set(identities);
+    this.bundleEngineRegions = identities === null ? new Map() : new Map(regions);
+  }
+
+  /** The block-engine region `slot`'s leader is connected to, or null when unknown or not a bundle-engine leader. */
+  regionAt(slot: number): string | null {
+    const leader = this.leaderAt(slot);
+    return leader === null ? null : (this.bundleEngineRegions.get(leader) ?? null);
   }
 
   /** The leader of `slot`, or null when not held. */

@@ -151,3 +151,25 @@ describe('leaderViewFromNextSlot', () => {
     ).toEqual([null, null, null]);
   });
 });
+
+test("regionAt names the region of a slot's bundle-engine leader, and forgets it with the set", () => {
+  const leaders = new LeaderBuffer();
+  leaders.advance(100);
+  leaders.ingestSlotLeaders(100, ['A', 'A', 'B', 'C']);
+  leaders.setBundleEngineValidators(
+    ['A', 'B'],
+    new Map([
+      ['A', 'tokyo'],
+      ['B', 'ny'],
+    ]),
+  );
+  expect([100, 101, 102, 103, 104].map((slot) => leaders.regionAt(slot))).toEqual([
+    'tokyo',
+    'tokyo',
+    'ny',
+    null,
+    null,
+  ]);
+  leaders.setBundleEngineValidators(null);
+  expect(leaders.regionAt(100)).toBeNull();
+});

@@ -10,10 +10,13 @@ export interface SidecarConfig {
   streamEndpoint: string;
   streamXToken: string | undefined;
   rpcUrl: string;
-  bundleEngineUrl: string;
+  /** Regional block engines' JSON-RPC base URLs (one per region; a single address is a one-region list). */
+  bundleEngineUrls: string[];
   bundleEngineUuid: string | undefined;
   bundleEngineTransport: 'jsonrpc' | 'grpc';
-  bundleEngineGrpcUrl: string;
+  /** Their gRPC addresses, paired by position (or one address serving leader data for all). */
+  bundleEngineGrpcUrls: string[];
+  /** Send budget per region, requests per second. */
   bundleEngineRps: number;
   tipFloorUrl: string;
   keypairPath: string;
@@ -46,9 +49,14 @@ export interface SidecarConfig {
   webhookSecret: string | undefined;
 }
 
+/** Jito's regional mainnet block engines (jito.md §1.1); each gives an IP its own budget. */
+const JITO_REGIONS = ['amsterdam', 'dublin', 'frankfurt', 'london', 'ny', 'slc', 'singapore', 'tokyo'];
+
 export const DEFAULTS = {
-  bundleEngineUrl: 'https://mainnet.block-engine.jito.wtf',
-  bundleEngineGrpcUrl: 'https://mainnet.block-engine.jito.wtf:443',
+  bundleEngineUrls: JITO_REGIONS.map((region) => `https://${region}.mainnet.block-engine.jito.wtf`).join(','),
+  bundleEngineGrpcUrls: JITO_REGIONS.map(
+    (region) => `https://${region}.mainnet.block-engine.jito.wtf:443`,
+  ).join(','),
   tipFloorUrl: 'https://bundles.jito.wtf/api/v1/bundles/tip_floor',
   apiHost: '127.0.0.1',
   apiPort: 7777,
@@ -143,11 +151,20 @@ function hostList(env: Env, name: string): string[] {
   return hosts;
 }
 
-/** `RELAY_WEBHOOK_URL`: comma-separated http(s) URLs, each at most once. */
-function urlList(env: Env, name: string): string[] {
-  const urls = commaList(env, name);
+/** Comma-separated http(s) URLs, each at most once; `fallback` when unset. */
+function urlList(env: Env, name: string, fallback?: string): string[] {
+  const urls = commaList(value(env, name) === undefined && fallback ? { [name]: fallback } : env, name);
+  for (const u of urls) url({ [name]: u }, name);
+  if (new Set(urls).size !== urls.length) {
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', { name, reason: 'an address is listed twice' });
+  }
+  return urls;
+}
+
+/** `RELAY_WEBHOOK_URL`: comma-separated http(s) URLs without credentials, each at most once. */
+function webhookUrlList(env: Env, name: string): string[] {
+  const urls = urlList(env, name);
   for (const u of urls) {
-    url({ [name]: u }, name);
     const parsed = new URL(u);
     // fetch refuses such URLs, and a credential would show wherever the endpoint is named.
     if (parsed.username || parsed.password) {
@@ -157,10 +174,31 @@ function urlList(env: Env, name: string): string[] {
       });
     }
   }
-  if (new Set(urls).size !== urls.length) {
-    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', { name, reason: 'an endpoint is listed twice' });
-  }
   return urls;
+}
+
+/**
+ * The regional block engines: `BUNDLE_ENGINE_URL` and `BUNDLE_ENGINE_GRPC_URL`, comma-separated. The list bundles go
+ * to (JSON-RPC, or gRPC with BUNDLE_ENGINE_TRANSPORT=grpc) sets the regions; the gRPC list pairs with the JSON-RPC
+ * one by position, or is one address that answers for every region's leaders.
+ */
+function engineAddresses(
+  env: Env,
+  transport: 'jsonrpc' | 'grpc',
+): { bundleEngineUrls: string[]; bundleEngineGrpcUrls: string[] } {
+  const bundleEngineUrls = urlList(env, 'BUNDLE_ENGINE_URL', DEFAULTS.bundleEngineUrls);
+  const bundleEngineGrpcUrls = urlList(env, 'BUNDLE_ENGINE_GRPC_URL', DEFAULTS.bundleEngineGrpcUrls);
+  if (
+    transport === 'jsonrpc' &&
+    bundleEngineGrpcUrls.length !== 1 &&
+    bundleEngineGrpcUrls.length !== bundleEngineUrls.length
+  ) {
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name: 'BUNDLE_ENGINE_GRPC_URL',
+      reason: `lists ${bundleEngineGrpcUrls.length} addresses for BUNDLE_ENGINE_URL's ${bundleEngineUrls.length}: give one per region in the same order, or a single one`,
+    });
+  }
+  return { bundleEngineUrls, bundleEngineGrpcUrls };
 }
 
 /**
@@ -200,15 +238,20 @@ function flag(env: Env, name: string): boolean {
  */
 export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarConfig {
   const home = env.HOME ?? homedir();
-  const webhookUrls = urlList(env, 'RELAY_WEBHOOK_URL');
+  const webhookUrls = webhookUrlList(env, 'RELAY_WEBHOOK_URL');
+  const bundleEngineTransport = oneOf(
+    env,
+    'BUNDLE_ENGINE_TRANSPORT',
+    ['jsonrpc', 'grpc'] as const,
+    'jsonrpc',
+  );
   return {
     streamEndpoint: url(env, 'STREAM_ENDPOINT'),
     streamXToken: value(env, 'STREAM_X_TOKEN'),
     rpcUrl: url(env, 'RPC_URL'),
-    bundleEngineUrl: url(env, 'BUNDLE_ENGINE_URL', DEFAULTS.bundleEngineUrl),
+    ...engineAddresses(env, bundleEngineTransport),
     bundleEngineUuid: value(env, 'BUNDLE_ENGINE_UUID'),
-    bundleEngineTransport: oneOf(env, 'BUNDLE_ENGINE_TRANSPORT', ['jsonrpc', 'grpc'] as const, 'jsonrpc'),
-    bundleEngineGrpcUrl: url(env, 'BUNDLE_ENGINE_GRPC_URL', DEFAULTS.bundleEngineGrpcUrl),
+    bundleEngineTransport,
     bundleEngineRps: integer(env, 'BUNDLE_ENGINE_RPS', DEFAULTS.bundleEngineRps, 1, 10_000),
     verifyThreads: integer(env, 'RELAY_VERIFY_THREADS', DEFAULTS.verifyThreads, 0, 16),
     journalCompactBytes: integer(

@@ -9,7 +9,7 @@ import type { LifecycleLog } from './lifecycle/log';
 import type { Metrics } from './metrics';
 import type { StoreState } from './store/records';
 import type { TxStore } from './store/store';
-import type { BlockEngineTransport } from './upstream/block-engine';
+import type { EngineRegions } from './upstream/engine-regions';
 import type { SolanaRpc } from './upstream/solana-rpc';
 import { KeyedLock } from './util/keyed-lock';
 import type { SignatureVerifier } from './wire/signature-verifier';
@@ -20,7 +20,8 @@ export interface RelayOptions {
   lifecycle: LifecycleLog<LifecycleEntry>;
   hub: EventHub;
   rpc: SolanaRpc;
-  engine: BlockEngineTransport;
+  /** The regional block engines bundles go to. */
+  engine: EngineRegions;
   tipper: Keypair;
   oracle: TipOracle;
   leaders: LeaderBuffer;
@@ -32,6 +33,7 @@ export interface RelayOptions {
   initialMode: DecisionMode;
   /** With no agent for this long (and not bypass), the sidecar decides with its own reflex. 0 disables. */
   agentGraceMs: number;
+  /** Send budget per region (requests per second). */
   bundleEngineRps: number;
   /** Crash-test hook: called at named points; inert unless a test sets it. */
   crashPoint?: (name: CrashPointName) => void;

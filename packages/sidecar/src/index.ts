@@ -69,4 +69,11 @@ export {
   type SendBundleResult,
 } from './upstream/block-engine';
 export { JsonRpcBlockEngine, type JsonRpcBlockEngineOptions } from './upstream/block-engine-jsonrpc';
+export {
+  EngineRegions,
+  leaderRegions,
+  type EngineRegion,
+  type EngineRegionsConfig,
+  type RegionedLeaders,
+} from './upstream/engine-regions';
 export { GrpcBlockEngine, type LeaderSchedule, type NextScheduledLeader } from './upstream/block-engine-grpc';

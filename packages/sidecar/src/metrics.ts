@@ -33,6 +33,12 @@ export class Metrics {
     labelNames: ['status'] as const,
     registers: [this.registry],
   });
+  readonly engineRequests = new Counter({
+    name: 'relay_engine_requests_total',
+    help: 'sendBundle requests per regional block engine, by answer: accepted (an id), rejected (a verdict on the bundle), transport (429, 5xx, timeouts)',
+    labelNames: ['region', 'result'] as const,
+    registers: [this.registry],
+  });
   readonly tipsPaid = new Counter({
     name: 'relay_tips_paid_lamports_total',
     help: 'Lamports tipped by bundles that landed, counted once confirmed (a processed block can still be orphaned)',

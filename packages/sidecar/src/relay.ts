@@ -1,4 +1,5 @@
 import type {
+  BlockEngineRegionStatus,
   DecisionMode,
   EnqueueResponse,
   LifecycleEntry,
@@ -69,7 +70,13 @@ export class Relay {
       now: ctx.now,
       policy: o.policy,
       ratePerSecond: o.bundleEngineRps,
-      send: (job) => sender.sendOne(job),
+      regions: o.engine.size,
+      preferredRegion: () => {
+        // The region of the bundle-engine leader a bundle sent now targets.
+        const next = o.leaders.nextBundleEngineSlot(ctx.chain.slot, 64);
+        return next === null ? null : o.engine.indexOf(o.leaders.regionAt(next));
+      },
+      send: (job, region) => sender.sendOne(job, region),
       log: o.log,
       isClosed: () => ctx.closed,
     });
@@ -129,6 +136,19 @@ export class Relay {
 
   get lastErrors(): { engine: string | null } {
     return this.ctx.lastErrors;
+  }
+
+  /** Each regional block engine: name, address, cool-down left, and what its sends came to. */
+  engineRegions(): BlockEngineRegionStatus[] {
+    const cooling = this.queue.coolingMs(this.ctx.now());
+    return this.ctx.o.engine.regions.map((region, i) => ({
+      region: region.name,
+      url: region.url,
+      cooling_ms: cooling[i] ?? 0,
+      accepted: region.answers.accepted,
+      rejected: region.answers.rejected,
+      transport_errors: region.answers.transport,
+    }));
   }
 
   /** Lamports reserved or paid in the rolling hour (what `spend-limit` is checked against). */

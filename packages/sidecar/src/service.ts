@@ -24,9 +24,7 @@ import { loadKeypair } from './runtime/keypair';
 import { Periodic } from './runtime/periodic';
 import { storeCodec } from './store/records';
 import { JournalTxStore } from './store/store';
-import type { BlockEngineTransport } from './upstream/block-engine';
-import { GrpcBlockEngine } from './upstream/block-engine-grpc';
-import { JsonRpcBlockEngine } from './upstream/block-engine-jsonrpc';
+import { EngineRegions } from './upstream/engine-regions';
 import { followBundleResults } from './upstream/bundle-results';
 import { SolanaRpc } from './upstream/solana-rpc';
 import { WebhookDispatcher, type WebhookDispatcherOptions } from './webhooks/dispatcher';
@@ -188,11 +186,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   for (const warning of lifecycleRecovery.warnings) log.warn(warning);
 
   const rpc = new SolanaRpc({ url: config.rpcUrl });
-  const leaderSource = new GrpcBlockEngine(config.bundleEngineGrpcUrl);
-  const engine: BlockEngineTransport =
-    config.bundleEngineTransport === 'grpc'
-      ? leaderSource
-      : new JsonRpcBlockEngine({ baseUrl: config.bundleEngineUrl, uuid: config.bundleEngineUuid });
+  const engine = EngineRegions.fromConfig(config);
   const oracle = new TipOracle();
   const leaders = new LeaderBuffer();
 
@@ -225,7 +219,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   periodic.every(intervals.tipFloorMs, () =>
     pollTipFloor({ url: config.tipFloorUrl, oracle, health, hub, clock }),
   );
-  startChainPollers({ periodic, relay: r, rpc, leaderSource, leaders, tipper, health, intervals });
+  startChainPollers({ periodic, relay: r, rpc, engine, leaders, tipper, health, intervals });
   const stream = startSlotFeed({
     endpoint: config.streamEndpoint,
     xToken: config.streamXToken,
@@ -237,11 +231,14 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     rpcSlotMs: intervals.rpcSlotMs,
     log,
   });
-  const bundleResults = followBundleResults(
-    engine,
-    (result) => void r.onBundleResult(result),
-    log,
-    () => metrics.bundleResultResubscribes.inc(),
+  // Each region reports the bundles sent to it on its own stream; each stream is followed on its own.
+  const bundleResults = engine.regions.map((region) =>
+    followBundleResults(
+      region.transport,
+      (result) => void r.onBundleResult(result),
+      log.child({ region: region.url }),
+      () => metrics.bundleResultResubscribes.inc(),
+    ),
   );
 
   const resumed = r.resumeAfterRestart();
@@ -286,7 +283,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     if (closed) return;
     closed = true;
     periodic.stop();
-    bundleResults.stop();
+    for (const results of bundleResults) results.stop();
     stream.stop();
     policy.stop();
     r.close();
@@ -297,7 +294,6 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
     engine.close();
-    if (leaderSource !== engine) leaderSource.close();
     await journal.close();
     await webhooks?.outbox.close();
     await lifecycle.close();

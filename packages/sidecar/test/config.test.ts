@@ -25,7 +25,7 @@ test('the spec defaults apply when only the required variables are set', () => {
     decisionMode: 'cortex',
     bypass: false,
     bypassTipLamports: 10_000,
-    bundleEngineUrl: DEFAULTS.bundleEngineUrl,
+    bundleEngineUrls: DEFAULTS.bundleEngineUrls.split(','),
     bundleEngineTransport: 'jsonrpc',
     keypairPath: '/home/op/.config/solana/id.json',
     policyFile: '/srv/relay/relay.policy.json',

@@ -6,15 +6,26 @@ import { SendQueue, type SendJob } from '../src/send/queue';
  * (priority, then deadline, then notBefore), and that jobs wait for their notBefore and for a token.
  */
 
-function rig(options: { rps: number; policy?: Partial<Policy>; maxConcurrent?: number }) {
+function rig(options: {
+  rps: number;
+  policy?: Partial<Policy>;
+  maxConcurrent?: number;
+  regions?: number;
+  preferredRegion?: () => number | null;
+}) {
   const sent: string[] = [];
+  /** `txId@region` of every send. */
+  const routed: string[] = [];
   let closed = false;
   const queue = new SendQueue({
     now: () => Date.now(),
     policy: () => ({ ...DEFAULT_POLICY, ...options.policy }) as Policy,
     ratePerSecond: options.rps,
-    send: (job: SendJob) => {
+    ...(options.regions !== undefined ? { regions: options.regions } : {}),
+    ...(options.preferredRegion ? { preferredRegion: options.preferredRegion } : {}),
+    send: (job: SendJob, region: number) => {
       sent.push(job.txId);
+      routed.push(`${job.txId}@${region}`);
       return Promise.resolve();
     },
     log: {
@@ -25,7 +36,7 @@ function rig(options: { rps: number; policy?: Partial<Policy>; maxConcurrent?: n
     isClosed: () => closed,
     ...(options.maxConcurrent !== undefined ? { maxConcurrent: options.maxConcurrent } : {}),
   });
-  return { queue, sent, close: () => ((closed = true), queue.close()) };
+  return { queue, sent, routed, close: () => ((closed = true), queue.close()) };
 }
 
 function job(txId: string, priority: number, deadline: number, notBefore = Date.now()): SendJob {
@@ -135,4 +146,41 @@ test('once closed, nothing more is sent', () => {
   close();
   jest.advanceTimersByTime(5000);
   expect(sent).toEqual(['a']);
+});
+
+describe('one token bucket per region', () => {
+  test('each region has its own budget: eight regions take eight bundles at once, then one each a second', async () => {
+    const { queue, sent, close } = rig({ rps: 1, regions: 8 });
+    for (let i = 0; i < 20; i++) queue.push(job(`tx${i}`, 1, 100 + i));
+    expect(sent).toHaveLength(8);
+    await jest.advanceTimersByTimeAsync(1000);
+    expect(sent).toHaveLength(16);
+    await jest.advanceTimersByTimeAsync(1000);
+    expect(sent).toHaveLength(20);
+    close();
+  });
+
+  test("the target leader's region is spent first, then the next regions in turn", () => {
+    const { queue, routed, close } = rig({ rps: 1, regions: 4, preferredRegion: () => 2 });
+    for (let i = 0; i < 4; i++) queue.push(job(`tx${i}`, 1, 100 + i));
+    expect(routed).toEqual(['tx0@2', 'tx1@3', 'tx2@0', 'tx3@1']);
+    close();
+  });
+
+  test('a 429 cools that region only: the others go on sending, it takes nothing until the cool-down ends', async () => {
+    const { queue, routed, close } = rig({ rps: 1, regions: 2, preferredRegion: () => 0 });
+    queue.cool(0, 5_000);
+    queue.push(job('a', 1, 100));
+    queue.push(job('b', 1, 101));
+    expect(routed).toEqual(['a@1']);
+    await jest.advanceTimersByTimeAsync(1000);
+    // Region 0's bucket is full but it is cooling: b waited for region 1's next token.
+    expect(routed).toEqual(['a@1', 'b@1']);
+    await jest.advanceTimersByTimeAsync(4000);
+    queue.push(job('c', 1, 102));
+    queue.push(job('d', 1, 103));
+    // Cool-down over: region 0 takes again, first as the preferred one.
+    expect(routed).toEqual(['a@1', 'b@1', 'c@0', 'd@1']);
+    close();
+  });
 });

@@ -1,16 +1,17 @@
 #!/usr/bin/env node
-import { formatEnvLines, startSimnet, type SimnetOptions } from './simnet';
+import { endpointLines, formatEnvLines, startSimnet, type SimnetOptions } from './simnet';
 
 const USAGE = `solrelay-simnet: a Solana + Jito + Yellowstone cluster on loopback ports
 
 Options:
   --seed N              seed of every random choice (default 1)
   --slot-ms N           slot period in ms (default 400)
-  --port-base N         consecutive ports: rpc, rpc ws, geyser, engine http, engine grpc (default: free ports)
+  --port-base N         consecutive ports: rpc, rpc ws, geyser, then engine http + grpc per region (default: free)
   --rpc-port N          Solana JSON-RPC port (its WebSocket is N + 1)
   --geyser-port N       Yellowstone gRPC port
-  --engine-port N       block engine HTTP port (JSON-RPC, tip floor, Anthropic Messages, /admin)
-  --engine-grpc-port N  block engine gRPC port
+  --engine-port N       first region's block engine HTTP port (JSON-RPC, tip floor, Anthropic Messages, /admin)
+  --engine-grpc-port N  first region's block engine gRPC port
+  --regions N|a,b,...   regional block engines: a count of Jito's eight (amsterdam first) or names (default 8)
   --tls                 serve the engine gRPC over TLS with the committed TEST-ONLY certificate
   --x-token T           require this x-token on the geyser stream
   --no-rate-limit       turn the block engine's 1 req/s per-IP limit off
@@ -61,6 +62,12 @@ function parseArgs(argv: string[]): SimnetOptions | null {
       case '--engine-grpc-port':
         ports.engineGrpc = integer(flag, value());
         break;
+      case '--regions': {
+        const v = value();
+        if (!v) throw new UsageError('--regions needs a count or comma-separated names');
+        options.regions = /^\d+$/.test(v) ? Number(v) : v.split(',').map((name) => name.trim());
+        break;
+      }
       case '--tls':
         options.tls = true;
         break;
@@ -94,16 +101,9 @@ async function main(): Promise<void> {
     return;
   }
   const simnet = await startSimnet(options);
-  const e = simnet.endpoints;
   const lines = [
     `# solrelay simnet (seed ${options.seed ?? 1}, ${options.slotMs ?? 400} ms slots)`,
-    `# solana rpc         ${e.rpcUrl}  (ws ${e.rpcWsUrl})`,
-    `# yellowstone grpc   ${e.geyserEndpoint}`,
-    `# block engine http  ${e.engineUrl}/api/v1/bundles`,
-    `# block engine grpc  ${e.engineGrpcUrl}${e.caCertPath ? ` (TLS, test-only cert ${e.caCertPath})` : ''}`,
-    `# tip floor          ${e.tipFloorUrl}`,
-    `# anthropic messages ${e.anthropicBaseUrl}/v1/messages (simulated)`,
-    `# admin              ${e.adminUrl}/state`,
+    ...endpointLines(simnet.endpoints),
     ...formatEnvLines(simnet.env()),
   ];
   process.stdout.write(`${lines.join('\n')}\n`);

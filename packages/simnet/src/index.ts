@@ -11,8 +11,10 @@ export { startHttpServer, type RouteHandler, type StartedHttpServer } from './ht
 export {
   startSimnet,
   formatEnvLines,
+  endpointLines,
   type Simnet,
   type SimnetOptions,
   type SimnetEndpoints,
   type SimnetPorts,
+  type RegionEndpoints,
 } from './simnet';

@@ -7,6 +7,7 @@ import { startGeyserServer } from './geyser/server';
 import { BlockEngine, type BlockEngineOptions } from './engine/engine';
 import { engineJsonRpcRoutes } from './engine/json-rpc';
 import { startGrpcEngine, type TlsMaterial } from './engine/grpc';
+import { regionNames } from './engine/regions';
 import type { RateLimitOptions } from './engine/rate-limit';
 import { SimLlm } from './llm/llm';
 import { adminRoutes } from './admin';
@@ -17,9 +18,9 @@ export interface SimnetPorts {
   rpc?: number;
   /** Yellowstone gRPC. */
   geyser?: number;
-  /** Block engine HTTP: JSON-RPC, tip floor, Anthropic Messages and /admin. */
+  /** The first region's block engine HTTP: JSON-RPC, tip floor, Anthropic Messages and /admin. */
   engine?: number;
-  /** Block engine gRPC SearcherService. */
+  /** The first region's block engine gRPC SearcherService. */
   engineGrpc?: number;
 }
 
@@ -35,7 +36,10 @@ export interface SimnetOptions {
   bundleEngineShare?: number;
   /** Loopback address to bind (default 127.0.0.1). */
   host?: string;
-  /** Consecutive ports from here: rpc, rpc WebSocket, geyser, engine HTTP, engine gRPC. 0 / absent = free ports. */
+  /**
+   * Consecutive ports from here: rpc, rpc WebSocket, geyser, then engine HTTP and engine gRPC of each region in turn.
+   * 0 / absent = free ports.
+   */
   portBase?: number;
   /** Individual ports (override portBase); 0 picks a free one. */
   ports?: SimnetPorts;
@@ -43,7 +47,12 @@ export interface SimnetOptions {
   tls?: boolean | TlsMaterial;
   /** Require this x-token on the geyser stream. */
   xToken?: string;
-  /** false turns the block engine's per-IP rate limit off; an object tunes it. Default: 1 req/s per IP. */
+  /**
+   * Regional block engines, each on its own HTTP and gRPC port with its own rate limit and connected leaders: a count
+   * (the first N of Jito's amsterdam, dublin, frankfurt, london, ny, slc, singapore, tokyo) or names. Default 8.
+   */
+  regions?: number | readonly string[];
+  /** false turns the block engine's per-IP rate limit off; an object tunes it. Default: 1 req/s per IP per region. */
   rateLimit?: boolean | RateLimitOptions;
   /** Only this Anthropic key is accepted (default: any non-empty key). */
   llmApiKey?: string;
@@ -51,11 +60,21 @@ export interface SimnetOptions {
   engine?: Partial<Omit<BlockEngineOptions, 'cluster' | 'faults' | 'rng'>>;
 }
 
+export interface RegionEndpoints {
+  region: string;
+  /** Block engine base URL of the region (the JSON-RPC lives under /api/v1). */
+  engineUrl: string;
+  engineGrpcUrl: string;
+  engineGrpcAddress: string;
+}
+
 export interface SimnetEndpoints {
   rpcUrl: string;
   rpcWsUrl: string;
   geyserEndpoint: string;
-  /** Block engine base URL (the JSON-RPC lives under /api/v1). */
+  /** Every regional engine, the first one also under `engineUrl` / `engineGrpcUrl` / `engineGrpcAddress`. */
+  regions: RegionEndpoints[];
+  /** The first region's block engine base URL (the JSON-RPC lives under /api/v1). */
   engineUrl: string;
   /** `http://127.0.0.1:PORT` (insecure) or `https://localhost:PORT` (TLS). */
   engineGrpcUrl: string;
@@ -89,6 +108,11 @@ function portFor(options: SimnetOptions, key: keyof SimnetPorts, offset: number)
   return options.portBase ? options.portBase + offset : 0;
 }
 
+/** Region `index` (≥ 1): HTTP at portBase + 5 + 2(index − 1), gRPC one above; free ports without a base. */
+function regionalPort(options: SimnetOptions, index: number, which: 0 | 1): number {
+  return options.portBase ? options.portBase + 5 + 2 * (index - 1) + which : 0;
+}
+
 /**
  * Start a whole cluster on loopback: the chain (slot clock, leaders, bank), Solana JSON-RPC + WebSocket, Yellowstone
  * gRPC, the Jito block engine (HTTP JSON-RPC + tip floor, gRPC SearcherService) and, on the engine's HTTP port, the
@@ -112,7 +136,11 @@ export async function startSimnet(options: SimnetOptions = {}): Promise<Simnet> 
       : options.rateLimit === true || options.rateLimit === undefined
         ? {}
         : options.rateLimit;
+  const regions = regionNames(options.regions);
   const engine = new BlockEngine({
+    regions,
+    // A stopped clock has no milliseconds to forward in: a manual-clock test sees no forwarding delay unless asked.
+    ...(options.clock === 'manual' ? { crossRegionDelayMs: 0 } : {}),
     ...options.engine,
     cluster,
     faults,
@@ -146,30 +174,52 @@ export async function startSimnet(options: SimnetOptions = {}): Promise<Simnet> 
       ...(options.xToken ? { xToken: options.xToken } : {}),
     });
     closers.push(() => geyser.close());
-    const http = await startHttpServer(
-      [engineJsonRpcRoutes(engine), llm.routes(), adminRoutes({ cluster, faults, engine, llm })],
-      { host, port: portFor(options, 'engine', 3) },
-    );
-    closers.push(() => http.close());
-    const grpc = await startGrpcEngine({
-      engine,
-      host,
-      port: portFor(options, 'engineGrpc', 4),
-      ...(options.tls ? { tls: options.tls } : {}),
-    });
-    closers.push(() => grpc.close());
+    const regionEndpoints: RegionEndpoints[] = [];
+    let caCertPath: string | null = null;
+    let homeHttpUrl = '';
+    for (const [index, region] of regions.entries()) {
+      const home = index === 0;
+      // The first region also serves the LLM and the admin routes; later regions take ports after the first five.
+      const http = await startHttpServer(
+        home
+          ? [engineJsonRpcRoutes(engine, region), llm.routes(), adminRoutes({ cluster, faults, engine, llm })]
+          : [engineJsonRpcRoutes(engine, region)],
+        { host, port: home ? portFor(options, 'engine', 3) : regionalPort(options, index, 0) },
+      );
+      closers.push(() => http.close());
+      const grpc = await startGrpcEngine({
+        engine,
+        region,
+        host,
+        port: home ? portFor(options, 'engineGrpc', 4) : regionalPort(options, index, 1),
+        ...(options.tls ? { tls: options.tls } : {}),
+      });
+      closers.push(() => grpc.close());
+      if (home) {
+        homeHttpUrl = http.url;
+        caCertPath = grpc.caCertPath;
+      }
+      regionEndpoints.push({
+        region,
+        engineUrl: http.url,
+        engineGrpcUrl: grpc.url,
+        engineGrpcAddress: grpc.address,
+      });
+    }
+    const home = regionEndpoints[0] as RegionEndpoints;
 
     const endpoints: SimnetEndpoints = {
       rpcUrl: rpc.url,
       rpcWsUrl: rpc.wsUrl,
       geyserEndpoint: geyser.endpoint,
-      engineUrl: http.url,
-      engineGrpcUrl: grpc.url,
-      engineGrpcAddress: grpc.address,
-      tipFloorUrl: `${http.url}/api/v1/bundles/tip_floor`,
-      anthropicBaseUrl: http.url,
-      adminUrl: `${http.url}/admin`,
-      caCertPath: grpc.caCertPath,
+      regions: regionEndpoints,
+      engineUrl: home.engineUrl,
+      engineGrpcUrl: home.engineGrpcUrl,
+      engineGrpcAddress: home.engineGrpcAddress,
+      tipFloorUrl: `${homeHttpUrl}/api/v1/bundles/tip_floor`,
+      anthropicBaseUrl: homeHttpUrl,
+      adminUrl: `${homeHttpUrl}/admin`,
+      caCertPath,
     };
     if (options.clock !== 'manual') cluster.start();
 
@@ -183,8 +233,9 @@ export async function startSimnet(options: SimnetOptions = {}): Promise<Simnet> 
         STREAM_ENDPOINT: endpoints.geyserEndpoint,
         ...(options.xToken ? { STREAM_X_TOKEN: options.xToken } : {}),
         RPC_URL: endpoints.rpcUrl,
-        BUNDLE_ENGINE_URL: endpoints.engineUrl,
-        BUNDLE_ENGINE_GRPC_URL: endpoints.engineGrpcUrl,
+        // Every regional engine, comma-separated, as a sidecar sending to several regions takes them.
+        BUNDLE_ENGINE_URL: endpoints.regions.map((r) => r.engineUrl).join(','),
+        BUNDLE_ENGINE_GRPC_URL: endpoints.regions.map((r) => r.engineGrpcUrl).join(','),
         TIP_FLOOR_URL: endpoints.tipFloorUrl,
         ANTHROPIC_BASE_URL: endpoints.anthropicBaseUrl,
         // A placeholder key: the simnet takes any key, and a real one should never be sent to it.
@@ -198,6 +249,21 @@ export async function startSimnet(options: SimnetOptions = {}): Promise<Simnet> 
     await stop();
     throw error;
   }
+}
+
+/** `# ...` lines naming every endpoint (what the bin and `relay sim` print above the env lines). */
+export function endpointLines(e: SimnetEndpoints): string[] {
+  return [
+    `# solana rpc         ${e.rpcUrl}  (ws ${e.rpcWsUrl})`,
+    `# yellowstone grpc   ${e.geyserEndpoint}`,
+    ...e.regions.map(
+      (r) => `# block engine ${r.region.padEnd(10)} ${r.engineUrl}/api/v1/bundles  grpc ${r.engineGrpcUrl}`,
+    ),
+    ...(e.caCertPath ? [`# block engine grpc uses TLS with the test-only certificate ${e.caCertPath}`] : []),
+    `# tip floor          ${e.tipFloorUrl}`,
+    `# anthropic messages ${e.anthropicBaseUrl}/v1/messages (simulated)`,
+    `# admin              ${e.adminUrl}/state`,
+  ];
 }
 
 /** `NAME=value` lines of an env map, in order (what the bin prints). */

@@ -67,7 +67,9 @@ describe('jito-ts 4.2.1 SearcherClient over an insecure channel', () => {
     expect(answer).toEqual({ ok: true, value: [...MAINNET_TIP_ACCOUNTS] });
   });
 
-  test('getNextScheduledLeader and getConnectedLeaders match the cluster schedule', async () => {
+  test("getNextScheduledLeader and getConnectedLeaders match the cluster schedule, for the server's region", async () => {
+    // jito-ts asks with no regions: the connected region's leaders only (searcher.proto).
+    const region = h.engine.homeRegion;
     const next = await client.getNextScheduledLeader();
     if (!next.ok) throw next.error;
     const { currentSlot, nextLeaderSlot, nextLeaderIdentity } = next.value;
@@ -75,13 +77,18 @@ describe('jito-ts 4.2.1 SearcherClient over an insecure channel', () => {
     expect(nextLeaderSlot).toBeGreaterThan(currentSlot);
     const leader = h.cluster.leaderAt(nextLeaderSlot);
     expect(leader).toEqual({ identity: nextLeaderIdentity, bundleEngine: true });
+    expect(h.engine.regionOf(nextLeaderIdentity)).toBe(region);
     for (let slot = currentSlot + 1; slot < nextLeaderSlot; slot++) {
-      expect(h.cluster.leaderAt(slot)?.bundleEngine).toBe(false);
+      const between = h.cluster.leaderAt(slot);
+      expect(between?.bundleEngine && h.engine.regionOf(between.identity) === region).toBe(false);
     }
 
     const connected = await client.getConnectedLeaders();
     if (!connected.ok) throw connected.error;
-    const bundleEngineValidators = h.cluster.validators().filter((v) => v.bundleEngine);
+    const bundleEngineValidators = h.cluster
+      .validators()
+      .filter((v) => v.bundleEngine && h.engine.regionOf(v.identity) === region);
+    expect(bundleEngineValidators.length).toBeGreaterThan(0);
     expect(Object.keys(connected.value).sort()).toEqual(bundleEngineValidators.map((v) => v.identity).sort());
     for (const [identity, list] of Object.entries(connected.value)) {
       for (const slot of list.slots) expect(h.cluster.leaderAt(slot)?.identity).toBe(identity);

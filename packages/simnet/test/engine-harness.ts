@@ -35,6 +35,8 @@ export async function startHarness(
     faults,
     rng,
     rateLimit: { enabled: false },
+    // A manual clock has no milliseconds to forward in (as startSimnet's manual clock).
+    crossRegionDelayMs: 0,
     ...options.engine,
   }).attach();
   const llm = new SimLlm();

@@ -36,11 +36,12 @@ describe('startSimnet', () => {
       'ANTHROPIC_API_KEY',
     ]);
     expect(env.STREAM_X_TOKEN).toBe('tok');
-    expect(env.BUNDLE_ENGINE_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    expect(env.BUNDLE_ENGINE_GRPC_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+    // One address per region (eight by default), comma-separated.
+    expect(env.BUNDLE_ENGINE_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+(,http:\/\/127\.0\.0\.1:\d+){7}$/);
+    expect(env.BUNDLE_ENGINE_GRPC_URL).toMatch(/^http:\/\/127\.0\.0\.1:\d+(,http:\/\/127\.0\.0\.1:\d+){7}$/);
     const tipFloor = await (await fetch(env.TIP_FLOOR_URL as string)).json();
     expect(tipFloor).toHaveLength(1);
-    const tips = await fetch(`${env.BUNDLE_ENGINE_URL}/api/v1/bundles`, {
+    const tips = await fetch(`${sim.endpoints.engineUrl}/api/v1/bundles`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getTipAccounts', params: [] }),
@@ -121,9 +122,9 @@ describe('startSimnet', () => {
     const secure = await startSimnet({ tls: true, clock: 'manual' });
     try {
       const env = secure.env();
-      expect(env.BUNDLE_ENGINE_GRPC_URL).toBe(
-        `https://localhost:${new URL(env.BUNDLE_ENGINE_GRPC_URL as string).port}`,
-      );
+      const grpcUrls = (env.BUNDLE_ENGINE_GRPC_URL as string).split(',');
+      expect(grpcUrls).toHaveLength(8);
+      for (const url of grpcUrls) expect(url).toBe(`https://localhost:${new URL(url).port}`);
       expect(env.GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).toMatch(/solrelay-simnet-ca-[0-9a-f]+\.pem$/);
     } finally {
       await secure.stop();
@@ -165,7 +166,10 @@ describe('solrelay-simnet bin', () => {
       'ANTHROPIC_BASE_URL',
       'ANTHROPIC_API_KEY',
     ]);
-    const engineUrl = envLines.find((line) => line.startsWith('BUNDLE_ENGINE_URL='))?.split('=')[1];
+    const engineUrl = envLines
+      .find((line) => line.startsWith('BUNDLE_ENGINE_URL='))
+      ?.split('=')[1]
+      ?.split(',')[0];
     const state = (await (await fetch(`${engineUrl}/admin/state`)).json()) as { slot: number };
     expect(state.slot).toBeGreaterThanOrEqual(0);
     const exit = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Keypair } from '@solana/web3.js';
-import { formatEnvLines, startSimnet, type Simnet } from '@solrelay/simnet';
+import { endpointLines, formatEnvLines, startSimnet, type Simnet } from '@solrelay/simnet';
 
 /** Options shared by every `--sim` command. */
 export interface SimFlags {
@@ -49,16 +49,9 @@ export async function startSimulatedCluster(flags: SimFlags): Promise<SimulatedC
       dir: scratch,
       env,
       lines() {
-        const e = simnet.endpoints;
         return [
           `# simulated cluster (seed ${flags.seed ?? 1}, ${flags.slotMs ?? 400} ms slots)`,
-          `# solana rpc         ${e.rpcUrl}  (ws ${e.rpcWsUrl})`,
-          `# yellowstone grpc   ${e.geyserEndpoint}`,
-          `# block engine http  ${e.engineUrl}/api/v1/bundles`,
-          `# block engine grpc  ${e.engineGrpcUrl}`,
-          `# tip floor          ${e.tipFloorUrl}`,
-          `# anthropic messages ${e.anthropicBaseUrl}/v1/messages (simulated)`,
-          `# admin              ${e.adminUrl}/state`,
+          ...endpointLines(simnet.endpoints),
           `# funded keypair     ${keypair.publicKey.toBase58()}`,
           ...formatEnvLines(env),
         ];

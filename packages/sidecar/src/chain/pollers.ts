@@ -3,7 +3,7 @@ import type { LeaderBuffer } from '@solrelay/core';
 import type { UpstreamHealth } from '../health/upstream-health';
 import type { Relay } from '../relay';
 import type { Periodic } from '../runtime/periodic';
-import type { GrpcBlockEngine } from '../upstream/block-engine-grpc';
+import { leaderRegions, type EngineRegions } from '../upstream/engine-regions';
 import type { SolanaRpc } from '../upstream/solana-rpc';
 
 export interface ChainPollIntervals {
@@ -16,13 +16,13 @@ export interface ChainPollIntervals {
  * The chain inputs read by polling: tip accounts (until known), the tipper's balance (submission pauses when it is
  * underfunded), the block height (tip blockhash expiry), a fresh tip blockhash ahead of need (a submit never waits
  * on RPC for it), the leader schedule (a rolling window from RPC, next epoch included) and which validators run
- * the bundle engine (from the engine).
+ * the bundle engine in every configured region, with the region each is connected to (from the engine).
  */
 export function startChainPollers(deps: {
   periodic: Periodic;
   relay: Relay;
   rpc: SolanaRpc;
-  leaderSource: GrpcBlockEngine;
+  engine: EngineRegions;
   leaders: LeaderBuffer;
   tipper: Keypair;
   health: UpstreamHealth;
@@ -66,8 +66,10 @@ export function startChainPollers(deps: {
   });
   periodic.every(intervals.leadersMs, async () => {
     try {
-      const { connectedLeaders } = await deps.leaderSource.getConnectedLeaders();
-      leaders.setBundleEngineValidators(Object.keys(connectedLeaders));
+      // Region names first (GetRegions, free): leader regions are matched against them to route bundles.
+      await deps.engine.resolveNames();
+      const regions = leaderRegions(await deps.engine.connectedLeaders());
+      leaders.setBundleEngineValidators(regions.keys(), regions);
       health.mark('block_engine', true, null);
     } catch (error) {
       // Unknown bundle-engine leaders: reflex submits without holding (DESIGN §8).

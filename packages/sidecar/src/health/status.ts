@@ -54,6 +54,7 @@ export function statusOf(s: StatusSources): StatusResponse {
     tipper: { pubkey: s.tipper.publicKey.toBase58(), balance_lamports: r.balance },
     spend: { window_lamports: r.spentThisHour, limit_lamports: s.policy.current['spend-limit'] },
     paused_reason: r.paused,
+    block_engine_regions: r.engineRegions(),
     webhooks: s.webhooks(),
   };
 }

@@ -1,4 +1,4 @@
-import { effectivePriority, type Policy } from '@solrelay/core';
+import { chooseRegion, effectivePriority, type Policy } from '@solrelay/core';
 import type { StoredTx } from '../store/records';
 import { TokenBucket } from '../util/rate';
 
@@ -17,10 +17,14 @@ export const MAX_CONCURRENT_SENDS = 16;
 export interface SendQueueDeps {
   now: () => number;
   policy: () => Policy;
-  /** Send budget per second (one token bucket, burst of at least one). */
+  /** Send budget per second of each region (a token bucket per region, burst of at least one). */
   ratePerSecond: number;
-  /** Sends one job (the sender); a rejection is logged, never thrown. */
-  send: (job: SendJob) => Promise<void>;
+  /** Regional engines to spend budgets of (default 1). */
+  regions?: number;
+  /** The region of the leader the next bundle targets, when known: its budget is spent first. */
+  preferredRegion?: () => number | null;
+  /** Sends one job to a region (the sender); a rejection is logged, never thrown. */
+  send: (job: SendJob, region: number) => Promise<void>;
   log: { error: (fields: object, message: string) => void };
   /** Once closed, nothing more is sent and no timer is armed. */
   isClosed: () => boolean;
@@ -28,19 +32,50 @@ export interface SendQueueDeps {
 }
 
 /**
- * The budgeted send queue: each token of the engine's budget goes to the most valuable bundle ready now (priority,
- * then deadline, then the earliest `notBefore`); a job waits for its `notBefore` (a backoff) and for a token.
+ * The budgeted send queue: each token of a region's budget goes to the most valuable bundle ready now (priority,
+ * then deadline, then the earliest `notBefore`); a job waits for its `notBefore` (a backoff) and for a token of some
+ * region, the target leader's region first (`chooseRegion`). A region a 429 or an outage cooled takes nothing until
+ * its cool-down ends; the others go on.
  */
 export class SendQueue {
   private readonly jobs: SendJob[] = [];
-  private readonly bucket: TokenBucket;
+  private readonly buckets: TokenBucket[];
+  private readonly cooledUntil: number[];
   private timer: NodeJS.Timeout | null = null;
   private inFlight = 0;
   private readonly maxConcurrent: number;
 
   constructor(private readonly d: SendQueueDeps) {
-    this.bucket = new TokenBucket(d.ratePerSecond, Math.max(1, d.ratePerSecond), d.now());
+    const regions = Math.max(1, d.regions ?? 1);
+    this.buckets = Array.from(
+      { length: regions },
+      () => new TokenBucket(d.ratePerSecond, Math.max(1, d.ratePerSecond), d.now()),
+    );
+    this.cooledUntil = new Array<number>(regions).fill(0);
     this.maxConcurrent = d.maxConcurrent ?? MAX_CONCURRENT_SENDS;
+  }
+
+  get regionCount(): number {
+    return this.buckets.length;
+  }
+
+  /** Stop sending to `region` for `ms` (it answered 429 or failed): its budget is spent until then. */
+  cool(region: number, ms: number): void {
+    if (region < 0 || region >= this.cooledUntil.length) return;
+    this.cooledUntil[region] = Math.max(this.cooledUntil[region] as number, this.d.now() + ms);
+    this.pump();
+  }
+
+  /** Milliseconds each region still cools after a 429 or a failure (0: it takes bundles). */
+  coolingMs(now: number): number[] {
+    return this.cooledUntil.map((until) => Math.max(0, until - now));
+  }
+
+  /** Milliseconds until each region can take a request. */
+  private regionWaits(now: number): number[] {
+    return this.buckets.map((bucket, i) =>
+      Math.max(bucket.waitMs(now), (this.cooledUntil[i] as number) - now),
+    );
   }
 
   /** Jobs waiting (not yet on the wire). */
@@ -82,18 +117,18 @@ export class SendQueue {
         this.arm();
         return;
       }
-      const wait = this.bucket.waitMs(now);
-      if (wait > 0) {
-        this.arm(wait);
+      const choice = chooseRegion(this.regionWaits(now), this.d.preferredRegion?.() ?? null);
+      if (choice.waitMs > 0) {
+        this.arm(choice.waitMs);
         return;
       }
       ready.sort((x, y) => x.priority - y.priority || x.deadline - y.deadline || x.notBefore - y.notBefore);
       const job = ready[0] as SendJob;
       this.jobs.splice(this.jobs.indexOf(job), 1);
-      this.bucket.take(now);
+      (this.buckets[choice.region] as TokenBucket).take(now);
       this.inFlight++;
       void this.d
-        .send(job)
+        .send(job, choice.region)
         .catch((error: unknown) =>
           this.d.log.error({ err: error, tx_id: job.txId }, 'send failed unexpectedly'),
         )

@@ -19,7 +19,8 @@ export class Sender {
     private readonly queue: SendQueue,
   ) {}
 
-  async sendOne(job: SendJob): Promise<void> {
+  /** Send `job`'s bundle to the regional engine `region` (the queue chose it and spent its token). */
+  async sendOne(job: SendJob, region: number): Promise<void> {
     // Under the lock: is this attempt still to be sent, and with which bytes?
     const wires = await this.ctx.locks.run(job.txId, async () => {
       const tx = this.ctx.state.records.get(job.txId);
@@ -42,12 +43,16 @@ export class Sender {
       ];
     });
     if (!wires) return;
-    const result = await this.ctx.o.engine.sendBundle(wires);
+    const result = await this.ctx.o.engine.sendBundle(wires, region);
     this.ctx.o.crashPoint?.('attempt.sent');
-    await this.ctx.locks.run(job.txId, () => this.recordSendResult(job, result));
+    this.ctx.o.metrics.engineRequests.inc({
+      region: this.ctx.o.engine.regions[region]?.name ?? String(region),
+      result: result.ok ? 'accepted' : result.kind,
+    });
+    await this.ctx.locks.run(job.txId, () => this.recordSendResult(job, region, result));
   }
 
-  private async recordSendResult(job: SendJob, result: SendBundleResult): Promise<void> {
+  private async recordSendResult(job: SendJob, region: number, result: SendBundleResult): Promise<void> {
     const tx = this.ctx.state.records.get(job.txId);
     const attempt = tx?.attempts.find((a) => a.attempt === job.attempt);
     if (!tx || !attempt || attempt.stage !== 'journaled' || isTerminalTxState(tx.state)) return;
@@ -68,7 +73,9 @@ export class Sender {
         attempts: [{ n: attempt.attempt, set: { send_errors: sendErrors } }],
       });
       const backoff = result.retryAfterMs ?? Math.min(5000, 250 * 2 ** Math.min(sendErrors - 1, 5));
-      this.queue.queueSend(tx, attempt.attempt, backoff);
+      // The region that failed cools for the backoff; the bundle goes again at once if another region can take it.
+      this.queue.cool(region, backoff);
+      this.queue.queueSend(tx, attempt.attempt, this.queue.regionCount > 1 ? 0 : backoff);
       return;
     }
     // The engine answered (with an id or a verdict): it is reachable.

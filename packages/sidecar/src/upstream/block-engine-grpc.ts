@@ -122,6 +122,40 @@ export class GrpcBlockEngine implements BlockEngineTransport {
     return { connectedLeaders };
   }
 
+  /** `GetRegions`: the region this address serves and every region online (free of the send budget). */
+  getRegions(): Promise<{ currentRegion: string; availableRegions: string[] }> {
+    return new Promise((resolve, reject) => {
+      this.raw.getRegions({}, (error, response) =>
+        error
+          ? reject(error)
+          : resolve({
+              currentRegion: response.currentRegion,
+              availableRegions: [...response.availableRegions],
+            }),
+      );
+    });
+  }
+
+  /**
+   * `GetConnectedLeadersRegioned` for `regions` (none: this address's own): region -> validator identity -> its
+   * leader slots. `GetConnectedLeaders` answers for one region only (searcher.proto), so relay asks this.
+   */
+  getConnectedLeadersRegioned(regions: readonly string[]): Promise<Record<string, Record<string, number[]>>> {
+    return new Promise((resolve, reject) => {
+      this.raw.getConnectedLeadersRegioned({ regions: [...regions] }, (error, response) => {
+        if (error) return reject(error);
+        const out: Record<string, Record<string, number[]>> = {};
+        for (const [region, leaders] of Object.entries(response.connectedValidators)) {
+          const byIdentity: Record<string, number[]> = {};
+          for (const [identity, list] of Object.entries(leaders.connectedValidators))
+            byIdentity[identity] = list.slots.map(Number);
+          out[region] = byIdentity;
+        }
+        resolve(out);
+      });
+    });
+  }
+
   async getNextScheduledLeader(): Promise<NextScheduledLeader> {
     const result = await this.client.getNextScheduledLeader();
     if (!result.ok) throw result.error;

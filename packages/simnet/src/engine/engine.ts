@@ -15,6 +15,7 @@ import { type Rng } from '../rng';
 import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
 import { Auction, type AuctionOptions, type Regime } from './auction';
 import { RATE_LIMIT_MESSAGES, RateLimiter, type RateLimitOptions } from './rate-limit';
+import { DEFAULT_CROSS_REGION_DELAY_MS, JITO_MAINNET_REGIONS, assignRegions } from './regions';
 import { TipFloor, toJitoTipFloor, type JitoTipFloorEntry, type TipFloorOptions } from './tip-floor';
 import { validateBundle, type BundleRejection } from './validate';
 import type { ParsedTransaction, WireEncoding } from './wire';
@@ -43,7 +44,16 @@ export interface TrackedBundle {
   signatures: string[];
   tipLamports: number;
   blockhashes: string[];
+  /** The regional engine it was sent to: its results go to that region's stream. */
+  region: string;
   receivedMs: number;
+  /**
+   * When it reaches its window's leader: on receipt in the leader's own region, later when another region must
+   * forward it. It competes in no slot produced before then.
+   */
+  arrivesAtMs: number;
+  /** A slot of its window was produced before it arrived (forwarding delay): at the window's end it is forwarded on. */
+  missedByForwarding: boolean;
   receivedSlot: number;
   state: 'pending' | 'landed' | 'failed';
   /** The bundle-engine leader window it competes in; null when no such leader was close enough. */
@@ -74,6 +84,10 @@ export interface BlockEngineOptions {
   /** The simnet's seeded generator; the engine forks its own streams from it. */
   rng: Rng;
   tipAccounts?: readonly string[];
+  /** Regional engines (default: Jito's eight mainnet regions); the first is where a region-less caller lands. */
+  regions?: readonly string[];
+  /** Added time for a bundle sent to a region its target leader is not connected to (default 100 ms). */
+  crossRegionDelayMs?: number;
   /** A bundle is dropped unless a bundle-engine leader holds one of the next this-many slots (default 4). */
   leaderLookaheadSlots?: number;
   /** Most bundles one slot includes (highest tips first). */
@@ -91,8 +105,8 @@ export interface BlockEngineOptions {
 }
 
 export interface BlockEngineEvents {
-  /** Every gRPC BundleResult the engine produces, in order. */
-  result: [BundleResult];
+  /** Every gRPC BundleResult the engine produces, in order, with the region the bundle was sent to. */
+  result: [BundleResult, string];
 }
 
 /**
@@ -112,6 +126,10 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   readonly tipFloor: TipFloor;
   readonly rateLimiter: RateLimiter;
   readonly tipAccounts: readonly string[];
+  readonly regions: readonly string[];
+  /** Bundle-engine validator identity -> the region it is connected to. */
+  readonly validatorRegions: ReadonlyMap<string, string>;
+  crossRegionDelayMs: number;
   leaderLookaheadSlots: number;
   private readonly tipAccountSet: ReadonlySet<string>;
   private readonly faultRng: Rng;
@@ -140,6 +158,16 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     this.rateLimiter = new RateLimiter(options.rateLimit);
     this.tipAccounts = options.tipAccounts ?? MAINNET_TIP_ACCOUNTS;
     this.tipAccountSet = new Set(this.tipAccounts);
+    this.regions = options.regions ?? JITO_MAINNET_REGIONS;
+    this.validatorRegions = assignRegions(
+      this.cluster
+        .validators()
+        .filter((v) => v.bundleEngine)
+        .map((v) => v.identity),
+      this.regions,
+      options.rng.fork('regions'),
+    );
+    this.crossRegionDelayMs = options.crossRegionDelayMs ?? DEFAULT_CROSS_REGION_DELAY_MS;
     this.leaderLookaheadSlots = options.leaderLookaheadSlots ?? 4;
     this.maxBundlesPerSlot = options.maxBundlesPerSlot ?? 64;
     this.inflightLookbackMs = options.inflightLookbackMs ?? 5 * 60_000;
@@ -174,10 +202,10 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   // ---- transport-level admission (rate limit and engine faults), shared by JSON-RPC and gRPC ----
 
   /**
-   * Decide whether a request gets through: injected 5xx / 429 storms first, then (unless `limit` is false) the
-   * per-IP limiter.
+   * Decide whether a request to `region` gets through: injected 5xx / 429 storms first, then (unless `limit` is
+   * false) that region's per-IP limiter.
    */
-  admit(ip: string, uuid: string | undefined, limit = true): AdmitDecision {
+  admit(ip: string, uuid: string | undefined, limit = true, region = this.homeRegion): AdmitDecision {
     const faults = this.faults.current;
     if (this.faultRng.chance(faults.engine5xxRate)) {
       this.faults.count('engine5xx');
@@ -196,7 +224,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
         : RATE_LIMIT_MESSAGES.perIp(uuid ? this.rateLimiter.uuidRps : this.rateLimiter.rps, retryAfterMs);
       return { ok: false, kind: 'rate_limited', message, retryAfterMs };
     }
-    const decision = limit ? this.rateLimiter.take(ip, uuid) : ({ allowed: true } as const);
+    const decision = limit ? this.rateLimiter.take(ip, uuid, region) : ({ allowed: true } as const);
     if (!decision.allowed) {
       return {
         ok: false,
@@ -216,9 +244,20 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
 
   // ---- bundles ----
 
+  /** The region a caller that names none is served by (the first). */
+  get homeRegion(): string {
+    return this.regions[0] as string;
+  }
+
+  /** The region a bundle-engine validator is connected to; null for validators without the bundle engine. */
+  regionOf(identity: string): string | null {
+    return this.validatorRegions.get(identity) ?? null;
+  }
+
   submitBundle(
     transactions: ReadonlyArray<string | Uint8Array>,
     encoding: WireEncoding = 'base58',
+    region: string = this.homeRegion,
   ): SubmitResult {
     const validation = validateBundle(transactions, encoding, this.cluster, this.tipAccountSet);
     if (!validation.ok) return validation;
@@ -228,16 +267,22 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     if (existing && existing.state !== 'failed') return { ok: true, bundleId: bundle.bundleId };
 
     const slot = this.clockSlot();
+    const window = this.findWindow(slot);
+    const receivedMs = this.now();
+    const forwarded = window !== null && this.regionOf(window.leader.identity) !== region;
     const tracked: TrackedBundle = {
       bundleId: bundle.bundleId,
       transactions: bundle.transactions,
       signatures: bundle.transactions.map((tx) => tx.signatures[0] as string),
       tipLamports: bundle.tipLamports,
       blockhashes: bundle.blockhashes,
-      receivedMs: this.now(),
+      region,
+      receivedMs,
+      arrivesAtMs: receivedMs + (forwarded ? this.crossRegionDelayMs : 0),
+      missedByForwarding: false,
       receivedSlot: slot,
       state: 'pending',
-      window: this.findWindow(slot),
+      window,
       faultDropped: this.faultRng.chance(this.faults.current.bundleDropRate),
       acceptedSlots: [],
       lastCompetedSlot: null,
@@ -320,8 +365,14 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
 
   // ---- leaders ----
 
-  /** First bundle-engine leader slot after the current one, searching `horizon` slots. */
-  nextScheduledLeader(horizon = 4096): {
+  /**
+   * First slot after the current one led by a bundle-engine validator connected to one of `regions` (null: any
+   * region), searching `horizon` slots.
+   */
+  nextScheduledLeader(
+    regions: readonly string[] | null = null,
+    horizon = 4096,
+  ): {
     currentSlot: number;
     nextLeaderSlot: number;
     nextLeaderIdentity: string;
@@ -331,29 +382,33 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     for (let slot = current + 1; slot <= current + horizon; slot++) {
       const leader = this.cluster.leaderAt(slot);
       if (!leader) break;
-      if (leader.bundleEngine) {
+      const region = leader.bundleEngine ? this.regionOf(leader.identity) : null;
+      if (region !== null && (regions === null || regions.includes(region))) {
         return {
           currentSlot: current,
           nextLeaderSlot: slot,
           nextLeaderIdentity: leader.identity,
-          nextLeaderRegion: 'simnet',
+          nextLeaderRegion: region,
         };
       }
     }
     return null;
   }
 
-  /** Bundle-engine validators and their upcoming leader slots (absolute), over the next `horizon` slots. */
-  connectedLeaders(horizon = 4096): Record<string, { slots: number[] }> {
+  /**
+   * Bundle-engine validators connected to `region` (null: every region) and their upcoming leader slots (absolute),
+   * over the next `horizon` slots.
+   */
+  connectedLeaders(region: string | null = null, horizon = 4096): Record<string, { slots: number[] }> {
     const out: Record<string, { slots: number[] }> = {};
-    for (const validator of this.cluster.validators()) {
-      if (validator.bundleEngine) out[validator.identity] = { slots: [] };
+    for (const [identity, connectedTo] of this.validatorRegions) {
+      if (region === null || connectedTo === region) out[identity] = { slots: [] };
     }
     const current = this.clockSlot();
     for (let slot = current + 1; slot <= current + horizon; slot++) {
       const leader = this.cluster.leaderAt(slot);
       if (!leader) break;
-      if (leader.bundleEngine) (out[leader.identity] ??= { slots: [] }).slots.push(slot);
+      out[leader.identity]?.slots.push(slot);
     }
     return out;
   }
@@ -375,19 +430,33 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   state(): {
     slot: number;
     leader: LeaderInfo | null;
+    /** The current leader's region (null when it runs no bundle engine). */
+    leaderRegion: string | null;
+    /** Each regional engine and how many bundle-engine validators are connected to it. */
+    regions: Array<{ region: string; connectedValidators: number }>;
     regime: Regime;
     pinnedRegime: Regime | null;
     clearingTip: number;
     fixedClearingTip: number | null;
     nextBundleEngineLeaderSlot: number | null;
     tipFloorLamports: ReturnType<TipFloor['snapshot']>['lamports'];
-    pendingBundles: Array<{ bundleId: string; tipLamports: number; window: TrackedBundle['window'] }>;
+    pendingBundles: Array<{
+      bundleId: string;
+      tipLamports: number;
+      region: string;
+      window: TrackedBundle['window'];
+    }>;
     bundlesTracked: number;
   } {
     const slot = this.cluster.slot;
+    const leader = this.cluster.leaderAt(slot);
+    const counts = new Map(this.regions.map((region) => [region, 0]));
+    for (const region of this.validatorRegions.values()) counts.set(region, (counts.get(region) ?? 0) + 1);
     return {
       slot,
-      leader: this.cluster.leaderAt(slot),
+      leader,
+      leaderRegion: leader ? this.regionOf(leader.identity) : null,
+      regions: [...counts].map(([region, connectedValidators]) => ({ region, connectedValidators })),
       regime: this.auction.regime,
       pinnedRegime: this.auction.pinnedRegimeValue,
       clearingTip: this.auction.clearingTip(slot),
@@ -397,6 +466,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       pendingBundles: this.pendingBundles().map((b) => ({
         bundleId: b.bundleId,
         tipLamports: b.tipLamports,
+        region: b.region,
         window: b.window,
       })),
       bundlesTracked: this.bundles.size,
@@ -411,6 +481,11 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     for (const bundle of this.bundles.values()) {
       if (bundle.state !== 'pending' || !bundle.window) continue;
       if (ctx.slot < bundle.window.firstSlot || ctx.slot > bundle.window.lastSlot) continue;
+      if (this.now() < bundle.arrivesAtMs) {
+        // Still being forwarded from the region it was sent to.
+        bundle.missedByForwarding = true;
+        continue;
+      }
       // The engine simulates before forwarding: a bundle whose blockhash died is dropped, not forwarded.
       if (bundle.blockhashes.some((hash) => !this.cluster.isBlockhashValid(hash))) {
         this.fail(bundle, 'blockhash_expired', { dropped: { reason: DroppedReason.BlockhashExpired } });
@@ -446,7 +521,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
         bundle.state = 'landed';
         bundle.landedSlot = result.slot;
         this.realLandedTips.push(bundle.tipLamports);
-        this.emitResult({
+        this.emitResult(bundle, {
           bundleId: bundle.bundleId,
           processed: { validatorIdentity: ctx.leader.identity, slot: result.slot, bundleIndex },
         });
@@ -494,7 +569,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
 
   private accept(bundle: TrackedBundle, ctx: BlockContext): void {
     bundle.acceptedSlots.push(ctx.slot);
-    this.emitResult({
+    this.emitResult(bundle, {
       bundleId: bundle.bundleId,
       accepted: { slot: ctx.slot, validatorIdentity: ctx.leader.identity },
     });
@@ -504,11 +579,12 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     if (bundle.state === 'failed') return;
     bundle.state = 'failed';
     bundle.failure = failure;
-    this.emitResult({ bundleId: bundle.bundleId, ...result });
+    this.emitResult(bundle, { bundleId: bundle.bundleId, ...result });
   }
 
-  private emitResult(result: BundleResult): void {
-    this.emit('result', result);
+  /** Results go out on the stream of the region the bundle was sent to. */
+  private emitResult(bundle: TrackedBundle, result: BundleResult): void {
+    this.emit('result', result, bundle.region);
   }
 
   private handleSlot(event: SlotEvent): void {
@@ -532,6 +608,17 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       const hadLastChance =
         slot >= lastSlot && bundle.lastCompetedSlot !== null && bundle.lastCompetedSlot >= lastSlot;
       if (!hadLastChance && slot <= lastSlot) continue;
+      if (bundle.lastCompetedSlot === null && bundle.missedByForwarding && !bundle.faultDropped) {
+        // It reached the leader after that leader's slots: forwarded on to the next bundle-engine leader.
+        const next = this.findWindow(slot);
+        if (next) {
+          bundle.window = next;
+          bundle.missedByForwarding = false;
+          continue;
+        }
+        this.fail(bundle, 'no_leader', { rejected: { droppedBundle: { msg: NO_LEADER_MESSAGE } } });
+        continue;
+      }
       if (bundle.faultDropped || bundle.blockhashes.some((hash) => !this.cluster.isBlockhashValid(hash))) {
         this.fail(bundle, bundle.faultDropped ? 'dropped' : 'blockhash_expired', {
           dropped: { reason: DroppedReason.BlockhashExpired },
@@ -561,7 +648,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
         bundle.landedSlot <= slot
       ) {
         bundle.finalized = true;
-        this.emitResult({ bundleId: bundle.bundleId, finalized: {} });
+        this.emitResult(bundle, { bundleId: bundle.bundleId, finalized: {} });
       }
     }
   }
@@ -572,7 +659,10 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
         bundle.state = 'failed';
         bundle.failure = 'slot_dead';
         bundle.landedSlot = null;
-        this.emitResult({ bundleId: bundle.bundleId, dropped: { reason: DroppedReason.NotFinalized } });
+        this.emitResult(bundle, {
+          bundleId: bundle.bundleId,
+          dropped: { reason: DroppedReason.NotFinalized },
+        });
       }
     }
   }

@@ -36,6 +36,8 @@ export interface TlsMaterial {
 
 export interface GrpcEngineOptions {
   engine: BlockEngine;
+  /** The regional engine this server is (default: the engine's first region). */
+  region?: string;
   host?: string;
   port?: number;
   /** true = the committed test-only certificate; an object = your own; false / absent = insecure. */
@@ -80,12 +82,17 @@ function errorFor(code: status, details: string) {
  */
 export async function startGrpcEngine(options: GrpcEngineOptions): Promise<StartedGrpcEngine> {
   const { engine } = options;
+  const region = options.region ?? engine.homeRegion;
+  if (!engine.regions.includes(region)) throw new Error(`unknown region "${region}"`);
+  /** Regions a request names, known ones only; none named means this server's own (searcher.proto). */
+  const askedRegions = (regions: readonly string[]) =>
+    regions.length === 0 ? [region] : regions.filter((name) => engine.regions.includes(name));
   const maxStreams = options.maxResultStreamsPerIp ?? 32;
   const streams = new Set<ServerWritableStream<SubscribeBundleResultsRequest, BundleResult>>();
   const streamsPerIp = new Map<string, number>();
 
-  const onResult = (result: BundleResult) => {
-    if (engine.faults.current.bundleResultsSilent) return;
+  const onResult = (result: BundleResult, sentTo: string) => {
+    if (sentTo !== region || engine.faults.current.bundleResultsSilent) return;
     for (const call of streams) {
       if (!call.cancelled && !call.destroyed) call.write(result);
     }
@@ -105,7 +112,12 @@ export async function startGrpcEngine(options: GrpcEngineOptions): Promise<Start
   async function gate(call: ServerUnaryCall<unknown, unknown>, spendsToken: boolean) {
     await engine.delay();
     const auth = call.metadata.get('authorization')[0] ?? call.metadata.get('x-jito-auth')[0];
-    const decision = engine.admit(peerIp(call.getPeer()), auth ? String(auth) : undefined, spendsToken);
+    const decision = engine.admit(
+      peerIp(call.getPeer()),
+      auth ? String(auth) : undefined,
+      spendsToken,
+      region,
+    );
     if (decision.ok) return null;
     return decision.kind === 'unavailable'
       ? errorFor(status.UNAVAILABLE, decision.message)
@@ -149,30 +161,42 @@ export async function startGrpcEngine(options: GrpcEngineOptions): Promise<Start
     },
     sendBundle: unary<SendBundleRequest, SendBundleResponse>(true, (request) => {
       const packets = request.bundle?.packets ?? [];
-      const outcome = engine.submitBundle(packets.map((packet) => packet.data));
+      const outcome = engine.submitBundle(
+        packets.map((packet) => packet.data),
+        'base58',
+        region,
+      );
       if (!outcome.ok) return errorFor(status.INVALID_ARGUMENT, outcome.error.message);
       return { uuid: outcome.bundleId };
     }),
-    getNextScheduledLeader: unary<NextScheduledLeaderRequest, NextScheduledLeaderResponse>(false, () => {
-      const next = engine.nextScheduledLeader();
-      if (!next) return errorFor(status.NOT_FOUND, 'no connected leader scheduled');
-      return next;
-    }),
+    getNextScheduledLeader: unary<NextScheduledLeaderRequest, NextScheduledLeaderResponse>(
+      false,
+      (request) => {
+        const next = engine.nextScheduledLeader(askedRegions(request.regions ?? []));
+        if (!next) return errorFor(status.NOT_FOUND, 'no connected leader scheduled');
+        return next;
+      },
+    ),
     getConnectedLeaders: unary<ConnectedLeadersRequest, ConnectedLeadersResponse>(false, () => ({
-      connectedValidators: engine.connectedLeaders(),
+      connectedValidators: engine.connectedLeaders(region),
     })),
     getConnectedLeadersRegioned: unary<ConnectedLeadersRegionedRequest, ConnectedLeadersRegionedResponse>(
       false,
-      () => ({
-        connectedValidators: { simnet: { connectedValidators: engine.connectedLeaders() } },
+      (request) => ({
+        connectedValidators: Object.fromEntries(
+          askedRegions(request.regions ?? []).map((name) => [
+            name,
+            { connectedValidators: engine.connectedLeaders(name) },
+          ]),
+        ),
       }),
     ),
     getTipAccounts: unary<GetTipAccountsRequest, GetTipAccountsResponse>(false, () => ({
       accounts: [...engine.tipAccounts],
     })),
     getRegions: unary<GetRegionsRequest, GetRegionsResponse>(false, () => ({
-      currentRegion: 'simnet',
-      availableRegions: ['simnet'],
+      currentRegion: region,
+      availableRegions: [...engine.regions],
     })),
   };
 

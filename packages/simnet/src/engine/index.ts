@@ -50,3 +50,4 @@ export {
   type TlsMaterial,
 } from './grpc';
 export { TEST_ONLY_TLS_CERT_PEM, TEST_ONLY_TLS_KEY_PEM, writeCaCertFile } from './tls';
+export { JITO_MAINNET_REGIONS, DEFAULT_CROSS_REGION_DELAY_MS, assignRegions, regionNames } from './regions';

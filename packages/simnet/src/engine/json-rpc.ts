@@ -67,10 +67,11 @@ function statusIds(params: unknown[]): string[] {
 }
 
 /**
- * The block engine's JSON-RPC face (`/api/v1/bundles`, `/api/v1/transactions` and the per-method paths) plus the
- * tip-floor REST route. Every JSON-RPC request first passes the engine's faults and per-IP rate limit.
+ * One regional block engine's JSON-RPC face (`/api/v1/bundles`, `/api/v1/transactions` and the per-method paths)
+ * plus the tip-floor REST route. Every JSON-RPC request first passes the engine's faults and that region's per-IP
+ * rate limit; bundles it takes are that region's (their gRPC results go to its stream).
  */
-export function engineJsonRpcRoutes(engine: BlockEngine): RouteHandler {
+export function engineJsonRpcRoutes(engine: BlockEngine, region: string = engine.homeRegion): RouteHandler {
   return async (req: IncomingMessage, res: ServerResponse, url: URL) => {
     if (req.method === 'GET' && url.pathname === '/api/v1/bundles/tip_floor') {
       await engine.delay();
@@ -87,7 +88,7 @@ export function engineJsonRpcRoutes(engine: BlockEngine): RouteHandler {
 
     const header = req.headers['x-jito-auth'];
     const uuid = (typeof header === 'string' && header) || url.searchParams.get('uuid') || undefined;
-    const admission = engine.admit(clientIp(req), uuid);
+    const admission = engine.admit(clientIp(req), uuid, true, region);
     if (!admission.ok) {
       await readBody(req).catch(() => undefined);
       if (admission.kind === 'unavailable') sendText(res, 503, admission.message);
@@ -133,7 +134,7 @@ export function engineJsonRpcRoutes(engine: BlockEngine): RouteHandler {
     }
     try {
       const headers: Record<string, string> = {};
-      const result = dispatch(engine, request.method, params, url, headers);
+      const result = dispatch(engine, region, request.method, params, url, headers);
       sendJson(res, 200, { jsonrpc: '2.0', result, id }, headers);
     } catch (error) {
       if (error instanceof RpcError) rpcError(res, id, error.code, error.message, error.httpStatus);
@@ -145,6 +146,7 @@ export function engineJsonRpcRoutes(engine: BlockEngine): RouteHandler {
 
 function dispatch(
   engine: BlockEngine,
+  region: string,
   method: string,
   params: unknown[],
   url: URL,
@@ -155,7 +157,7 @@ function dispatch(
       return [...engine.tipAccounts];
     case 'sendBundle': {
       const transactions = stringArray(params[0], 'transactions');
-      const outcome = engine.submitBundle(transactions, parseEncoding(params[1]));
+      const outcome = engine.submitBundle(transactions, parseEncoding(params[1]), region);
       if (!outcome.ok) throw new RpcError(outcome.error.code, outcome.error.message);
       return outcome.bundleId;
     }
@@ -168,7 +170,7 @@ function dispatch(
         throw new RpcError(-32602, 'Invalid params: expected a transaction string');
       const encoding = parseEncoding(params[1]);
       if (url.searchParams.get('bundleOnly') === 'true') {
-        const outcome = engine.submitBundle([params[0]], encoding);
+        const outcome = engine.submitBundle([params[0]], encoding, region);
         if (!outcome.ok) throw new RpcError(outcome.error.code, outcome.error.message);
         headers['x-bundle-id'] = outcome.bundleId;
         const bundle = engine.getBundle(outcome.bundleId);

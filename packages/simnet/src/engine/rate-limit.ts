@@ -16,8 +16,9 @@ interface Bucket {
 }
 
 /**
- * Per-IP token buckets shared by every block-engine method, as mainnet's limiter is reported to be. Capacity equals
- * the rate, so the default allows one request, then one more each second.
+ * Per-IP token buckets shared by every block-engine method, as mainnet's limiter is reported to be, one set per
+ * regional engine (the budget is per IP per region, jito.md §1.7). Capacity equals the rate, so the default allows
+ * one request, then one more each second.
  */
 export class RateLimiter {
   rps: number;
@@ -33,10 +34,10 @@ export class RateLimiter {
     this.now = options.now ?? Date.now;
   }
 
-  take(ip: string, uuid: string | undefined): RateDecision {
+  take(ip: string, uuid: string | undefined, region = ''): RateDecision {
     if (!this.enabled) return { allowed: true };
     const limit = uuid ? this.uuidRps : this.rps;
-    const key = uuid ? `${ip}|${uuid}` : ip;
+    const key = `${region}|${ip}|${uuid ?? ''}`;
     const now = this.now();
     const bucket = this.buckets.get(key) ?? { tokens: limit, updatedMs: now };
     bucket.tokens = Math.min(limit, bucket.tokens + ((now - bucket.updatedMs) / 1000) * limit);

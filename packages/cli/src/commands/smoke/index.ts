@@ -2,15 +2,13 @@ import { randomInt } from 'node:crypto';
 import { ComputeBudgetProgram, SystemProgram, Transaction, type Keypair } from '@solana/web3.js';
 import { deriveBundleId, isRelayError, parseJitoTipFloorResponse } from '@solrelay/core';
 import {
+  EngineRegions,
   GeyserStream,
-  GrpcBlockEngine,
-  JsonRpcBlockEngine,
   SolanaRpc,
   TipSigner,
   parseTransaction,
   configFromEnv,
   loadKeypair,
-  type BlockEngineTransport,
   type SidecarConfig,
 } from '@solrelay/sidecar';
 import { EXIT_CODES, ExitError } from '../../errors';
@@ -87,13 +85,8 @@ export async function smoke(ctx: CliContext, options: SmokeOptions): Promise<Com
     }
 
     const rpc = new SolanaRpc({ url: config.rpcUrl });
-    const leaderSource = new GrpcBlockEngine(config.bundleEngineGrpcUrl);
-    cleanups.push(() => leaderSource.close());
-    const engine: BlockEngineTransport =
-      config.bundleEngineTransport === 'grpc'
-        ? leaderSource
-        : new JsonRpcBlockEngine({ baseUrl: config.bundleEngineUrl, uuid: config.bundleEngineUuid });
-    if (engine !== leaderSource) cleanups.push(() => engine.close());
+    const engine = EngineRegions.fromConfig(config);
+    cleanups.push(() => engine.close());
 
     // The stream: slots, and the keypair's transactions (both of the bundle's are its).
     let slot = 0;
@@ -143,12 +136,18 @@ export async function smoke(ctx: CliContext, options: SmokeOptions): Promise<Com
     progress(`smoke: stream connected at ${config.streamEndpoint}, slot ${slot}`);
 
     // Which slots belong to bundle-engine leaders (null: unknown, then any slot will do, as the sidecar does).
+    // Every configured region's leaders, and which region each is connected to (the bundle goes there).
     let engineSlots: Map<number, string> | null = null;
+    const regionOfLeader = new Map<string, string>();
     try {
-      const { connectedLeaders } = await leaderSource.getConnectedLeaders();
+      await engine.resolveNames();
       engineSlots = new Map();
-      for (const [identity, slots] of Object.entries(connectedLeaders))
-        for (const s of slots) engineSlots.set(s, identity);
+      for (const [region, connected] of Object.entries(await engine.connectedLeaders())) {
+        for (const [identity, slots] of Object.entries(connected)) {
+          regionOfLeader.set(identity, region);
+          for (const s of slots) engineSlots.set(s, identity);
+        }
+      }
     } catch (error) {
       progress(
         `smoke: bundle-engine leader data unavailable (${(error as Error).message}); submitting without waiting`,
@@ -214,13 +213,22 @@ export async function smoke(ctx: CliContext, options: SmokeOptions): Promise<Com
       const bundleId = deriveBundleId(signatures);
       const wires = [transfer.wire, tipTx.wire];
 
-      let sent = await engine.sendBundle(wires);
+      // To the region of the leader ahead (forwarding from another costs time); a busy region passes to the next.
+      const ahead = windowAfter(slot);
+      const aheadLeader = engineSlots?.get(ahead.start);
+      let region = engine.indexOf(aheadLeader ? (regionOfLeader.get(aheadLeader) ?? null) : null) ?? 0;
+      let sent = await engine.sendBundle(wires, region);
       while (!sent.ok && sent.kind === 'transport') {
         checkTime('sending the bundle');
-        const waitMs = sent.retryAfterMs ?? 1000;
-        progress(`smoke: block engine busy (${sent.message}); resending in ${waitMs} ms`);
+        // Spaced so a full round of regions stays inside their budgets of one request a second each.
+        const waitMs = engine.size > 1 ? Math.ceil(1000 / engine.size) : (sent.retryAfterMs ?? 1000);
+        const from = engine.regions[region]?.name;
+        region = (region + 1) % engine.size;
+        progress(
+          `smoke: block engine ${from} busy (${sent.message}); resending${engine.size > 1 ? ` to ${engine.regions[region]?.name}` : ''} in ${waitMs} ms`,
+        );
         await new Promise((r) => setTimeout(r, waitMs));
-        sent = await engine.sendBundle(wires);
+        sent = await engine.sendBundle(wires, region);
       }
       if (!sent.ok) {
         throw new ExitError(

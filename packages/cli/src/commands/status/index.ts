@@ -31,6 +31,14 @@ export function renderStatus(s: StatusResponse, color: boolean): string {
     ]);
   }
   if (s.paused_reason) rows.push(['paused', s.paused_reason]);
+  // Older sidecars do not report regions.
+  for (const r of s.block_engine_regions ?? []) {
+    const cooling = r.cooling_ms > 0 ? `; cooling ${(r.cooling_ms / 1000).toFixed(1)} s` : '';
+    rows.push([
+      `engine ${r.region}`,
+      `${r.accepted} taken, ${r.rejected} refused, ${r.transport_errors} transport errors${cooling}`,
+    ]);
+  }
   // Older sidecars do not report webhooks.
   for (const w of s.webhooks ?? []) {
     const backlog =

@@ -1,0 +1,113 @@
+import { JITO_MAINNET_REGIONS } from '@solrelay/simnet';
+import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
+import type { Sidecar } from '../../src/service';
+import { startRelayStack } from '../helpers/relay-stack';
+
+/**
+ * Regional block engines over the wire: the simulated cluster's eight regions, each with its own address, its own
+ * 1 request/s budget and its own connected leaders; the sidecar given all eight (comma-separated, as `relay sim`
+ * prints them).
+ */
+let stack: Stack<Sidecar>;
+let url: string;
+
+beforeAll(async () => {
+  stack = await startRelayStack({
+    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '20000', BUNDLE_ENGINE_RPS: '1' },
+    simnet: { slotMs: 100, rateLimit: true },
+  });
+  url = stack.sidecar.url;
+  await waitUntil(async () => (await get(url, '/readyz')).status === 200, 15_000, 'ready');
+}, 30_000);
+
+afterAll(async () => {
+  await stack?.close();
+});
+
+test('every region is known by the name its engine gives (GetRegions)', async () => {
+  await waitUntil(
+    async () =>
+      (await get(url, '/status')).body.block_engine_regions
+        ?.map((r: { region: string }) => r.region)
+        .join(',') === JITO_MAINNET_REGIONS.join(','),
+    10_000,
+    'the region names',
+  );
+  const regions = (await get(url, '/status')).body.block_engine_regions as Array<{ url: string }>;
+  expect(regions.map((r) => r.url)).toEqual(stack.simnet.endpoints.regions.map((r) => r.engineUrl));
+});
+
+test("the next bundle-engine leader is every region's, not only the first address's", async () => {
+  const { cluster, engine } = stack.simnet;
+  const home = engine.homeRegion;
+  // Stop the clock, then step it to a slot whose next bundle-engine leader is connected to another region than the
+  // first address's: answered from GetConnectedLeaders of that address alone, relay would name a later slot.
+  /** The first slot from the current one (as /status counts) led by a bundle-engine validator of `region` (null: any). */
+  const firstEngineSlot = (region: string | null): number | null => {
+    for (let slot = cluster.slot; slot < cluster.slot + 64; slot++) {
+      const leader = cluster.leaderAt(slot);
+      const connected = leader?.bundleEngine ? engine.regionOf(leader.identity) : null;
+      if (connected !== null && (region === null || connected === region)) return slot;
+    }
+    return null;
+  };
+  cluster.stop();
+  try {
+    for (let i = 0; i < 2000; i++) {
+      const any = firstEngineSlot(null);
+      const ofHome = firstEngineSlot(home);
+      if (any !== null && (ofHome === null || ofHome > any)) break;
+      cluster.advance(1);
+    }
+    const expected = firstEngineSlot(null);
+    const leader = expected === null ? null : cluster.leaderAt(expected);
+    expect(leader && engine.regionOf(leader.identity)).not.toBe(home);
+    await waitUntil(
+      async () => {
+        const status = (await get(url, '/status')).body;
+        return status.slot === cluster.slot && status.next_bundle_engine_leader_slot === expected;
+      },
+      10_000,
+      `relay to name slot ${expected} (a ${leader && engine.regionOf(leader.identity)} leader) as the next bundle-engine slot`,
+    );
+  } finally {
+    cluster.start();
+  }
+});
+
+test('a burst is spread over the regions, each bundle first to its leader region, and everything lands', async () => {
+  const ids: string[] = [];
+  for (let i = 0; i < 12; i++) {
+    const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer(100 + i) });
+    expect(enqueued.status).toBe(202);
+    ids.push(enqueued.body.tx_id);
+  }
+  await waitUntil(
+    async () => {
+      for (const id of ids) {
+        const state = (await get(url, `/tx/${id}`)).body.state;
+        if (!['confirmed', 'finalized'].includes(state)) return false;
+      }
+      return true;
+    },
+    60_000,
+    'all twelve confirmed',
+  );
+  const { engine } = stack.simnet;
+  const sentTo = new Set<string>();
+  let direct = 0;
+  for (const id of ids) {
+    const record = (await get(url, `/tx/${id}`)).body;
+    for (const attempt of record.attempts as Array<{ bundle_id: string }>) {
+      const bundle = engine.getBundle(attempt.bundle_id);
+      if (!bundle) continue;
+      sentTo.add(bundle.region);
+      if (bundle.window && engine.regionOf(bundle.window.leader.identity) === bundle.region) direct++;
+    }
+  }
+  // One region alone takes one bundle a second; twelve went out through several.
+  expect(sentTo.size).toBeGreaterThan(1);
+  expect(direct).toBeGreaterThan(0);
+  const regions = (await get(url, '/status')).body.block_engine_regions as Array<{ accepted: number }>;
+  expect(regions.reduce((sum, r) => sum + r.accepted, 0)).toBeGreaterThanOrEqual(12);
+}, 90_000);
