@@ -203,6 +203,18 @@ export interface StatusResponse {
    * region name, address, how long a 429 or failure still keeps it from sending, and what it answered.
    */
   block_engine_regions: BlockEngineRegionStatus[];
+  /**
+   * What relay can send (regions × `BUNDLE_ENGINE_RPS` bundles a second), what waits to be sent, how long that takes
+   * to go out, and how many enqueues were refused because they could not have been sent before they expire.
+   */
+  capacity: {
+    send_rate_per_s: number;
+    /** Milliseconds per slot as relay measures it (deadlines in slots become time with it). */
+    slot_ms: number;
+    waiting: number;
+    expected_wait_s: number;
+    refused_total: number;
+  };
   /** One entry per configured webhook endpoint (`RELAY_WEBHOOK_URL`); empty when none is. */
   webhooks: WebhookEndpointStatus[];
 }

@@ -88,6 +88,17 @@ export interface RelayErrorContext {
 
   RELAY_E_QUEUE_FULL: { limit: number; retry_after_s: number };
   RELAY_E_RATE_LIMITED: { limit: number; retry_after_s: number };
+  /**
+   * `ahead`: transactions waiting to be sent before it; `send_rate_per_s`: bundles relay can send a second (regions ×
+   * BUNDLE_ENGINE_RPS); `expected_wait_s`: when its turn would come; `deadline_s`: time it has before attempts stop.
+   */
+  RELAY_E_CAPACITY_EXCEEDED: {
+    ahead: number;
+    send_rate_per_s: number;
+    expected_wait_s: number;
+    deadline_s: number;
+    retry_after_s: number;
+  };
 
   /** `reasons`: each reason on its own, when there are several (`reason` joins them). */
   RELAY_E_NOT_READY: { reason: string; reasons?: string[] };
@@ -224,6 +235,11 @@ export const RELAY_ERRORS = {
   RELAY_E_RATE_LIMITED: {
     status: 429,
     message: 'More than $limit enqueues in the last 60 s (rate-limit)',
+  },
+  RELAY_E_CAPACITY_EXCEEDED: {
+    status: 429,
+    message:
+      'relay cannot send this transaction before it expires: $ahead ahead at $send_rate_per_s bundles/s (about $expected_wait_s s) against $deadline_s s left',
   },
 
   // Readiness and decision layer

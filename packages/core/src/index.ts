@@ -18,3 +18,4 @@ export * from './states';
 export * from './vocabulary';
 export * from './webhooks';
 export * from './regions';
+export * from './admission';

@@ -33,6 +33,16 @@ export class Metrics {
     labelNames: ['status'] as const,
     registers: [this.registry],
   });
+  readonly sendCapacity = new Gauge({
+    name: 'relay_send_capacity_per_second',
+    help: 'Bundles relay can send a second: regional block engines x BUNDLE_ENGINE_RPS (what admission counts on)',
+    registers: [this.registry],
+  });
+  readonly expectedQueueWait = new Gauge({
+    name: 'relay_expected_queue_wait_seconds',
+    help: 'How long the transactions waiting to be sent take to go out at the send capacity',
+    registers: [this.registry],
+  });
   readonly engineRequests = new Counter({
     name: 'relay_engine_requests_total',
     help: 'sendBundle requests per regional block engine, by answer: accepted (an id), rejected (a verdict on the bundle), transport (429, 5xx, timeouts)',

@@ -1,5 +1,6 @@
 import type {
   BlockEngineRegionStatus,
+  StatusResponse,
   DecisionMode,
   EnqueueResponse,
   LifecycleEntry,
@@ -138,6 +139,18 @@ export class Relay {
     return this.ctx.lastErrors;
   }
 
+  /** Send capacity and the wait ahead of a new transaction (what admission decides on). */
+  get capacity(): StatusResponse['capacity'] {
+    const { sendRatePerSecond, ahead, expectedWaitMs } = this.intake.capacity();
+    return {
+      send_rate_per_s: sendRatePerSecond,
+      slot_ms: Math.round(this.ctx.chain.slotMs),
+      waiting: ahead,
+      expected_wait_s: Math.round(expectedWaitMs / 100) / 10,
+      refused_total: this.intake.refusedForCapacity,
+    };
+  }
+
   /** Each regional block engine: name, address, cool-down left, and what its sends came to. */
   engineRegions(): BlockEngineRegionStatus[] {
     const cooling = this.queue.coolingMs(this.ctx.now());
@@ -202,7 +215,11 @@ export class Relay {
   /** A new highest processed slot (from the stream, or RPC while the stream is down). */
   onSlot(slot: number, blockHeight?: number): void {
     if (!this.ctx.chain.advance(slot, blockHeight)) return;
+    this.ctx.chain.observeSlotTime(slot, this.ctx.now());
     const o = this.ctx.o;
+    const capacity = this.intake.capacity();
+    o.metrics.sendCapacity.set(capacity.sendRatePerSecond);
+    o.metrics.expectedQueueWait.set(capacity.expectedWaitMs / 1000);
     o.leaders.advance(slot);
     o.metrics.slot.set(slot);
     const view = o.leaders.leaderView(slot);

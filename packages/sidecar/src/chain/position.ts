@@ -3,6 +3,9 @@
  * and the highest slot reported finalized. Written only by the chain inputs (the facade's `onSlot`,
  * `setBlockHeight`, `onFinalizedSlot`, `onDeadSlot`); read by every stage.
  */
+/** Slots the slot time is measured over (about 25 s at 400 ms). */
+const SLOT_TIME_WINDOW = 64;
+
 export class ChainPosition {
   slot = 0;
   blockHeight = 0;
@@ -13,6 +16,24 @@ export class ChainPosition {
   /** Highest slot the stream reported finalized, and the processed slot we were at when it did. */
   finalizedSlot = 0;
   finalizedReportedAt = Number.NEGATIVE_INFINITY;
+  /** Observed milliseconds per slot over the last slots seen; mainnet's nominal 400 until measured. */
+  slotMs = 400;
+  /** When recent new highest slots arrived, oldest first (at most {@link SLOT_TIME_WINDOW}). */
+  private slotTimes: Array<{ slot: number; at: number }> = [];
+
+  /**
+   * Note when a new highest slot arrived and measure {@link slotMs} over the window. A gap of two seconds or more (a
+   * stalled stream, a restart) says nothing about the slot rate: the measurement starts over from there.
+   */
+  observeSlotTime(slot: number, at: number): void {
+    const last = this.slotTimes[this.slotTimes.length - 1];
+    if (last && (slot <= last.slot || at - last.at >= 2000)) this.slotTimes = [];
+    this.slotTimes.push({ slot, at });
+    if (this.slotTimes.length > SLOT_TIME_WINDOW) this.slotTimes.shift();
+    const first = this.slotTimes[0] as { slot: number; at: number };
+    if (this.slotTimes.length >= 8)
+      this.slotMs = Math.min(2000, Math.max(10, (at - first.at) / (slot - first.slot)));
+  }
 
   /** A new highest processed slot: false (and nothing changes) when it is not higher than the current one. */
   advance(slot: number, blockHeight?: number): boolean {

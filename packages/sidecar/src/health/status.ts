@@ -55,6 +55,7 @@ export function statusOf(s: StatusSources): StatusResponse {
     spend: { window_lamports: r.spentThisHour, limit_lamports: s.policy.current['spend-limit'] },
     paused_reason: r.paused,
     block_engine_regions: r.engineRegions(),
+    capacity: r.capacity,
     webhooks: s.webhooks(),
   };
 }

@@ -1,5 +1,7 @@
 import {
+  ADMISSION_RESERVE_SLOTS,
   RelayError,
+  admissionDecision,
   checkEnqueueAgainstPolicy,
   effectivePriority,
   expiresAtSlot,
@@ -127,6 +129,44 @@ export class Intake {
     };
   }
 
+  /** Enqueues refused because relay could not have sent them in time. */
+  refusedForCapacity = 0;
+
+  /** What relay can send now: bundles a second across its regions, and how long the queue ahead takes to clear. */
+  capacity(): { sendRatePerSecond: number; ahead: number; expectedWaitMs: number } {
+    const sendRatePerSecond = this.ctx.o.engine.size * this.ctx.o.bundleEngineRps;
+    const ahead = this.ctx.state.pending + this.acceptsInFlight;
+    return { sendRatePerSecond, ahead, expectedWaitMs: Math.round((ahead / sendRatePerSecond) * 1000) };
+  }
+
+  /**
+   * Refuse (429, `RELAY_E_CAPACITY_EXCEEDED`, `Retry-After`) a transaction relay could not send before its attempts
+   * must stop, behind everything already waiting at the engines' budget: accepting it would only expire it later.
+   */
+  private admitAgainstCapacity(policy: Policy, expirySlots: number | null): void {
+    const { sendRatePerSecond, ahead } = this.capacity();
+    const slotMs = this.ctx.chain.slotMs;
+    const slot = this.ctx.chain.slot;
+    const slotsLeft = expiresAtSlot(slot, policy, expirySlots) - slot;
+    const decision = admissionDecision({
+      ahead,
+      sendRatePerSecond,
+      slotMs,
+      slotsLeft,
+      reserveSlots: ADMISSION_RESERVE_SLOTS,
+    });
+    if (decision.ok) return;
+    this.refusedForCapacity++;
+    this.ctx.o.metrics.enqueues.inc({ result: 'refused_capacity' });
+    throw new RelayError('RELAY_E_CAPACITY_EXCEEDED', {
+      ahead,
+      send_rate_per_s: sendRatePerSecond,
+      expected_wait_s: Math.ceil(decision.expectedWaitMs / 1000),
+      deadline_s: Math.floor((slotsLeft * slotMs) / 1000),
+      retry_after_s: Math.ceil(decision.retryAfterMs / 1000),
+    });
+  }
+
   private async acceptNew(
     request: ReturnType<typeof parseEnqueueRequest>,
     parsed: ReturnType<typeof parseTransaction>[],
@@ -146,6 +186,7 @@ export class Intake {
         retry_after_s: Math.max(1, Math.ceil(retryAfterMs / 1000)),
       });
     }
+    this.admitAgainstCapacity(policy, request.expiry_slots ?? null);
     this.rateWindow.add(now); // reserve the slot; released if the enqueue fails below
     this.acceptsInFlight++;
     try {

@@ -137,6 +137,8 @@ export interface StoreState {
   terminalHead: number;
   /** Non-terminal count (what `max-queue` limits). */
   active: number;
+  /** Transactions in state `pending`: accepted and waiting for an attempt to go out (what admission counts ahead). */
+  pending: number;
   evicted: Record<string, number>;
   /** Spend counted against `spend-limit` (reserved, landed or leaked): `${tx_id}#${attempt}` -> [reserved_at, lamports]. */
   spend: SpendLedger;
@@ -226,6 +228,7 @@ export function storeCodec(retainTerminal: number): JournalCodec<StoreState, Sto
       terminalOrder: [],
       terminalHead: 0,
       active: 0,
+      pending: 0,
       evicted: {},
       spend: new SpendLedger(),
     }),
@@ -259,6 +262,8 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
       const tx = op.tx;
       const existing = state.records.get(tx.tx_id);
       if (existing && !isTerminalTxState(existing.state)) state.active--;
+      if (existing?.state === 'pending') state.pending--;
+      if (tx.state === 'pending') state.pending++;
       state.records.set(tx.tx_id, tx);
       const first = tx.signatures[0];
       if (first) state.bySignature.set(first, tx.tx_id);
@@ -271,7 +276,9 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
       const tx = state.records.get(op.id);
       if (!tx) return; // evicted by retention before this patch: nothing left to change
       const wasTerminal = isTerminalTxState(tx.state);
+      const wasPending = tx.state === 'pending';
       if (op.set) Object.assign(tx, op.set);
+      if (wasPending !== (tx.state === 'pending')) state.pending += wasPending ? -1 : 1;
       if (op.history) tx.history.push(...op.history);
       if (op.attempt) {
         tx.attempts.push(op.attempt);

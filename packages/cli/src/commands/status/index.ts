@@ -18,6 +18,15 @@ export function renderStatus(s: StatusResponse, color: boolean): string {
     ['stale', yesNo(s.stale)],
     ['decision mode', s.bypass ? `${s.decision_mode} (bypass on)` : s.decision_mode],
     ['queue', String(s.queue)],
+    // Older sidecars do not report capacity.
+    ...(s.capacity
+      ? ([
+          [
+            'send capacity',
+            `${s.capacity.send_rate_per_s} bundles/s; ${s.capacity.waiting} waiting, about ${s.capacity.expected_wait_s} s; ${s.capacity.refused_total} refused`,
+          ],
+        ] as Array<[string, string]>)
+      : []),
     ['agent', s.agent.connected ? `${s.agent.model ?? '?'} (${s.agent.provider ?? '?'})` : 'not connected'],
   ];
   // Older sidecars do not report spend.

@@ -1,0 +1,87 @@
+import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
+import type { Sidecar } from '../../src/service';
+import { startRelayStack } from '../helpers/relay-stack';
+
+/**
+ * Admission against what relay can send: one regional engine at its real budget (1 bundle a second), slots of
+ * 200 ms and `expiry-slots` 60, so a transaction has (60 − 20 reserve) × 200 ms = 8 s to be sent: about eight fit.
+ * A burst of sixteen: the ones that cannot be sent in time are refused at once (429, RELAY_E_CAPACITY_EXCEEDED,
+ * Retry-After), and none of the accepted ones expires.
+ */
+let stack: Stack<Sidecar>;
+let url: string;
+
+beforeAll(async () => {
+  stack = await startRelayStack({
+    simnet: { slotMs: 200, rateLimit: true, regions: 1 },
+    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '20000', BUNDLE_ENGINE_RPS: '1' },
+    policy: { 'expiry-slots': 60 },
+  });
+  url = stack.sidecar.url;
+  await waitUntil(async () => (await get(url, '/readyz')).status === 200, 15_000, 'ready');
+  // Let relay measure the slot time (it assumes mainnet's 400 ms until it has seen slots go by).
+  await waitUntil(
+    async () => (await get(url, '/status')).body.slot > 30,
+    15_000,
+    'thirty slots to measure the slot time',
+  );
+}, 30_000);
+
+afterAll(async () => {
+  await stack?.close();
+});
+
+test('a burst beyond what one region can send in time: the excess is refused at once, every accepted lands', async () => {
+  const status = (await get(url, '/status')).body;
+  expect(status.capacity).toMatchObject({ send_rate_per_s: 1, waiting: 0, refused_total: 0 });
+
+  const accepted: string[] = [];
+  const refusals: Array<{ status: number; code: string; retryAfter: string | null }> = [];
+  for (let i = 0; i < 16; i++) {
+    const response = await fetch(`${url}/tx/enqueue`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ transaction: stack.transfer(200 + i) }),
+    });
+    const body = (await response.json()) as { tx_id?: string; error?: { code: string } };
+    if (response.status === 202) accepted.push(body.tx_id as string);
+    else
+      refusals.push({
+        status: response.status,
+        code: body.error?.code ?? '',
+        retryAfter: response.headers.get('retry-after'),
+      });
+  }
+  // (60 − 20) slots at the measured slot time, one send a second: that many wait, plus the one sent at once.
+  const fits = Math.floor((40 * status.capacity.slot_ms) / 1000) + 1;
+  expect(status.capacity.slot_ms).toBeGreaterThan(150);
+  expect(status.capacity.slot_ms).toBeLessThan(300);
+  expect(accepted.length).toBeGreaterThanOrEqual(fits - 2);
+  expect(accepted.length).toBeLessThanOrEqual(fits + 1);
+  expect(refusals.length).toBe(16 - accepted.length);
+  for (const refusal of refusals) {
+    expect(refusal).toMatchObject({ status: 429, code: 'RELAY_E_CAPACITY_EXCEEDED' });
+    expect(Number(refusal.retryAfter)).toBeGreaterThanOrEqual(1);
+  }
+  expect((await get(url, '/status')).body.capacity.refused_total).toBe(refusals.length);
+
+  // Accepted means sent in time: each lands; none is accepted and then expires.
+  await waitUntil(
+    async () => {
+      for (const id of accepted) {
+        const state = (await get(url, `/tx/${id}`)).body.state;
+        if (state === 'expired' || state === 'failed') throw new Error(`${id} ended ${state}`);
+        if (state !== 'confirmed' && state !== 'finalized') return false;
+      }
+      return true;
+    },
+    60_000,
+    'every accepted transaction confirmed',
+  );
+}, 90_000);
+
+test('once the backlog has gone out, a new transaction is accepted again', async () => {
+  await waitUntil(async () => (await get(url, '/status')).body.capacity.waiting === 0, 30_000, 'no backlog');
+  const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer(999) });
+  expect(enqueued.status).toBe(202);
+});
