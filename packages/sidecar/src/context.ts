@@ -21,7 +21,8 @@ export interface RelayOptions {
   hub: EventHub;
   rpc: SolanaRpc;
   engine: BlockEngineTransport;
-  tipper: Keypair;
+  /** The tipper pool (`KEYPAIR_PATH`'s files, in order; at least one). */
+  tippers: Keypair[];
   oracle: TipOracle;
   leaders: LeaderBuffer;
   policy: () => Policy;

@@ -1,4 +1,5 @@
-import { get, startStack, type Stack, type StackOptions } from '@solrelay/testkit';
+import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
+import { get, startStack, waitUntil, type Stack, type StackOptions } from '@solrelay/testkit';
 import pino from 'pino';
 import { configFromEnv } from '../../src/config';
 import { startSidecar, type Sidecar, type SidecarOptions } from '../../src/service';
@@ -34,4 +35,54 @@ export async function counterValue(sidecarUrl: string, name: string): Promise<nu
   const text = (await get(sidecarUrl, '/metrics')).body as string;
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return line ? Number(line.split(' ')[1]) : 0;
+}
+
+/** Rent-exempt minimum of a 0-byte system account (what a tipper must keep). */
+export const RENT_EXEMPT_MINIMUM = 890_880;
+
+/**
+ * Move a tipper's lamports away (a transfer it signs, on chain) until it holds exactly `keep`, as an operator
+ * withdrawing from it or another program sharing its key would.
+ */
+export async function drainTipper(
+  stack: Stack<Sidecar>,
+  keep: number,
+  tipper: Keypair = stack.tipper,
+): Promise<void> {
+  const connection = stack.connection();
+  const balance = await connection.getBalance(tipper.publicKey, 'processed');
+  const drain = new Transaction({
+    feePayer: tipper.publicKey,
+    recentBlockhash: (await connection.getLatestBlockhash('confirmed')).blockhash,
+  }).add(
+    SystemProgram.transfer({
+      fromPubkey: tipper.publicKey,
+      toPubkey: Keypair.generate().publicKey,
+      lamports: balance - keep - 5_000,
+    }),
+  );
+  drain.sign(tipper);
+  await connection.sendRawTransaction(drain.serialize());
+  await waitUntil(
+    async () => (await connection.getBalance(tipper.publicKey, 'processed')) === keep,
+    10_000,
+    'the tipper drained',
+  );
+}
+
+/**
+ * A stack whose sidecar decides by bypass at a fixed tip, on 150 ms slots (a user transaction's blockhash then
+ * outlives a pause stretched by a loaded machine), once it is ready.
+ */
+export async function startBypassStack(
+  tip: number,
+  options: Parameters<typeof startRelayStack>[0] = {},
+): Promise<Stack<Sidecar>> {
+  const stack = await startRelayStack({
+    simnet: { slotMs: 150 },
+    ...options,
+    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: String(tip), ...options.env },
+  });
+  await waitUntil(async () => (await get(stack.sidecar.url, '/readyz')).status === 200, 15_000, 'ready');
+  return stack;
 }
