@@ -65,6 +65,10 @@ test('/status and /metrics show every tipper of the pool', async () => {
     expect(t.balance_lamports).toBeGreaterThan(1_000_000_000);
     expect(t.reserved_lamports).toBe(0);
   }
+  // The OpenAPI document describes this shape.
+  const schemas = (await get(url, '/openapi.json')).body.components.schemas;
+  for (const key of schemas.Status.required) expect(status).toHaveProperty(key);
+  for (const t of status.tippers) for (const key of schemas.Tipper.required) expect(t).toHaveProperty(key);
   const metrics = (await get(url, '/metrics')).body as string;
   for (const key of pubkeys())
     expect(metrics).toMatch(new RegExp(`relay_tipper_balance_lamports\\{tipper="${key}"\\} \\d+`));
