@@ -208,6 +208,38 @@ export async function stepSlotsUntil(
   );
 }
 
+/**
+ * Move an account's lamports away with a transfer it signs, on chain, until it holds exactly `keep` (as an operator
+ * withdrawing from relay's tipper would, or another program sharing its key). Resolves once the chain shows it;
+ * returns the transfer's signature and the lamports it took (the moved amount plus its 5,000-lamport fee).
+ */
+export async function drainTo(
+  stack: Pick<Stack<SidecarLike>, 'connection'>,
+  from: Keypair,
+  keep: number,
+): Promise<{ signature: string; lamports: number }> {
+  const connection = stack.connection();
+  const balance = await connection.getBalance(from.publicKey, 'processed');
+  const drain = new Transaction({
+    feePayer: from.publicKey,
+    recentBlockhash: (await connection.getLatestBlockhash('confirmed')).blockhash,
+  }).add(
+    SystemProgram.transfer({
+      fromPubkey: from.publicKey,
+      toPubkey: Keypair.generate().publicKey,
+      lamports: balance - keep - 5_000,
+    }),
+  );
+  drain.sign(from);
+  const signature = await connection.sendRawTransaction(drain.serialize());
+  await waitUntil(
+    async () => (await connection.getBalance(from.publicKey, 'processed')) === keep,
+    10_000,
+    'the account drained',
+  );
+  return { signature, lamports: balance - keep };
+}
+
 /** A loopback port that was free a moment ago (so a restarted sidecar can come back at the same URL). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {

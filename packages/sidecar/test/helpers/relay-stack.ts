@@ -1,5 +1,5 @@
-import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
-import { get, startStack, waitUntil, type Stack, type StackOptions } from '@solrelay/testkit';
+import type { Keypair } from '@solana/web3.js';
+import { drainTo, get, startStack, waitUntil, type Stack, type StackOptions } from '@solrelay/testkit';
 import pino from 'pino';
 import { configFromEnv } from '../../src/config';
 import { startSidecar, type Sidecar, type SidecarOptions } from '../../src/service';
@@ -40,34 +40,13 @@ export async function counterValue(sidecarUrl: string, name: string): Promise<nu
 /** Rent-exempt minimum of a 0-byte system account (what a tipper must keep). */
 export const RENT_EXEMPT_MINIMUM = 890_880;
 
-/**
- * Move a tipper's lamports away (a transfer it signs, on chain) until it holds exactly `keep`, as an operator
- * withdrawing from it or another program sharing its key would.
- */
+/** Drain a tipper (the stack's first unless given) on chain until it holds exactly `keep`. */
 export async function drainTipper(
   stack: Stack<Sidecar>,
   keep: number,
   tipper: Keypair = stack.tipper,
 ): Promise<void> {
-  const connection = stack.connection();
-  const balance = await connection.getBalance(tipper.publicKey, 'processed');
-  const drain = new Transaction({
-    feePayer: tipper.publicKey,
-    recentBlockhash: (await connection.getLatestBlockhash('confirmed')).blockhash,
-  }).add(
-    SystemProgram.transfer({
-      fromPubkey: tipper.publicKey,
-      toPubkey: Keypair.generate().publicKey,
-      lamports: balance - keep - 5_000,
-    }),
-  );
-  drain.sign(tipper);
-  await connection.sendRawTransaction(drain.serialize());
-  await waitUntil(
-    async () => (await connection.getBalance(tipper.publicKey, 'processed')) === keep,
-    10_000,
-    'the tipper drained',
-  );
+  await drainTo(stack, tipper, keep);
 }
 
 /**
