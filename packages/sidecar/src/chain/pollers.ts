@@ -1,7 +1,7 @@
 import { PublicKey } from '@solana/web3.js';
 import type { LeaderBuffer } from '@solrelay/core';
 import type { UpstreamHealth } from '../health/upstream-health';
-import type { Relay } from '../relay';
+import type { Relay, TipperReading } from '../relay';
 import type { Periodic } from '../runtime/periodic';
 import type { GrpcBlockEngine } from '../upstream/block-engine-grpc';
 import type { SolanaRpc } from '../upstream/solana-rpc';
@@ -18,9 +18,10 @@ const FAST_BALANCE_MS = 400;
 
 /**
  * The chain inputs read by polling: tip accounts (until known), the tippers' balances (a tip is built only on a
- * tipper that can pay it besides its tips in flight; read every FAST_BALANCE_MS while that keeps one waiting), the block height (tip blockhash expiry), a fresh tip blockhash ahead of need (a submit never waits
- * on RPC for it), the leader schedule (a rolling window from RPC, next epoch included) and which validators run
- * the bundle engine (from the engine).
+ * tipper that can pay it besides its tips in flight; read every FAST_BALANCE_MS while that keeps one waiting), the
+ * block height (tip blockhash expiry), a fresh tip blockhash ahead of need (a submit never waits on RPC for it), the
+ * leader schedule (a rolling window from RPC, next epoch included) and which validators run the bundle engine (from
+ * the engine).
  */
 export function startChainPollers(deps: {
   periodic: Periodic;
@@ -39,13 +40,19 @@ export function startChainPollers(deps: {
   const tickMs = Math.min(intervals.balanceMs, FAST_BALANCE_MS);
   const everyTicks = Math.max(1, Math.round(intervals.balanceMs / tickMs));
   let tick = 0;
+  let reading = false;
   periodic.every(tickMs, async () => {
-    if (tick++ % everyTicks !== 0 && !relay.tipperBalanceWanted) return;
+    if ((tick++ % everyTicks !== 0 && !relay.tipperBalanceWanted) || reading) return;
+    reading = true;
     try {
-      relay.setTipperBalances(await readTipperBalances(rpc, relay.tipperKeys));
-      health.mark('rpc', true, null);
-    } catch (error) {
-      health.mark('rpc', false, (error as Error).message);
+      // One tipper's failed read does not hold the others' back.
+      const reads = await readTipperBalances(rpc, relay.tipperKeys);
+      relay.setTipperBalances(reads.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])));
+      const failed = reads.find((r) => r.status === 'rejected');
+      if (failed) health.mark('rpc', false, (failed.reason as Error).message);
+      else health.mark('rpc', true, null);
+    } finally {
+      reading = false;
     }
   });
   periodic.every(intervals.blockHeightMs, async () => {
@@ -89,11 +96,11 @@ export function startChainPollers(deps: {
  * Every tipper's balance at `confirmed`, with the slot each answer describes (a landing after that slot is not in
  * it yet). web3.js's own call: the public `SolanaRpc` wrapper returns the balance alone.
  */
-async function readTipperBalances(
+function readTipperBalances(
   rpc: SolanaRpc,
   tippers: readonly string[],
-): Promise<Array<{ pubkey: string; lamports: number; contextSlot: number }>> {
-  return Promise.all(
+): Promise<Array<PromiseSettledResult<TipperReading>>> {
+  return Promise.allSettled(
     tippers.map(async (pubkey) => {
       const { context, value } = await rpc.connection.getBalanceAndContext(
         new PublicKey(pubkey),
