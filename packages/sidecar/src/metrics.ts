@@ -142,6 +142,12 @@ export class Metrics {
     labelNames: ['tipper'] as const,
     registers: [this.registry],
   });
+  readonly tipperTipFailures = new Counter({
+    name: 'relay_tipper_tip_failures_total',
+    help: "Attempts that did not land because relay's own tip transaction could not execute (the engine named it, or the tipper's balance could not pay it), by tipper: an operator fault, no retry counted",
+    labelNames: ['tipper'] as const,
+    registers: [this.registry],
+  });
   readonly tipperUnderfunded = new Counter({
     name: 'relay_tipper_underfunded_total',
     help: 'Submits refused because no tipper could pay the tip besides its tips in flight (the transaction waits), by the closest tipper',

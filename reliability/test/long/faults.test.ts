@@ -79,6 +79,8 @@ interface PhaseFigures {
   /** The underfunded-tipper phase: lamports taken from the tipper, and submits refused meanwhile (they waited). */
   tipper_drained_lamports?: number;
   submits_waited_for_funds?: number;
+  /** Attempts whose tip transaction could not execute, attributed to the tipper (no retry counted). */
+  tip_failures_attributed?: number;
   /** Fork faults: /readyz samples taken while on, the share ready, and the reasons of those that were not. */
   ready_samples?: number;
   ready_share?: number;
@@ -337,8 +339,11 @@ describe.each(
     const phaseSent: SentTx[] = [];
     const readyzSamples: Health[] = [];
     const injectedByHook: Record<string, number> = {};
-    const waitedSeries = `relay_tipper_underfunded_total{tipper="${fs.stack.tipper.publicKey.toBase58()}"}`;
+    const tipperLabel = `{tipper="${fs.stack.tipper.publicKey.toBase58()}"}`;
+    const waitedSeries = `relay_tipper_underfunded_total${tipperLabel}`;
+    const failuresSeries = `relay_tipper_tip_failures_total${tipperLabel}`;
     const waitedBefore = await metric(fs.url, waitedSeries);
+    const failuresBefore = await metric(fs.url, failuresSeries);
     let injectedAt = 0;
     const load = (async () => {
       for (let i = 0; i < LOAD.length; i += WAVE) {
@@ -457,6 +462,7 @@ describe.each(
         ? {
             tipper_drained_lamports: drainedBy.get(fs) ?? 0,
             submits_waited_for_funds: (await metric(fs.url, waitedSeries)) - waitedBefore,
+            tip_failures_attributed: (await metric(fs.url, failuresSeries)) - failuresBefore,
           }
         : {}),
       ...(fault.staysReady

@@ -207,6 +207,7 @@ export class TipperPool {
    */
   tipFailed(attempt: StoredAttempt, detail: string): void {
     const pubkey = tipperOf(attempt);
+    if (pubkey !== null) this.ctx.o.metrics.tipperTipFailures.inc({ tipper: pubkey });
     const t = pubkey === null ? undefined : this.byKey.get(pubkey);
     if (!t) {
       this.ctx.o.log.warn(

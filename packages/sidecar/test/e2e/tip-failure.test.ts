@@ -72,6 +72,9 @@ describe.each(['grpc', 'jsonrpc'] as const)('%s transport', (transport) => {
       '/status to name the tipper',
     );
     expect((await get(url, '/readyz')).status).toBe(503);
+    expect((await get(url, '/metrics')).body).toMatch(
+      new RegExp(`relay_tipper_tip_failures_total\\{tipper="${tipper}"\\} [1-9]`),
+    );
 
     stack.simnet.cluster.airdrop(tipper, 1_000_000_000);
     await waitUntil(async () => (await get(url, '/status')).body.paused_reason === null, 10_000, 'resumed');
