@@ -117,6 +117,7 @@ export interface ChainTip {
 
 export interface TipLedgerSnapshot {
   tips: ChainTip[];
+  /** What the tipper lost, less what the operator moved out of it or into it (see `TipLedger.operator`). */
   tipperDropLamports: number;
   /** Relay bundles (those with a tipper-paid transaction) in blocks the chain uncled. */
   uncledRelayBundles: number;
@@ -133,6 +134,9 @@ export class TipLedger {
   private readonly watches: ChainWatch[];
   private readonly byTip = new Map<string, EngineTip>();
   private readonly uncled = new Set<string>();
+  /** The operator's own tipper transactions (not tips: a withdrawal), and the lamports it moved in or out. */
+  private readonly operatorSignatures = new Set<string>();
+  private operatorNetOut = 0;
   private readonly tipperBefore: number;
   private readonly restore: () => void;
   private readonly onRollback = (event: { uncledBundleIds?: string[] }): void => {
@@ -182,16 +186,27 @@ export class TipLedger {
     this.restore();
   }
 
+  /**
+   * The operator moved lamports out of the tipper (`signature`: its transfer, which is then no tip; `lamports` with
+   * its fee) or into it (a negative amount, no signature: a faucet credit). Kept apart from what relay paid.
+   */
+  operator(lamports: number, signature?: string): void {
+    this.operatorNetOut += lamports;
+    if (signature) this.operatorSignatures.add(signature);
+  }
+
   /** The chain now (read in one go, so the balance and the list describe the same instant). */
   snapshot(): TipLedgerSnapshot {
     const seen = new Map<string, { slot: number; adjacentBundleIds: Set<string> }>();
     for (const watch of this.watches)
       for (const t of watch.view().tips) {
+        if (this.operatorSignatures.has(t.signature)) continue;
         let entry = seen.get(t.signature);
         if (!entry) seen.set(t.signature, (entry = { slot: t.slot, adjacentBundleIds: new Set() }));
         if (t.bundleId) entry.adjacentBundleIds.add(t.bundleId);
       }
-    const tipperDropLamports = this.tipperBefore - this.simnet.cluster.getBalance(this.tipper);
+    const tipperDropLamports =
+      this.tipperBefore - this.simnet.cluster.getBalance(this.tipper) - this.operatorNetOut;
     const tips: ChainTip[] = [];
     for (const [signature, { slot, adjacentBundleIds }] of seen) {
       const engine = this.byTip.get(signature);

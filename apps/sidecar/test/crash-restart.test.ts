@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
+import type { TxRecord } from '@solrelay/core';
 import { startSimnet, type Simnet } from '@solrelay/simnet';
 import { get, post, waitUntil, freePort } from '@solrelay/testkit';
 import { spawnSidecar, type RunningSidecar } from './process';
@@ -55,6 +56,32 @@ async function setup(): Promise<{
   return { env, tipper, payer, dir };
 }
 
+/**
+ * Start the sidecar again with the chain standing still: how long a restart takes on a loaded machine must not
+ * decide whether the bundle still lands in its window (issue #19).
+ */
+async function restartWithChainStopped(env: Record<string, string>): Promise<RunningSidecar> {
+  simnet.cluster.stop();
+  try {
+    return await spawnSidecar(env);
+  } finally {
+    simnet.cluster.start();
+  }
+}
+
+/** Wait until the transaction is finalized; its record then has one attempt and no retry. */
+async function finalizedWithOneAttempt(url: string, txId: string): Promise<TxRecord> {
+  await waitUntil(
+    async () => (await get(url, `/tx/${txId}`)).body.state === 'finalized',
+    30_000,
+    'finalized after restart',
+  );
+  const record: TxRecord = (await get(url, `/tx/${txId}`)).body;
+  expect(record.attempts).toHaveLength(1);
+  expect(record.retries).toBe(0);
+  return record;
+}
+
 function transfer(payer: Keypair): string {
   const tx = new Transaction({
     feePayer: payer.publicKey,
@@ -83,24 +110,10 @@ describe.each(['attempt.journaled', 'attempt.sent'])('SIGKILL at %s', (point) =>
     expect(await first.exited).toBe('SIGKILL');
     expect(first.output()).toContain(`crash point ${point} reached`);
 
-    // The chain stands still while relay is down: how long a restart takes on a loaded machine must not decide
-    // whether the bundle still lands in its window (issue #19).
-    simnet.cluster.stop();
-    let second: RunningSidecar;
+    // The chain stands still while relay is down.
+    const second = await restartWithChainStopped(env);
     try {
-      second = await spawnSidecar(env);
-    } finally {
-      simnet.cluster.start();
-    }
-    try {
-      await waitUntil(
-        async () => (await get(second.url, `/tx/${txId}`)).body.state === 'finalized',
-        30_000,
-        'finalized after restart',
-      );
-      const record = (await get(second.url, `/tx/${txId}`)).body;
-      expect(record.attempts).toHaveLength(1);
-      expect(record.retries).toBe(0);
+      const record = await finalizedWithOneAttempt(second.url, txId);
       // Exactly one tip (plus one signature fee) left the tipper.
       await waitUntil(
         () => simnet.cluster.getBalance(tipper.publicKey.toBase58()) < balanceBefore,
@@ -109,7 +122,7 @@ describe.each(['attempt.journaled', 'attempt.sent'])('SIGKILL at %s', (point) =>
       );
       expect(balanceBefore - simnet.cluster.getBalance(tipper.publicKey.toBase58())).toBe(BYPASS_TIP + 5000);
       // The user transaction is on chain once.
-      const status = simnet.cluster.signatureStatus(record.tx_signatures[0]);
+      const status = simnet.cluster.signatureStatus(record.tx_signatures[0] as string);
       expect(status?.err).toBeNull();
       const lifecycle = (await readFile(join(dir, 'lifecycle.jsonl'), 'utf8'))
         .trim()
@@ -122,6 +135,46 @@ describe.each(['attempt.journaled', 'attempt.sent'])('SIGKILL at %s', (point) =>
     }
   }, 60_000);
 });
+
+test('a tipper pool: restarted with the pool in another order, the journaled attempt lands once, paid by the tipper it names', async () => {
+  const { env, tipper, payer, dir } = await setup();
+  const other = simnet.fundedKeypair(10_000_000_000);
+  const otherPath = join(dir, 'tipper-2.json');
+  await writeFile(otherPath, JSON.stringify([...other.secretKey]), { mode: 0o600 });
+  const keys = [tipper, other].map((k) => k.publicKey.toBase58());
+  const before = keys.map((k) => simnet.cluster.getBalance(k));
+  const first = await spawnSidecar({
+    ...env,
+    KEYPAIR_PATH: `${env.KEYPAIR_PATH},${otherPath}`,
+    RELAY_CRASH_AT: 'attempt.journaled',
+  });
+  const enqueued = await post(first.url, '/tx/enqueue', { transaction: transfer(payer) });
+  expect(enqueued.status).toBe(202);
+  const txId = enqueued.body.tx_id;
+  expect(await first.exited).toBe('SIGKILL');
+
+  // The pool comes back in the other order: a rebuilt tip would now go to the other tipper. The journaled bytes,
+  // signed by the first, are what is resent, and the attempt still names the tipper that signed them.
+  const second = await restartWithChainStopped({ ...env, KEYPAIR_PATH: `${otherPath},${env.KEYPAIR_PATH}` });
+  try {
+    const record = await finalizedWithOneAttempt(second.url, txId);
+    expect(record.attempts[0]?.tipper).toBe(keys[0]);
+    await waitUntil(
+      () => simnet.cluster.getBalance(keys[0] as string) < (before[0] as number),
+      5000,
+      'the tip to be paid',
+    );
+    expect(keys.map((k, i) => (before[i] as number) - simnet.cluster.getBalance(k))).toEqual([
+      BYPASS_TIP + 5000,
+      0,
+    ]);
+    // Both tippers are watched and shown after the restart, in the new order.
+    const status = (await get(second.url, '/status')).body;
+    expect(status.tippers.map((t: { pubkey: string }) => t.pubkey)).toEqual([keys[1], keys[0]]);
+  } finally {
+    await second.stop();
+  }
+}, 60_000);
 
 test('a restarted attempt that loses its auction is judged lost and retried, and only the winner pays a tip', async () => {
   const { env, tipper, payer } = await setup();
@@ -258,6 +311,12 @@ test('a bad environment stops start-up with one clear line', async () => {
   );
   await expect(spawnSidecar({ ...env, KEYPAIR_PATH: '/nonexistent/id.json' })).rejects.toThrow(
     /RELAY_E_CONFIG_UNREADABLE_KEYPAIR/,
+  );
+  // A pool whose second file is missing: start-up names that file.
+  await expect(
+    spawnSidecar({ ...env, KEYPAIR_PATH: `${env.KEYPAIR_PATH},/nonexistent/pool-2.json` }),
+  ).rejects.toThrow(
+    /RELAY_E_CONFIG_UNREADABLE_KEYPAIR: Cannot read the keypair at \/nonexistent\/pool-2\.json/,
   );
   await expect(spawnSidecar({ ...env, BYPASS_TIP_LAMPORTS: '5000000' })).rejects.toThrow(
     /RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP/,

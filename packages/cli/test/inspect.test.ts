@@ -12,7 +12,7 @@ let bundleIds: string[] = [];
 
 beforeAll(async () => {
   const port = await freePort();
-  stack = await startRelayStack({ env: { BYPASS_AGENT: '1', API_PORT: String(port) } });
+  stack = await startRelayStack({ tippers: 2, env: { BYPASS_AGENT: '1', API_PORT: String(port) } });
   env = baseEnv({ API_PORT: String(port), RELAY_POLICY_FILE: stack.env.RELAY_POLICY_FILE as string });
   const client = new RelayClient({ baseUrl: stack.sidecar.url });
   try {
@@ -50,6 +50,13 @@ test('status: a boxed table of the spec fields; --json is GET /status', async ()
   expect(text.stdout).toMatch(/spend, rolling hour \(lamports\)\s*│\s*[\d,_]+ of 500[,_]000[,_]000/);
   expect(text.stdout).toMatch(/^┌/);
   expect(text.stdout).toContain('bypass on');
+  // Every tipper of the pool, with its balance and what its tips in flight reserve.
+  for (const tipper of stack.tippers)
+    expect(text.stdout).toMatch(
+      new RegExp(
+        `tipper ${tipper.publicKey.toBase58()}\\s*│\\s*[\\d,]+ lamports \\([\\d,]+ reserved, \\d+ in flight\\)`,
+      ),
+    );
 
   const json = await runRelay(['status', '--json'], { env });
   expect(json.code).toBe(0);
@@ -57,6 +64,9 @@ test('status: a boxed table of the spec fields; --json is GET /status', async ()
   expect(status).toMatchObject({ bypass: true, decision_mode: 'reflex', queue: 0 });
   expect(status.slot).toBeGreaterThan(0);
   expect(status.tipper.pubkey).toBe(stack.tipper.publicKey.toBase58());
+  expect(status.tippers.map((t: { pubkey: string }) => t.pubkey)).toEqual(
+    stack.tippers.map((k) => k.publicKey.toBase58()),
+  );
   expect(status.spend).toEqual({ window_lamports: expect.any(Number), limit_lamports: 500_000_000 });
 });
 

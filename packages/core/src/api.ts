@@ -143,6 +143,8 @@ export interface TxAttempt {
   slot_submitted: number;
   stage: BundleStage;
   outcome: AttemptOutcome | null;
+  /** The tipper keypair that signed this attempt's tip transaction (base58); null for `"tip":"included"`. */
+  tipper?: string | null;
 }
 
 /** `GET /tx/{tx_id}` answer: the full record. */
@@ -172,6 +174,21 @@ export interface UpstreamHealth {
   last_ok_at: number | null;
 }
 
+/** One tipper of the pool in `GET /status`. */
+export interface TipperStatus {
+  pubkey: string;
+  /** At its last read (`confirmed`), or null before the first. */
+  balance_lamports: number | null;
+  /** Tips and fees of its attempts that may still take from it after that read. */
+  reserved_lamports: number;
+  /** Its attempts in flight (built, not yet landed or settled). */
+  in_flight: number;
+  /** What a new tip and its fee may take: balance - reserved - the rent-exempt minimum (null before a read). */
+  available_lamports: number | null;
+  /** Why it is passed over, when it is (its own tip transaction failed and its balance does not cover it yet). */
+  held_reason: string | null;
+}
+
 /** `GET /status` answer. */
 export interface StatusResponse {
   slot: number;
@@ -191,7 +208,10 @@ export interface StatusResponse {
     block_engine: UpstreamHealth;
     tip_floor: UpstreamHealth;
   };
+  /** The first tipper of the pool (`KEYPAIR_PATH`'s first file), kept for callers that read one. */
   tipper: { pubkey: string; balance_lamports: number | null };
+  /** Every tipper of the pool, in `KEYPAIR_PATH` order. Absent from sidecars older than the pool. */
+  tippers?: TipperStatus[];
   /**
    * Tips and fees reserved or paid in the rolling hour, against `spend-limit` (0 = no limit). When the window is
    * full, submits are refused with RELAY_E_POLICY_SPEND_LIMIT_EXCEEDED until reservations are released or age out.

@@ -102,6 +102,20 @@ export interface RelayErrorContext {
 
   /** `reasons`: each reason on its own, when there are several (`reason` joins them). */
   RELAY_E_NOT_READY: { reason: string; reasons?: string[] };
+  /**
+   * No tipper of the pool can pay this tip now besides the tips and fees it has in flight and the rent-exempt
+   * minimum it must keep. `tipper` is the one closest to paying it, `balance_lamports` its last read,
+   * `reserved_lamports` what its tips in flight may still take, `needed_lamports` this tip and its fee,
+   * `shortfall_lamports` what it lacks. The transaction waits (nothing is failed); journaled as its `last_error`.
+   */
+  RELAY_E_TIPPER_UNDERFUNDED: {
+    reason: string;
+    tipper: string;
+    balance_lamports: number;
+    reserved_lamports: number;
+    needed_lamports: number;
+    shortfall_lamports: number;
+  };
   RELAY_E_AGENT_NOT_CONNECTED: NoDetails;
   /** `value`: the given mode, bounded text (see {@link previewValue}). */
   RELAY_E_MODE_INVALID: { value: string; field: string };
@@ -244,6 +258,7 @@ export const RELAY_ERRORS = {
 
   // Readiness and decision layer
   RELAY_E_NOT_READY: { status: 503, message: 'relay is not ready: $reason' },
+  RELAY_E_TIPPER_UNDERFUNDED: { status: 503, message: 'No tipper can pay this tip now: $reason' },
   RELAY_E_AGENT_NOT_CONNECTED: { status: 404, message: 'No decision agent is connected' },
   RELAY_E_MODE_INVALID: {
     status: 400,

@@ -19,6 +19,9 @@ export interface SidecarConfig {
   /** Send budget per region, requests per second. */
   bundleEngineRps: number;
   tipFloorUrl: string;
+  /** The tipper pool: `KEYPAIR_PATH`'s files (comma-separated), resolved, in order; at least one. */
+  keypairPaths: string[];
+  /** The first of `keypairPaths` (what a single-keypair caller, such as `relay smoke`, uses). */
   keypairPath: string;
   apiHost: string;
   apiPort: number;
@@ -228,6 +231,21 @@ function webhookSecret(env: Env, urls: string[]): string | undefined {
   return v;
 }
 
+/**
+ * `KEYPAIR_PATH`: one keypair file, or several comma-separated (the tipper pool), resolved against `cwd`; the
+ * Solana CLI's default keypair when unset. A file listed twice is refused (whether each file is a keypair is
+ * checked when it is read, at start).
+ */
+function keypairList(env: Env, cwd: string, fallback: string): string[] {
+  const name = 'KEYPAIR_PATH';
+  const listed = commaList(env, name);
+  const paths = (listed.length > 0 ? listed : [fallback]).map((path) => resolve(cwd, path));
+  const twice = paths.find((path, i) => paths.indexOf(path) !== i);
+  if (twice !== undefined)
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', { name, reason: `${twice} is listed twice` });
+  return paths;
+}
+
 function flag(env: Env, name: string): boolean {
   return oneOf(env, name, ['0', '1', 'true', 'false'] as const, '0') === '1' || value(env, name) === 'true';
 }
@@ -245,6 +263,7 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     ['jsonrpc', 'grpc'] as const,
     'jsonrpc',
   );
+  const keypairPaths = keypairList(env, cwd, join(home, '.config', 'solana', 'id.json'));
   return {
     streamEndpoint: url(env, 'STREAM_ENDPOINT'),
     streamXToken: value(env, 'STREAM_X_TOKEN'),
@@ -262,7 +281,8 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
       Number.MAX_SAFE_INTEGER,
     ),
     tipFloorUrl: url(env, 'TIP_FLOOR_URL', DEFAULTS.tipFloorUrl),
-    keypairPath: resolve(cwd, value(env, 'KEYPAIR_PATH') ?? join(home, '.config', 'solana', 'id.json')),
+    keypairPaths,
+    keypairPath: keypairPaths[0] as string,
     apiHost: value(env, 'API_HOST') ?? DEFAULTS.apiHost,
     apiPort: integer(env, 'API_PORT', DEFAULTS.apiPort, 0, 65_535),
     apiToken: value(env, 'RELAY_API_TOKEN'),

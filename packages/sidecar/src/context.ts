@@ -22,7 +22,8 @@ export interface RelayOptions {
   rpc: SolanaRpc;
   /** The regional block engines bundles go to. */
   engine: EngineRegions;
-  tipper: Keypair;
+  /** The tipper pool (`KEYPAIR_PATH`'s files, in order; at least one). */
+  tippers: Keypair[];
   oracle: TipOracle;
   leaders: LeaderBuffer;
   policy: () => Policy;

@@ -142,7 +142,32 @@ export class Metrics {
   });
   readonly tipperBalance = new Gauge({
     name: 'relay_tipper_balance_lamports',
-    help: "The tipper account's balance at its last read",
+    help: "Each tipper account's balance at its last read (label tipper: its address; one per KEYPAIR_PATH file)",
+    labelNames: ['tipper'] as const,
+    registers: [this.registry],
+  });
+  readonly tipperReserved = new Gauge({
+    name: 'relay_tipper_reserved_lamports',
+    help: "Tips and fees of each tipper's attempts that may still take from it after its last balance read",
+    labelNames: ['tipper'] as const,
+    registers: [this.registry],
+  });
+  readonly tipperShortfall = new Gauge({
+    name: 'relay_tipper_shortfall_lamports',
+    help: 'What each tipper lacked for the tip that last waited on it (0 once it can pay it)',
+    labelNames: ['tipper'] as const,
+    registers: [this.registry],
+  });
+  readonly tipperTipFailures = new Counter({
+    name: 'relay_tipper_tip_failures_total',
+    help: "Attempts that did not land because relay's own tip transaction could not execute (the engine named it, or the tipper's balance could not pay it), by tipper: an operator fault, no retry counted",
+    labelNames: ['tipper'] as const,
+    registers: [this.registry],
+  });
+  readonly tipperUnderfunded = new Counter({
+    name: 'relay_tipper_underfunded_total',
+    help: 'Submits refused because no tipper could pay the tip besides its tips in flight (the transaction waits), by the closest tipper',
+    labelNames: ['tipper'] as const,
     registers: [this.registry],
   });
   readonly spendWindow = new Gauge({

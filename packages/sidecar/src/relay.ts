@@ -6,6 +6,7 @@ import type {
   LifecycleEntry,
   QueueResponse,
   SubmitResponse,
+  TipperStatus,
   TxRecord,
 } from '@solrelay/core';
 import { AttemptBuilder } from './attempts/builder';
@@ -13,10 +14,10 @@ import { pruneSpend, spentInWindow } from './attempts/spend';
 import { createContext, type RelayContext, type RelayOptions } from './context';
 import { BypassDecider } from './deciders/bypass';
 import { FallbackDecider } from './deciders/fallback';
-import type { TipSigner } from './engine/tip-tx';
 import { lifecycleEntry } from './events/announce';
 import { Intake } from './intake/intake';
 import { Operator, type AgentConnection } from './operator/operator';
+import { TipperPool, type TipperReading } from './operator/tippers';
 import { Recovery } from './recovery/resume';
 import { SendQueue } from './send/queue';
 import { Sender } from './send/sender';
@@ -30,6 +31,7 @@ import { includedPayers, queueView, txRecordOf } from './views/views';
 
 export type { CrashPointName, RelayOptions } from './context';
 export type { AgentConnection } from './operator/operator';
+export type { TipperReading } from './operator/tippers';
 export type { TrackKind } from './track/tracker';
 export { toTxRecord } from './views/views';
 
@@ -49,9 +51,9 @@ export { toTxRecord } from './views/views';
  *   never calls a decider: it emits `back-to-pending`, which bypass subscribes to) → events/, views/.
  */
 export class Relay {
-  readonly tipSigner: TipSigner;
   private readonly ctx: RelayContext;
   private readonly operator: Operator;
+  private readonly tippers: TipperPool;
   private readonly queue: SendQueue;
   private readonly settler: Settler;
   private readonly attempts: AttemptBuilder;
@@ -66,6 +68,7 @@ export class Relay {
     const ctx = createContext(o);
     this.ctx = ctx;
     this.operator = new Operator(ctx);
+    this.tippers = new TipperPool(ctx, o.tippers);
     this.settler = new Settler(ctx);
     const queue: SendQueue = new SendQueue({
       now: ctx.now,
@@ -83,19 +86,20 @@ export class Relay {
     });
     const sender = new Sender(ctx, this.settler, queue);
     this.queue = queue;
-    this.attempts = new AttemptBuilder(ctx, this.operator, queue);
-    this.tipSigner = this.attempts.tipSigner;
+    this.attempts = new AttemptBuilder(ctx, this.operator, this.tippers, queue);
     this.bypassDecider = new BypassDecider(ctx, this.attempts);
     // Settlement never calls a decider: bypass listens for transactions put back to pending.
     this.bypassDecider.subscribe(this.settler.signals);
     this.fallback = new FallbackDecider(ctx, this.attempts);
     this.intake = new Intake(ctx, this.bypassDecider);
+    // Relay's own tip transaction failing is an operator fault: its tipper is held, the user's transaction waits.
+    const tipFailed = (attempt: StoredAttempt, detail: string) => this.tippers.tipFailed(attempt, detail);
     this.tracker = new Tracker(
       ctx,
       this.settler,
-      new Evaluator(ctx, this.settler),
+      new Evaluator(ctx, this.settler, tipFailed),
       new Expiry(ctx, this.settler),
-      (tipLamports, detail) => this.operator.tipTransactionFailed(tipLamports, detail),
+      tipFailed,
     );
     this.recovery = new Recovery(ctx, queue, this.bypassDecider);
   }
@@ -118,12 +122,29 @@ export class Relay {
     return this.ctx.o.bypass.enabled;
   }
 
+  /** Why submission is paused (the tippers cannot pay), or null. */
   get paused(): string | null {
-    return this.operator.paused;
+    return this.tippers.paused;
   }
 
-  get balance(): number | null {
-    return this.operator.balance;
+  /** Every tipper of the pool: balance, reserved, in flight, available, held. */
+  tipperStatus(): TipperStatus[] {
+    return this.tippers.status();
+  }
+
+  /** Per tipper, what it lacked for the tip that last waited on it (for /metrics). */
+  tipperShortfalls(): Array<{ pubkey: string; lamports: number }> {
+    return this.tippers.shortfalls();
+  }
+
+  /** The tippers' addresses, in `KEYPAIR_PATH` order. */
+  get tipperKeys(): string[] {
+    return this.tippers.pubkeys;
+  }
+
+  /** Whether a balance read is wanted now, sooner than the usual interval (paused, or a tipper held). */
+  get tipperBalanceWanted(): boolean {
+    return this.tippers.wantsFreshBalance;
   }
 
   get agent(): AgentConnection | null {
@@ -293,9 +314,12 @@ export class Relay {
     this.operator.agentDisconnected(id);
   }
 
-  /** Tipper balance from RPC. Below what one more minimal tip needs, submission pauses (never failing a user tx). */
-  setTipperBalance(lamports: number): void {
-    this.operator.setTipperBalance(lamports);
+  /**
+   * Tipper balances from RPC, each with the slot it describes. A tip is built only on a tipper whose balance covers
+   * it besides its tips in flight and the rent-exempt minimum; otherwise the transaction waits (never failing).
+   */
+  setTipperBalances(readings: readonly TipperReading[]): void {
+    this.tippers.setBalances(readings);
   }
 
   // ---------------------------------------------------------------- lifecycle

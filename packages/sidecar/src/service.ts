@@ -20,7 +20,7 @@ import { lockDataDir } from './runtime/data-dir-lock';
 import { PolicyStore } from './policy/policy-store';
 import { Relay, type CrashPointName } from './relay';
 import { systemClock, type Clock } from './runtime/clock';
-import { loadKeypair } from './runtime/keypair';
+import { loadKeypair, loadKeypairs } from './runtime/keypair';
 import { Periodic } from './runtime/periodic';
 import { storeCodec } from './store/records';
 import { JournalTxStore } from './store/store';
@@ -31,7 +31,7 @@ import { WebhookDispatcher, type WebhookDispatcherOptions } from './webhooks/dis
 import { outboxCodec, type OutboxOp, type OutboxState } from './webhooks/outbox';
 import { SignatureVerifier } from './wire/signature-verifier';
 
-export { loadKeypair };
+export { loadKeypair, loadKeypairs };
 
 export interface SidecarOptions {
   logger?: Logger;
@@ -91,7 +91,8 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     slotStallMs: 10_000,
     ...options.intervals,
   };
-  const tipper = await loadKeypair(config.keypairPath, log);
+  // The tipper pool: every file of KEYPAIR_PATH, in order (a bad one stops start-up, naming its path).
+  const tippers = await loadKeypairs(config.keypairPaths, log);
   const crashPoint = options.crashPoint;
 
   const metrics = new Metrics();
@@ -200,7 +201,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     hub,
     rpc,
     engine,
-    tipper,
+    tippers,
     oracle,
     leaders,
     policy: () => policy.current,
@@ -219,11 +220,11 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   periodic.every(intervals.tipFloorMs, () =>
     pollTipFloor({ url: config.tipFloorUrl, oracle, health, hub, clock }),
   );
-  startChainPollers({ periodic, relay: r, rpc, engine, leaders, tipper, health, intervals });
+  startChainPollers({ periodic, relay: r, rpc, engine, leaders, health, intervals });
   const stream = startSlotFeed({
     endpoint: config.streamEndpoint,
     xToken: config.streamXToken,
-    tipper: tipper.publicKey.toBase58(),
+    tippers: r.tipperKeys,
     relay: r,
     rpc,
     health,
@@ -254,7 +255,6 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     health,
     policy,
     store,
-    tipper,
     clock,
     webhooks: () => webhooks?.dispatcher.status() ?? [],
   };
@@ -327,7 +327,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   const port = (server.address() as AddressInfo).port;
   const url = `http://${config.apiHost.includes(':') ? `[${config.apiHost}]` : config.apiHost}:${port}`;
   log.info(
-    { url, tipper: tipper.publicKey.toBase58(), bypass: config.bypass, mode: config.decisionMode },
+    { url, tippers: r.tipperKeys, bypass: config.bypass, mode: config.decisionMode },
     'relay sidecar listening',
   );
 

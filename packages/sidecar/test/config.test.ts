@@ -76,6 +76,24 @@ test('bypass, its tip and the other overrides are read', () => {
   expect(config.decisionMode).toBe('reflex');
   expect(config.apiPort).toBe(0);
   expect(config.keypairPath).toBe('/srv/relay/keys/tipper.json');
+  expect(config.keypairPaths).toEqual(['/srv/relay/keys/tipper.json']);
+});
+
+test('KEYPAIR_PATH may list a pool of tippers, comma-separated; a file listed twice is refused', () => {
+  const config = configFromEnv(
+    { ...minimal, KEYPAIR_PATH: ' keys/a.json, /etc/relay/b.json ,keys/c.json' },
+    '/srv/relay',
+  );
+  expect(config.keypairPaths).toEqual([
+    '/srv/relay/keys/a.json',
+    '/etc/relay/b.json',
+    '/srv/relay/keys/c.json',
+  ]);
+  expect(config.keypairPath).toBe('/srv/relay/keys/a.json');
+  expect(configFromEnv(minimal, '/srv/relay').keypairPaths).toEqual(['/home/op/.config/solana/id.json']);
+  const twice = errorOf({ ...minimal, KEYPAIR_PATH: 'keys/a.json,/srv/relay/keys/a.json' });
+  expect(twice.code).toBe('RELAY_E_CONFIG_INVALID_ENV');
+  expect(twice.message).toMatch(/KEYPAIR_PATH.*\/srv\/relay\/keys\/a\.json is listed twice/);
 });
 
 test('the journal compaction threshold: 64 MiB by default, set by RELAY_JOURNAL_COMPACT_BYTES, 0 never', () => {

@@ -65,7 +65,7 @@ function rig(policy: Partial<Policy> = {}) {
     engine: forbidden('engine'),
     oracle: { ingestLandedTip: jest.fn() },
     leaders: forbidden('leaders'),
-    tipper: forbidden('tipper'),
+    tippers: forbidden('tippers'),
     policy: () => ({ ...DEFAULT_POLICY, ...policy }) as Policy,
     metrics: new Metrics(),
     log,

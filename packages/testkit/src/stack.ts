@@ -20,7 +20,10 @@ export interface Stack<S extends SidecarLike> {
   dir: string;
   env: Record<string, string>;
   payer: Keypair;
+  /** The tipper (the first of `tippers`). */
   tipper: Keypair;
+  /** Every tipper keypair, in `KEYPAIR_PATH` order (one unless `tippers` asked for a pool). */
+  tippers: Keypair[];
   /** A signed transfer from the funded payer (or `from`), base64, on a fresh confirmed blockhash. */
   transfer(lamports?: number, from?: Keypair): string;
   connection(): Connection;
@@ -43,6 +46,8 @@ export interface StackOptions<S extends SidecarLike> {
    * null runs the seeded calm / busy / spike auction.
    */
   clearingTip?: number | null;
+  /** How many funded tipper keypairs `KEYPAIR_PATH` lists (comma-separated, a pool). Default 1. */
+  tippers?: number;
 }
 
 /**
@@ -54,14 +59,17 @@ export async function startStack<S extends SidecarLike>(options: StackOptions<S>
   const clearingTip = options.clearingTip === undefined ? 5_000 : options.clearingTip;
   simnet.engine.auction.setFixedClearingTip(clearingTip);
   const dir = await mkdtemp(join(tmpdir(), 'relay-stack-'));
-  const tipper = simnet.fundedKeypair(50_000_000_000);
+  const tippers = Array.from({ length: options.tippers ?? 1 }, () => simnet.fundedKeypair(50_000_000_000));
+  const tipper = tippers[0] as Keypair;
   const payer = simnet.fundedKeypair(50_000_000_000);
-  const keypairPath = join(dir, 'tipper.json');
-  await writeFile(keypairPath, JSON.stringify([...tipper.secretKey]), { mode: 0o600 });
+  // The first keeps its old name; a pool's others are tipper-2.json, tipper-3.json, ...
+  const keypairPaths = tippers.map((_, i) => join(dir, i === 0 ? 'tipper.json' : `tipper-${i + 1}.json`));
+  for (const [i, path] of keypairPaths.entries())
+    await writeFile(path, JSON.stringify([...(tippers[i] as Keypair).secretKey]), { mode: 0o600 });
   if (options.policy) await writeFile(join(dir, 'relay.policy.json'), JSON.stringify(options.policy));
   const env: Record<string, string> = {
     ...simnet.env(),
-    KEYPAIR_PATH: keypairPath,
+    KEYPAIR_PATH: keypairPaths.join(','),
     API_PORT: '0',
     RELAY_DATA_DIR: join(dir, 'data'),
     LIFECYCLE_PATH: join(dir, 'lifecycle.jsonl'),
@@ -86,6 +94,7 @@ export async function startStack<S extends SidecarLike>(options: StackOptions<S>
     env,
     payer,
     tipper,
+    tippers,
     transfer(lamports = 1000, from = payer) {
       const { blockhash } = simnet.cluster.latestBlockhash('confirmed');
       const tx = new Transaction({ feePayer: from.publicKey, recentBlockhash: blockhash });
@@ -197,6 +206,38 @@ export async function stepSlotsUntil(
     timeoutMs,
     what,
   );
+}
+
+/**
+ * Move an account's lamports away with a transfer it signs, on chain, until it holds exactly `keep` (as an operator
+ * withdrawing from relay's tipper would, or another program sharing its key). Resolves once the chain shows it;
+ * returns the transfer's signature and the lamports it took (the moved amount plus its 5,000-lamport fee).
+ */
+export async function drainTo(
+  stack: Pick<Stack<SidecarLike>, 'connection'>,
+  from: Keypair,
+  keep: number,
+): Promise<{ signature: string; lamports: number }> {
+  const connection = stack.connection();
+  const balance = await connection.getBalance(from.publicKey, 'processed');
+  const drain = new Transaction({
+    feePayer: from.publicKey,
+    recentBlockhash: (await connection.getLatestBlockhash('confirmed')).blockhash,
+  }).add(
+    SystemProgram.transfer({
+      fromPubkey: from.publicKey,
+      toPubkey: Keypair.generate().publicKey,
+      lamports: balance - keep - 5_000,
+    }),
+  );
+  drain.sign(from);
+  const signature = await connection.sendRawTransaction(drain.serialize());
+  await waitUntil(
+    async () => (await connection.getBalance(from.publicKey, 'processed')) === keep,
+    10_000,
+    'the account drained',
+  );
+  return { signature, lamports: balance - keep };
 }
 
 /** A loopback port that was free a moment ago (so a restarted sidecar can come back at the same URL). */

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { FaultCounts, FaultSettings } from '@solrelay/simnet';
-import { waitUntil } from '@solrelay/testkit';
+import { drainTo, waitUntil } from '@solrelay/testkit';
 import { TipLedger, readLifecycle, readRecords, verifyAgainstChain } from '../../src/faults-chain';
 import {
   SLOT_MS,
@@ -26,6 +26,11 @@ import { writeResults } from '../../src/security-results';
  * leaked tip is one of an uncled bundle and is reported by relay (metric and lifecycle); no transaction that landed
  * pays a second tip. "Faults injected" are what the simnet counted as it applied them (requests refused, stale answers
  * served, slots not produced, streams cut, slots dead or uncled), never a flag being on.
+ *
+ * One phase is the operator's fault rather than an upstream's (issue #16): the tipper drained on chain behind relay's
+ * back. No user transaction may fail or expire for it (each kind must end as it would anyway); they wait (/readyz
+ * and /status name the tipper and its shortfall) and go out once it is funded again. The drain and the refund are
+ * the operator's, not relay's: the ledger keeps them apart from the tips and fees relay paid (`TipLedger.operator`).
  *
  * Dead slots and uncled blocks are forks, not outages: relay must stay ready through them. A loaded two-core box can
  * make one /readyz sample not ready for an unrelated moment (a tip-floor or RPC poll timing out), so the rule is both
@@ -54,6 +59,10 @@ interface FaultCase {
   degraded: (h: Health, fs: FaultStack) => Promise<string | null> | string | null;
   /** Forks (dead slots, uncled blocks) are no outage: relay stays ready through them. */
   staysReady?: boolean;
+  /** A fault outside the simnet's faults API (the operator's own wallet): done at injection, what it counted. */
+  inject?: (fs: FaultStack) => Promise<Record<string, number>>;
+  /** ... and undone when the fault is cleared. */
+  clear?: (fs: FaultStack) => Promise<void>;
 }
 
 interface PhaseFigures {
@@ -67,6 +76,11 @@ interface PhaseFigures {
   degraded_evidence: string | null;
   recovery_ms: number | null;
   settled_after_clear_ms: number | null;
+  /** The underfunded-tipper phase: lamports taken from the tipper, and submits refused meanwhile (they waited). */
+  tipper_drained_lamports?: number;
+  submits_waited_for_funds?: number;
+  /** Attempts whose tip transaction could not execute, attributed to the tipper (no retry counted). */
+  tip_failures_attributed?: number;
   /** Fork faults: /readyz samples taken while on, the share ready, and the reasons of those that were not. */
   ready_samples?: number;
   ready_share?: number;
@@ -217,7 +231,38 @@ const CASES: FaultCase[] = [
         : null;
     },
   },
+  {
+    // The operator's fault, not an upstream's: the tipper is drained behind relay's back (a withdrawal) to a little
+    // more than the rent-exempt minimum. relay must not fail a single user transaction for it: tips it built before
+    // its next balance read fail in the engine and are attributed to the tipper (no retry counted); then every
+    // submit waits, /readyz and /status name the tipper and its shortfall; once it is funded again, all go out.
+    name: 'underfunded tipper',
+    settings: {},
+    minMs: 3000,
+    inject: async (fs) => {
+      const drained = await drainTo(fs.stack, fs.stack.tipper, TIPPER_KEEPS);
+      drainedBy.set(fs, drained.lamports);
+      ledger?.operator(drained.lamports, drained.signature);
+      return { tipper_drains: 1 };
+    },
+    clear: async (fs) => {
+      const refund = drainedBy.get(fs) ?? 0;
+      fs.stack.simnet.cluster.airdrop(fs.stack.tipper.publicKey.toBase58(), refund);
+      ledger?.operator(-refund);
+    },
+    degraded: (h, fs) => {
+      const tipper = fs.stack.tipper.publicKey.toBase58();
+      const r = h.reasons.find((x) => x.includes(tipper));
+      return !h.ready && r && ((h.status.paused_reason as string | null) ?? '').includes(tipper)
+        ? `readyz: ${r}`
+        : null;
+    },
+  },
 ];
+
+/** What the drained tipper keeps: the rent-exempt minimum and room for a few tips (not a phase's load). */
+const TIPPER_KEEPS = 890_880 + 30_000;
+const drainedBy = new Map<FaultStack, number>();
 
 let fs: FaultStack;
 let ledger: TipLedger | undefined;
@@ -293,11 +338,18 @@ describe.each(
     const injectedBefore: FaultCounts = { ...simnet.faults.injected };
     const phaseSent: SentTx[] = [];
     const readyzSamples: Health[] = [];
+    const injectedByHook: Record<string, number> = {};
+    const tipperLabel = `{tipper="${fs.stack.tipper.publicKey.toBase58()}"}`;
+    const waitedSeries = `relay_tipper_underfunded_total${tipperLabel}`;
+    const failuresSeries = `relay_tipper_tip_failures_total${tipperLabel}`;
+    const waitedBefore = await metric(fs.url, waitedSeries);
+    const failuresBefore = await metric(fs.url, failuresSeries);
     let injectedAt = 0;
     const load = (async () => {
       for (let i = 0; i < LOAD.length; i += WAVE) {
         if (i === 2 * WAVE) {
           simnet.faults.set(fault.settings);
+          if (fault.inject) Object.assign(injectedByHook, await fault.inject(fs));
           injectedAt = Date.now();
         }
         const wave = await Promise.all(
@@ -337,6 +389,7 @@ describe.each(
       await sleep(100);
     }
     simnet.faults.reset();
+    await fault.clear?.(fs);
     const clearedAt = Date.now();
     const faultOnMs = clearedAt - injectedAt;
 
@@ -389,6 +442,7 @@ describe.each(
     if (fault.settings.uncleRate) injected.uncled_blocks = bit('uncledBlocks');
     if (fault.settings.orphanedBlockRate) injected.orphaned_blocks = bit('orphanedBlocks');
     if (fault.settings.rpcLaggingShare) injected.rpc_lagged_requests = bit('rpcLagged');
+    Object.assign(injected, injectedByHook);
     const notReady = readyzSamples.filter((h) => !h.ready);
     const readyShare =
       readyzSamples.length === 0 ? 0 : (readyzSamples.length - notReady.length) / readyzSamples.length;
@@ -404,6 +458,13 @@ describe.each(
       degraded_evidence: evidence,
       recovery_ms: recoveryMs,
       settled_after_clear_ms: settledMs,
+      ...(fault.inject
+        ? {
+            tipper_drained_lamports: drainedBy.get(fs) ?? 0,
+            submits_waited_for_funds: (await metric(fs.url, waitedSeries)) - waitedBefore,
+            tip_failures_attributed: (await metric(fs.url, failuresSeries)) - failuresBefore,
+          }
+        : {}),
       ...(fault.staysReady
         ? {
             ready_samples: readyzSamples.length,

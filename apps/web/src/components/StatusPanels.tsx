@@ -84,21 +84,14 @@ export function HealthPanel({ state, now }: { state: DashboardState; now: number
               <HealthRow key={key} name={label} health={status.upstream[key]} now={now} />
             ))
           : null}
-        {status ? (
-          <li className="health-row">
-            <Dot
-              tone={status.tipper.balance_lamports === null ? 'warn' : status.paused_reason ? 'bad' : 'good'}
-              label="tipper"
-            />
-            <span className="health-name">tipper</span>
-            <span className="health-detail">
-              <Id value={status.tipper.pubkey} />{' '}
-              <span title={`${formatInteger(status.tipper.balance_lamports)} lamports`}>
-                {formatSol(status.tipper.balance_lamports, 4)}
-              </span>
-            </span>
-          </li>
-        ) : null}
+        {(status ? (status.tippers ?? [{ ...status.tipper, held_reason: null }]) : []).map((tipper) => (
+          <TipperRow
+            key={tipper.pubkey}
+            tipper={tipper}
+            waiting={status?.paused_reason ?? null}
+            pool={(status?.tippers?.length ?? 1) > 1}
+          />
+        ))}
         {status?.spend ? <SpendRow spend={status.spend} /> : null}
         {(status?.webhooks ?? []).map((webhook, index) => (
           <WebhookRow key={webhook.url} index={index} webhook={webhook} now={now} />
@@ -242,6 +235,31 @@ function SpendRow({ spend }: { spend: { window_lamports: number; limit_lamports:
       <span className="health-detail" title={`${formatInteger(spent)} lamports`}>
         {formatSol(spent, 4)}
         {limit > 0 ? ` of ${formatSol(limit, 4)}` : ' (no limit)'}
+      </span>
+    </li>
+  );
+}
+
+/** One tipper of the pool: its balance; red while submission waits on it (or it is held), amber before a read. */
+function TipperRow({
+  tipper,
+  waiting,
+  pool,
+}: {
+  tipper: { pubkey: string; balance_lamports: number | null; held_reason: string | null };
+  waiting: string | null;
+  pool: boolean;
+}) {
+  const bad = tipper.held_reason !== null || (waiting !== null && waiting.includes(tipper.pubkey));
+  return (
+    <li className="health-row" data-testid="health-tipper">
+      <Dot tone={tipper.balance_lamports === null ? 'warn' : bad ? 'bad' : 'good'} label="tipper" />
+      <span className="health-name">{pool ? 'tipper (pool)' : 'tipper'}</span>
+      <span className="health-detail" title={tipper.held_reason ?? waiting ?? undefined}>
+        <Id value={tipper.pubkey} />{' '}
+        <span title={`${formatInteger(tipper.balance_lamports)} lamports`}>
+          {formatSol(tipper.balance_lamports, 4)}
+        </span>
       </span>
     </li>
   );

@@ -2,21 +2,24 @@ import { randomInt } from 'node:crypto';
 import {
   RelayError,
   checkSubmitAgainstPolicy,
+  isRelayError,
   deriveBundleId,
   emptyTimeline,
   parseSubmitRequest,
   policyViolationError,
   type AiDecisionTrace,
   type DecisionMode,
+  type SubmitRequest,
   type SubmitResponse,
   type TipFloor,
 } from '@solrelay/core';
 import type { RelayContext } from '../context';
-import { SIGNATURE_FEE_LAMPORTS, TipSigner } from '../engine/tip-tx';
+import { SIGNATURE_FEE_LAMPORTS } from '../engine/tip-tx';
 import type { Operator } from '../operator/operator';
+import { TipperPool, type TipReservation } from '../operator/tippers';
 import type { SendQueue } from '../send/queue';
 import { inFlight, lastSettled } from '../store/queries';
-import type { AttemptDecision, StoredAttempt } from '../store/records';
+import type { AttemptDecision, StoredAttempt, StoredTx } from '../store/records';
 import { spentInWindow } from './spend';
 
 /**
@@ -25,16 +28,14 @@ import { spentInWindow } from './spend';
  * (write-ahead) and queues it for sending.
  */
 export class AttemptBuilder {
-  readonly tipSigner: TipSigner;
   private tipAccounts: string[] = [];
 
   constructor(
     private readonly ctx: RelayContext,
     private readonly operator: Operator,
+    private readonly tippers: TipperPool,
     private readonly queue: SendQueue,
-  ) {
-    this.tipSigner = new TipSigner(ctx.o.tipper);
-  }
+  ) {}
 
   /** An attempt at a tip, asked by the agent (or a manual call, bypass, or the sidecar's own reflex). */
   async submit(body: unknown, source: AttemptDecision['source'] = 'agent'): Promise<SubmitResponse> {
@@ -69,98 +70,135 @@ export class AttemptBuilder {
         policy,
       );
       if (violation) throw policyViolationError(violation, tx.tx_id);
-      if (!included && this.operator.paused)
-        throw new RelayError('RELAY_E_NOT_READY', { reason: this.operator.paused });
-
-      const n = tx.attempts.length + 1;
-      const userSignatures = tx.signatures;
-      let tip: { wire: Uint8Array; signature: string } | null = null;
-      let tipAccount: string | null = null;
-      let tipLastValid: number | null = null;
-      if (!included) {
-        const [blockhash, accounts] = await Promise.all([
-          this.ctx.o.rpc.recentBlockhash().catch((error: unknown) => {
-            throw new RelayError('RELAY_E_UPSTREAM_UNREACHABLE', {
-              upstream: 'rpc',
-              reason: `getLatestBlockhash: ${(error as Error).message}`,
-            });
-          }),
-          this.ensureTipAccounts(),
-        ]);
-        tipAccount = accounts[randomInt(accounts.length)] as string;
-        tip = this.tipSigner.build({
-          tipAccount,
-          lamports: request.tip_lamports,
-          blockhash: blockhash.blockhash,
-        });
-        tipLastValid = blockhash.lastValidBlockHeight;
+      // The tip is reserved on a tipper that can pay it besides its tips in flight, or the transaction waits.
+      const reservation = included ? null : await this.reserveTip(tx, request.tip_lamports);
+      try {
+        return await this.build(tx, request, source, reservation);
+      } catch (error) {
+        reservation?.cancel();
+        throw error;
       }
-      const bundleSignatures = tip ? [...userSignatures, tip.signature] : [...userSignatures];
-      const bundleId = deriveBundleId(bundleSignatures);
-      const floor = this.floorNow();
-      // The tier that actually decided: bypass and the sidecar's own fallback are reflex; an agent says which tier
-      // produced its answer (a cortex agent that fell back to reflex says reflex); otherwise the current mode.
-      const mode: DecisionMode =
-        source === 'bypass' || source === 'fallback'
-          ? 'reflex'
-          : (request.decision_mode ?? this.operator.decisionMode);
-      const leader = this.ctx.o.leaders.leaderAt(this.ctx.chain.slot);
-      const attempt: StoredAttempt = {
-        attempt: n,
-        bundle_id: bundleId,
-        tip_lamports: request.tip_lamports,
-        tip_tx: tip ? Buffer.from(tip.wire).toString('base64') : null,
-        tip_signature: tip?.signature ?? null,
-        tip_account: tipAccount,
-        tip_last_valid_block_height: tipLastValid,
-        bundle_signatures: bundleSignatures,
-        created_at: now,
-        created_slot: this.ctx.chain.slot,
-        slot_submitted: null,
-        target_slot: null,
-        window_end_slot: null,
-        leader,
-        stage: 'journaled',
-        outcome: null,
-        slot_landed: null,
-        floor_at_submit: floor,
-        decision: {
-          mode,
-          bypass: source === 'bypass',
-          escalated: request.escalated ?? false,
-          reason: request.reason,
-          trace: (request.trace as AiDecisionTrace | null | undefined) ?? null,
-          source,
-        },
-        reserved_lamports: request.tip_lamports + fee,
-        released: false,
-        leaked: false,
-        timeline: emptyTimeline(),
-        send_errors: 0,
-      };
-      // Write-ahead: the signed tip transaction and the bundle id are on disk before anything is sent, so a crash
-      // anywhere after this resends these exact bytes and never builds a second tip for this attempt.
-      await this.ctx.store.update({ id: tx.tx_id, attempt, set: { last_error: null } });
-      this.ctx.o.crashPoint?.('attempt.journaled');
-      this.ctx.o.metrics.attempts.inc({ source });
-      if (n === 1) {
-        const enqueuedAt = this.ctx.enqueuedAt.get(tx.tx_id);
-        if (enqueuedAt !== undefined) {
-          this.ctx.o.metrics.decisionLatency.observe((performance.now() - enqueuedAt) / 1000);
-          this.ctx.enqueuedAt.delete(tx.tx_id);
-        }
-      }
-      this.ctx.o.hub.publish('submit_requested', {
-        tx_id: tx.tx_id,
-        bundle_id: bundleId,
-        tip_lamports: request.tip_lamports,
-        reason: request.reason,
-        leader,
-        ts: this.ctx.now(), // emitted now: after the tip was built and the attempt journaled
-      });
-      this.queue.queueSend(tx, n);
-      return { tx_id: tx.tx_id, bundle_id: bundleId, tip_lamports: request.tip_lamports };
     });
+  }
+
+  /**
+   * A tipper for this tip, or RELAY_E_TIPPER_UNDERFUNDED (the transaction stays pending, its `last_error` naming the
+   * tipper and the shortfall: journaled when it starts waiting on a tipper, not at every refused submit).
+   */
+  private async reserveTip(tx: StoredTx, tipLamports: number): Promise<TipReservation> {
+    try {
+      return this.tippers.reserve(tipLamports);
+    } catch (error) {
+      if (!isRelayError(error, 'RELAY_E_TIPPER_UNDERFUNDED')) throw error;
+      const named = (tx.last_error?.code === error.code ? tx.last_error.details : null) as {
+        tipper?: unknown;
+      } | null;
+      if (named?.tipper !== error.details.tipper)
+        await this.ctx.store.update({ id: tx.tx_id, set: { last_error: TipperPool.lastError(error) } });
+      throw error;
+    }
+  }
+
+  /** Build the attempt (its tip transaction on `reservation`'s tipper), journal it, queue it for sending. */
+  private async build(
+    tx: StoredTx,
+    request: SubmitRequest,
+    source: AttemptDecision['source'],
+    reservation: TipReservation | null,
+  ): Promise<SubmitResponse> {
+    const now = this.ctx.now();
+    const included = reservation === null;
+    const fee = included ? 0 : SIGNATURE_FEE_LAMPORTS;
+    const n = tx.attempts.length + 1;
+    const userSignatures = tx.signatures;
+    let tip: { wire: Uint8Array; signature: string } | null = null;
+    let tipAccount: string | null = null;
+    let tipLastValid: number | null = null;
+    if (reservation) {
+      const [blockhash, accounts] = await Promise.all([
+        this.ctx.o.rpc.recentBlockhash().catch((error: unknown) => {
+          throw new RelayError('RELAY_E_UPSTREAM_UNREACHABLE', {
+            upstream: 'rpc',
+            reason: `getLatestBlockhash: ${(error as Error).message}`,
+          });
+        }),
+        this.ensureTipAccounts(),
+      ]);
+      tipAccount = accounts[randomInt(accounts.length)] as string;
+      tip = reservation.signer.build({
+        tipAccount,
+        lamports: request.tip_lamports,
+        blockhash: blockhash.blockhash,
+      });
+      tipLastValid = blockhash.lastValidBlockHeight;
+    }
+    const bundleSignatures = tip ? [...userSignatures, tip.signature] : [...userSignatures];
+    const bundleId = deriveBundleId(bundleSignatures);
+    const floor = this.floorNow();
+    // The tier that actually decided: bypass and the sidecar's own fallback are reflex; an agent says which tier
+    // produced its answer (a cortex agent that fell back to reflex says reflex); otherwise the current mode.
+    const mode: DecisionMode =
+      source === 'bypass' || source === 'fallback'
+        ? 'reflex'
+        : (request.decision_mode ?? this.operator.decisionMode);
+    const leader = this.ctx.o.leaders.leaderAt(this.ctx.chain.slot);
+    const attempt: StoredAttempt = {
+      attempt: n,
+      bundle_id: bundleId,
+      tip_lamports: request.tip_lamports,
+      tip_tx: tip ? Buffer.from(tip.wire).toString('base64') : null,
+      tip_signature: tip?.signature ?? null,
+      tip_account: tipAccount,
+      tipper: reservation?.pubkey ?? null,
+      tip_last_valid_block_height: tipLastValid,
+      bundle_signatures: bundleSignatures,
+      created_at: now,
+      created_slot: this.ctx.chain.slot,
+      slot_submitted: null,
+      target_slot: null,
+      window_end_slot: null,
+      leader,
+      stage: 'journaled',
+      outcome: null,
+      slot_landed: null,
+      floor_at_submit: floor,
+      decision: {
+        mode,
+        bypass: source === 'bypass',
+        escalated: request.escalated ?? false,
+        reason: request.reason,
+        trace: (request.trace as AiDecisionTrace | null | undefined) ?? null,
+        source,
+      },
+      reserved_lamports: request.tip_lamports + fee,
+      released: false,
+      leaked: false,
+      timeline: emptyTimeline(),
+      send_errors: 0,
+    };
+    // Write-ahead: the signed tip transaction and the bundle id are on disk before anything is sent, so a crash
+    // anywhere after this resends these exact bytes and never builds a second tip for this attempt.
+    await this.ctx.store.update({ id: tx.tx_id, attempt, set: { last_error: null } });
+    reservation?.journaled();
+    this.ctx.o.crashPoint?.('attempt.journaled');
+    this.ctx.o.metrics.attempts.inc({ source });
+    if (n === 1) {
+      const enqueuedAt = this.ctx.enqueuedAt.get(tx.tx_id);
+      if (enqueuedAt !== undefined) {
+        this.ctx.o.metrics.decisionLatency.observe((performance.now() - enqueuedAt) / 1000);
+        this.ctx.enqueuedAt.delete(tx.tx_id);
+      }
+    }
+    this.ctx.o.hub.publish('submit_requested', {
+      tx_id: tx.tx_id,
+      bundle_id: bundleId,
+      tip_lamports: request.tip_lamports,
+      reason: request.reason,
+      leader,
+      ts: this.ctx.now(), // emitted now: after the tip was built and the attempt journaled
+    });
+    this.queue.queueSend(tx, n);
+    return { tx_id: tx.tx_id, bundle_id: bundleId, tip_lamports: request.tip_lamports };
   }
 
   /** Tip accounts, cached: they change only with a network, and the engine's request budget is for bundles. */

@@ -7,14 +7,14 @@ import type { SolanaRpc } from '../upstream/solana-rpc';
 
 /**
  * Where the relay's slots come from: the Yellowstone stream (processed slots drive tracking passes, dead slots undo
- * landings, finalized slots settle confirmations, and the tipper's transactions hint at landings), with RPC polled
+ * landings, finalized slots settle confirmations, and the tippers' transactions hint at landings), with RPC polled
  * for slots while the stream is down or silent, so tracking and expiry never stop.
  */
 export function startSlotFeed(deps: {
   endpoint: string;
   xToken: string | undefined;
-  /** The tipper's address: every tip transaction relay sends shows on the stream when it lands. */
-  tipper: string;
+  /** The tippers' addresses: every tip transaction relay sends shows on the stream when it lands. */
+  tippers: string[];
   relay: Relay;
   rpc: SolanaRpc;
   health: UpstreamHealth;
@@ -40,7 +40,7 @@ export function startSlotFeed(deps: {
   const stream = new GeyserStream({
     endpoint: deps.endpoint,
     xToken: deps.xToken,
-    staticAccounts: [deps.tipper],
+    staticAccounts: deps.tippers,
     onSlot: (update) => {
       if (update.status === 'processed') {
         onNewSlot(update.slot, true);

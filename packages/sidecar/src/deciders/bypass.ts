@@ -1,3 +1,4 @@
+import { isRelayError } from '@solrelay/core';
 import type { RelayContext } from '../context';
 import type { AttemptBuilder } from '../attempts/builder';
 import type { SettleSignals } from '../settle/signals';
@@ -34,12 +35,14 @@ export class BypassDecider {
         'bypass',
       );
     } catch (error) {
-      this.ctx.o.log.warn({ tx_id: txId, err: error }, 'bypass submit refused');
+      // Waiting for the tippers' funds is logged once by the pool, not at every slot's retry of every transaction.
+      const level = isRelayError(error, 'RELAY_E_TIPPER_UNDERFUNDED') ? 'debug' : 'warn';
+      this.ctx.o.log[level]({ tx_id: txId, err: error }, 'bypass submit refused');
     }
   }
 
   /**
-   * Bypass decides at enqueue, but a refusal then (tipper paused, RPC down, spend limit) must not strand the
+   * Bypass decides at enqueue, but a refusal then (tippers short, RPC down, spend limit) must not strand the
    * transaction: every slot, retry the ones still waiting for an attempt.
    */
   sweep(): void {

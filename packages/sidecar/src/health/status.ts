@@ -1,9 +1,9 @@
-import type { Keypair } from '@solana/web3.js';
 import type {
   LeaderBuffer,
   ReadyResponse,
   StatusResponse,
   TipOracle,
+  TipperStatus,
   WebhookEndpointStatus,
 } from '@solrelay/core';
 import type { PolicyStore } from '../policy/policy-store';
@@ -19,18 +19,19 @@ export interface StatusSources {
   health: UpstreamHealth;
   policy: PolicyStore;
   store: Pick<TxStore, 'healthy'>;
-  tipper: Keypair;
   clock: Clock;
   /** Each webhook endpoint's delivery state (empty without webhooks). */
   webhooks: () => WebhookEndpointStatus[];
 }
 
-/** `GET /status`: the chain position, tip floor, decider, queue, upstreams, tipper and the hour's spend. */
+/** `GET /status`: the chain position, tip floor, decider, queue, upstreams, tippers and the hour's spend. */
 export function statusOf(s: StatusSources): StatusResponse {
   const r = s.relay;
   const view = s.leaders.leaderView(r.slot);
   const floor = s.oracle.view(s.clock.now());
   const agent = r.agent;
+  const tippers = r.tipperStatus();
+  const first = tippers[0] as TipperStatus;
   return {
     slot: r.slot,
     leader: view.leader,
@@ -51,7 +52,8 @@ export function statusOf(s: StatusSources): StatusResponse {
       },
       tip_floor: s.health.get('tip_floor'),
     },
-    tipper: { pubkey: s.tipper.publicKey.toBase58(), balance_lamports: r.balance },
+    tipper: { pubkey: first.pubkey, balance_lamports: first.balance_lamports },
+    tippers,
     spend: { window_lamports: r.spentThisHour, limit_lamports: s.policy.current['spend-limit'] },
     paused_reason: r.paused,
     block_engine_regions: r.engineRegions(),

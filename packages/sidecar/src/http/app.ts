@@ -218,7 +218,13 @@ export function createApp(deps: AppDeps): express.Express {
     deps.metrics.sseBufferedPeak.set(hub.counters.peakBufferedBytes);
     deps.metrics.sseClientBufferedPeak.set(hub.counters.peakClientBufferedBytes);
     deps.metrics.queueDepth.set(relay.state.active);
-    if (relay.balance !== null) deps.metrics.tipperBalance.set(relay.balance);
+    for (const t of relay.tipperStatus()) {
+      if (t.balance_lamports !== null)
+        deps.metrics.tipperBalance.set({ tipper: t.pubkey }, t.balance_lamports);
+      deps.metrics.tipperReserved.set({ tipper: t.pubkey }, t.reserved_lamports);
+    }
+    for (const t of relay.tipperShortfalls())
+      deps.metrics.tipperShortfall.set({ tipper: t.pubkey }, t.lamports);
     deps.metrics.spendWindow.set(relay.spentThisHour);
     deps.metrics.spendLimit.set(deps.policy.current['spend-limit']);
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());

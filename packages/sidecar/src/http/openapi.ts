@@ -121,6 +121,104 @@ export function openApiDocument(): Record<string, unknown> {
           required: ['decision_mode'],
           properties: { decision_mode: { type: 'string', enum: ['cortex', 'reflex'] } },
         },
+        Tipper: {
+          type: 'object',
+          required: [
+            'pubkey',
+            'balance_lamports',
+            'reserved_lamports',
+            'in_flight',
+            'available_lamports',
+            'held_reason',
+          ],
+          properties: {
+            pubkey: { type: 'string', description: 'The tipper account (base58)' },
+            balance_lamports: {
+              type: ['integer', 'null'],
+              description: 'At its last read (confirmed); null before the first',
+            },
+            reserved_lamports: {
+              type: 'integer',
+              description: 'Tips and fees of its attempts that may still take from it after that read',
+            },
+            in_flight: { type: 'integer', description: 'Its attempts built or sent and not settled' },
+            available_lamports: {
+              type: ['integer', 'null'],
+              description:
+                'What a new tip and its fee may take: balance - reserved - the rent-exempt minimum',
+            },
+            held_reason: {
+              type: ['string', 'null'],
+              description:
+                'Why it is passed over: its own tip transaction failed and its balance does not cover it yet',
+            },
+          },
+        },
+        Status: {
+          type: 'object',
+          required: [
+            'slot',
+            'leader',
+            'bundle_engine_leader',
+            'next_bundle_engine_leader_slot',
+            'tip',
+            'stale',
+            'decision_mode',
+            'bypass',
+            'queue',
+            'agent',
+            'upstream',
+            'tipper',
+            'tippers',
+            'spend',
+            'paused_reason',
+            'webhooks',
+          ],
+          properties: {
+            slot: { type: 'integer' },
+            leader: { type: ['string', 'null'] },
+            bundle_engine_leader: { type: ['boolean', 'null'] },
+            next_bundle_engine_leader_slot: { type: ['integer', 'null'] },
+            tip: {
+              type: 'object',
+              properties: { p50: { type: 'integer' }, p75: { type: 'integer' } },
+            },
+            stale: { type: 'boolean' },
+            decision_mode: { type: 'string', enum: ['cortex', 'reflex'] },
+            bypass: { type: 'boolean' },
+            queue: { type: 'integer', description: 'Transactions not yet terminal' },
+            agent: { type: 'object' },
+            upstream: {
+              type: 'object',
+              description: 'stream, rpc, block_engine, tip_floor: each {ok, detail, last_ok_at}',
+            },
+            tipper: {
+              type: 'object',
+              description:
+                "The first tipper of the pool (KEYPAIR_PATH's first file), for callers that read one",
+              required: ['pubkey', 'balance_lamports'],
+              properties: {
+                pubkey: { type: 'string' },
+                balance_lamports: { type: ['integer', 'null'] },
+              },
+            },
+            tippers: {
+              type: 'array',
+              description: 'Every tipper of the pool, in KEYPAIR_PATH order',
+              items: { $ref: '#/components/schemas/Tipper' },
+            },
+            spend: {
+              type: 'object',
+              properties: { window_lamports: { type: 'integer' }, limit_lamports: { type: 'integer' } },
+            },
+            paused_reason: {
+              type: ['string', 'null'],
+              description:
+                'Why submission waits: every tipper held, none can pay a min-tip tip, or a transaction waits with a tip none can pay (names the closest tipper and its shortfall)',
+            },
+            webhooks: { type: 'array', items: { type: 'object' } },
+          },
+        },
         Queue: {
           type: 'object',
           required: ['pending', 'by_state', 'evicted_total', 'entries'],
@@ -250,8 +348,8 @@ export function openApiDocument(): Record<string, unknown> {
       },
       '/status': {
         get: {
-          summary: 'Slot, leader, tip, mode, queue, agent, upstream health, tipper',
-          responses: { '200': json({ type: 'object' }), ...errors(401) },
+          summary: 'Slot, leader, tip, mode, queue, agent, upstream health, tippers, spend, paused reason',
+          responses: { '200': json({ $ref: '#/components/schemas/Status' }), ...errors(401) },
         },
       },
       '/tip': {

@@ -54,3 +54,27 @@ export async function loadKeypair(path: string, log?: Logger): Promise<Keypair> 
   }
   return keypair;
 }
+
+/**
+ * Read the tipper pool: every keypair file, in order (`KEYPAIR_PATH` lists them comma-separated). The first file
+ * that is missing, unreadable or not a keypair stops start-up with an error naming its path; two files holding the
+ * same keypair are refused (the pool would count one account twice).
+ */
+export async function loadKeypairs(paths: readonly string[], log?: Logger): Promise<Keypair[]> {
+  const keypairs: Keypair[] = [];
+  const seen = new Map<string, string>();
+  for (const path of paths) {
+    const keypair = await loadKeypair(path, log);
+    const pubkey = keypair.publicKey.toBase58();
+    const other = seen.get(pubkey);
+    if (other !== undefined) {
+      throw new RelayError('RELAY_E_CONFIG_UNREADABLE_KEYPAIR', {
+        path,
+        reason: `it holds the same keypair (${pubkey}) as ${other}`,
+      });
+    }
+    seen.set(pubkey, path);
+    keypairs.push(keypair);
+  }
+  return keypairs;
+}

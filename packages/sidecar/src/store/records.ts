@@ -44,6 +44,11 @@ export interface StoredAttempt {
   tip_tx: string | null;
   tip_signature: string | null;
   tip_account: string | null;
+  /**
+   * The tipper that signed the tip transaction (base58; it pays the tip and its fee), null for `"tip":"included"`.
+   * Absent in attempts journaled before the tipper pool: `tipperOf` reads it from the tip transaction's bytes.
+   */
+  tipper?: string | null;
   /** Block height after which the tip transaction's blockhash is dead. */
   tip_last_valid_block_height: number | null;
   /** Every signature of the bundle, in bundle order (user transactions, then the tip transaction). */

@@ -1,7 +1,39 @@
 import { classifyTransactionError, type AttemptOutcome } from '@solrelay/core';
 import { SIGNATURE_FEE_LAMPORTS } from '../engine/tip-tx';
-import type { StoredTx } from '../store/records';
+import { RENT_EXEMPT_MINIMUM, tipCost, tipperOf } from '../operator/tipper-funds';
+import type { StoredAttempt, StoredTx } from '../store/records';
 import type { SolanaRpc } from '../upstream/solana-rpc';
+
+/** Relay's own tip transaction of `attempt` could not execute: an operator fault (its tipper is held). */
+export type TipFailedHandler = (attempt: StoredAttempt, detail: string) => void;
+
+/**
+ * Whether relay's own tip transaction is why an attempt did not land, over JSON-RPC (which has no result stream to
+ * name the transaction that failed): its tipper's balance, read now, cannot pay this tip, its fee and the
+ * rent-exempt minimum, so the bundle cannot have passed the engine's simulation and cannot now. An inference,
+ * said as one: a balance that was short when the bundle was simulated and funded since is not seen, and the attempt
+ * then counts as lost like any other. Null when the tipper can pay it or RPC cannot say.
+ */
+export async function diagnoseTipTransaction(
+  rpc: SolanaRpc,
+  attempt: StoredAttempt,
+): Promise<{ tipper: string; detail: string } | null> {
+  const tipper = tipperOf(attempt);
+  if (!attempt.tip_signature || tipper === null) return null;
+  const needs = tipCost(attempt.tip_lamports) + RENT_EXEMPT_MINIMUM;
+  try {
+    const balance = await rpc.getBalance(tipper);
+    if (balance >= needs) return null;
+    return {
+      tipper,
+      detail:
+        `tipper ${tipper} holds ${balance} lamports, below the tip and fee ` +
+        `(${tipCost(attempt.tip_lamports)}) plus the rent-exempt minimum (${RENT_EXEMPT_MINIMUM})`,
+    };
+  } catch {
+    return null; // RPC cannot say now: do not guess
+  }
+}
 
 /**
  * Why the user transactions cannot land, if they cannot: a fee payer that cannot pay the fee, or (for a single

@@ -4,7 +4,7 @@ import type { Settler } from '../settle/settle';
 import { inFlight, signaturesOf } from '../store/queries';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import { blockOrderNeeded, creditedAttempt, tipsInUserSlot } from './credit';
-import { diagnoseUserTransactions } from './diagnose';
+import { diagnoseTipTransaction, diagnoseUserTransactions, type TipFailedHandler } from './diagnose';
 import {
   TIP_LANDING_HORIZON_SLOTS,
   commitmentRank,
@@ -34,6 +34,8 @@ export class Evaluator {
   constructor(
     private readonly ctx: RelayContext,
     private readonly settle: Settler,
+    /** Relay's own tip transaction is why an attempt did not land (an operator fault). */
+    private readonly onTipFailed: TipFailedHandler = () => undefined,
   ) {}
 
   /**
@@ -150,6 +152,17 @@ export class Evaluator {
           await this.settle.settleFailed(tx, flying, userFault.outcome, {
             countRetry: true,
             detail: userFault.detail,
+          });
+          return;
+        }
+        // Then relay's own tip transaction: a tipper that cannot pay it is an operator fault. The attempt ends
+        // without a retry counted, and the tipper is held until it is funded (the transaction waits meanwhile).
+        const tipFault = await diagnoseTipTransaction(this.ctx.o.rpc, flying);
+        if (tipFault) {
+          this.onTipFailed(flying, tipFault.detail);
+          await this.settle.settleFailed(tx, flying, 'dropped', {
+            countRetry: false,
+            detail: `relay's tip transaction cannot execute: ${tipFault.detail}`,
           });
           return;
         }

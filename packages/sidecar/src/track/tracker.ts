@@ -4,19 +4,17 @@ import type { Expiry } from '../settle/expiry';
 import type { Settler } from '../settle/settle';
 import { inFlight, signaturesOf } from '../store/queries';
 import type { StoredTx } from '../store/records';
+import type { TipFailedHandler } from './diagnose';
 import type { BundleResultMessage } from '../upstream/block-engine';
 import { MAX_SIGNATURES_PER_STATUS_CALL } from '../upstream/solana-rpc';
 import type { Evaluator } from './evaluate';
-import { TIP_LANDING_HORIZON_SLOTS, WINDOW_GRACE_SLOTS, type StatusMap } from './judge';
+import { TIP_LANDING_HORIZON_SLOTS, WINDOW_GRACE_SLOTS, tipStillLive, type StatusMap } from './judge';
 import { readStatusesInto } from './read-statuses';
 
 /**
  * What starts a status pass: the once-a-slot tick; a hint that something landed (the stream saw a signature, the
  * engine reported a landing); a full re-read after a reconnect (confirmed transactions included, due or not).
  */
-/** After its blockhash dies, a tip that landed just before is still read this many blocks: until it is confirmed. */
-const LATE_TIP_CONFIRM_BLOCKS = 32;
-
 export type TrackKind = 'slot' | 'hint' | 'full';
 /**
  * A node's status cache answers for the last ~300 rooted slots (Agave's MAX_CACHE_ENTRIES); older landings only a
@@ -55,7 +53,7 @@ export class Tracker {
     private readonly evaluator: Evaluator,
     private readonly expiry: Expiry,
     /** Relay's own tip transaction failed in the engine's simulation (an operator fault). */
-    private readonly onTipFailed: (tipLamports: number, detail: string) => void = () => undefined,
+    private readonly onTipFailed: TipFailedHandler = () => undefined,
   ) {}
 
   /**
@@ -152,7 +150,7 @@ export class Tracker {
       // pay) pauses submission and costs the user's transaction nothing, not even a retry.
       const failed = result.rejected?.simulationFailure?.txSignature;
       if (failed && failed === attempt.tip_signature) {
-        this.onTipFailed(attempt.tip_lamports, report.detail);
+        this.onTipFailed(attempt, report.detail);
         await this.settle.settleFailed(tx, attempt, 'dropped', {
           countRetry: false,
           detail: `engine: relay's tip transaction failed in simulation: ${report.detail}`,
@@ -180,11 +178,7 @@ export class Tracker {
     const tips: string[] = [];
     for (const a of tx.attempts) {
       if (!a.tip_signature || a.leaked || a.stage !== 'failed') continue;
-      const alive =
-        a.tip_last_valid_block_height === null
-          ? this.ctx.chain.slot - a.created_slot <= TIP_LANDING_HORIZON_SLOTS
-          : this.ctx.chain.blockHeight <= a.tip_last_valid_block_height + LATE_TIP_CONFIRM_BLOCKS;
-      if (!alive) continue;
+      if (!tipStillLive(a, this.ctx.chain)) continue;
       if (kind === 'hint' && !hinted.has(a.tip_signature)) continue;
       tips.push(a.tip_signature);
     }

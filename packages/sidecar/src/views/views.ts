@@ -7,6 +7,7 @@ import {
   type QueueResponse,
   type TxRecord,
 } from '@solrelay/core';
+import { tipperOf } from '../operator/tipper-funds';
 import type { StoreState, StoredTx } from '../store/records';
 
 /** Read-only views of the store for the API (`GET /tx/{id}`, `GET /queue`) and the stream's filter. */
@@ -73,6 +74,7 @@ export function toTxRecord(tx: StoredTx): TxRecord {
       slot_submitted: a.slot_submitted ?? a.created_slot,
       stage: a.stage === 'journaled' ? 'submitted' : a.stage,
       outcome: a.outcome,
+      tipper: tipperOf(a),
     })),
     retries: tx.retries,
     last_error: tx.last_error,

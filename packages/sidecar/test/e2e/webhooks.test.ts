@@ -161,7 +161,7 @@ test('every state of every transaction reaches both receivers, signed, in order,
   for (const commitment of ['processed', 'confirmed', 'finalized']) {
     expect(metricsBefore).toContain(`relay_time_to_commitment_seconds_count{commitment="${commitment}"} 5\n`);
   }
-  expect(metricsBefore).toMatch(/relay_tipper_balance_lamports [1-9]/);
+  expect(metricsBefore).toMatch(/relay_tipper_balance_lamports\{tipper="\w+"\} [1-9]/);
   expect(metricsBefore).toMatch(/relay_spend_window_lamports [1-9]/);
   expect(metricsBefore).toMatch(/relay_spend_limit_lamports [1-9]/);
 

@@ -1,4 +1,5 @@
-import { get, startStack, type Stack, type StackOptions } from '@solrelay/testkit';
+import type { Keypair } from '@solana/web3.js';
+import { drainTo, get, startStack, waitUntil, type Stack, type StackOptions } from '@solrelay/testkit';
 import pino from 'pino';
 import { configFromEnv } from '../../src/config';
 import { startSidecar, type Sidecar, type SidecarOptions } from '../../src/service';
@@ -34,4 +35,33 @@ export async function counterValue(sidecarUrl: string, name: string): Promise<nu
   const text = (await get(sidecarUrl, '/metrics')).body as string;
   const line = text.split('\n').find((l) => l.startsWith(`${name} `));
   return line ? Number(line.split(' ')[1]) : 0;
+}
+
+/** Rent-exempt minimum of a 0-byte system account (what a tipper must keep). */
+export const RENT_EXEMPT_MINIMUM = 890_880;
+
+/** Drain a tipper (the stack's first unless given) on chain until it holds exactly `keep`. */
+export async function drainTipper(
+  stack: Stack<Sidecar>,
+  keep: number,
+  tipper: Keypair = stack.tipper,
+): Promise<void> {
+  await drainTo(stack, tipper, keep);
+}
+
+/**
+ * A stack whose sidecar decides by bypass at a fixed tip, on 150 ms slots (a user transaction's blockhash then
+ * outlives a pause stretched by a loaded machine), once it is ready.
+ */
+export async function startBypassStack(
+  tip: number,
+  options: Parameters<typeof startRelayStack>[0] = {},
+): Promise<Stack<Sidecar>> {
+  const stack = await startRelayStack({
+    simnet: { slotMs: 150 },
+    ...options,
+    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: String(tip), ...options.env },
+  });
+  await waitUntil(async () => (await get(stack.sidecar.url, '/readyz')).status === 200, 15_000, 'ready');
+  return stack;
 }

@@ -39,6 +39,16 @@ export function renderStatus(s: StatusResponse, color: boolean): string {
         : `${lamports(spent)} (no limit)`,
     ]);
   }
+  // Every tipper of the pool (older sidecars report one, as `tipper`).
+  const tippers = s.tippers ?? [{ ...s.tipper, reserved_lamports: null, in_flight: null, held_reason: null }];
+  for (const t of tippers) {
+    const inFlight =
+      t.reserved_lamports === null
+        ? ''
+        : ` (${lamports(t.reserved_lamports)} reserved, ${t.in_flight} in flight)`;
+    const held = t.held_reason ? `; held: ${t.held_reason}` : '';
+    rows.push([`tipper ${t.pubkey}`, `${lamports(t.balance_lamports)} lamports${inFlight}${held}`]);
+  }
   if (s.paused_reason) rows.push(['paused', s.paused_reason]);
   // Older sidecars do not report regions.
   for (const r of s.block_engine_regions ?? []) {
