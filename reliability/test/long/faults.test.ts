@@ -63,6 +63,11 @@ interface FaultCase {
   inject?: (fs: FaultStack) => Promise<Record<string, number>>;
   /** ... and undone when the fault is cleared. */
   clear?: (fs: FaultStack) => Promise<void>;
+  /**
+   * The sidecar is restarted with these variables before the phase (and stays so for the phases after it): a fault
+   * of the gRPC bundle-result stream needs a sidecar that follows it (BUNDLE_ENGINE_TRANSPORT=grpc).
+   */
+  restartWith?: Record<string, string>;
 }
 
 interface PhaseFigures {
@@ -258,7 +263,40 @@ const CASES: FaultCase[] = [
         : null;
     },
   },
+  {
+    // The block engine's bundle-result streams end cleanly (status OK, no error), one per region, every second:
+    // jito-ts's onBundleResult would call no callback and the consumer would hear nothing more. relay, sending over
+    // gRPC here, must notice each end, subscribe again, and judge every transaction as the chain does.
+    name: 'bundle-result streams end',
+    settings: {},
+    minMs: 4000,
+    staysReady: true,
+    restartWith: { BUNDLE_ENGINE_TRANSPORT: 'grpc' },
+    inject: (fs) => {
+      const before = fs.stack.simnet.faults.injected.bundleResultStreamsEnded;
+      streamEnders.set(
+        fs,
+        setInterval(() => fs.stack.simnet.faults.endBundleResultStreams(), 1000),
+      );
+      fs.stack.simnet.faults.endBundleResultStreams();
+      return Promise.resolve({
+        streams_ended_at_injection: fs.stack.simnet.faults.injected.bundleResultStreamsEnded - before,
+      });
+    },
+    clear: (fs) => {
+      clearInterval(streamEnders.get(fs));
+      return Promise.resolve();
+    },
+    degraded: async (h, fs) => {
+      const resubscribed = await metric(fs.url, 'relay_bundle_result_resubscribes_total');
+      return h.ready && allUpstreamsOk(h) && resubscribed > 0
+        ? `relay_bundle_result_resubscribes_total ${resubscribed}; ready; /status upstreams all ok at slot ${h.status.slot}`
+        : null;
+    },
+  },
 ];
+
+const streamEnders = new Map<FaultStack, NodeJS.Timeout>();
 
 /** What the drained tipper keeps: the rent-exempt minimum and room for a few tips (not a phase's load). */
 const TIPPER_KEEPS = 890_880 + 30_000;
@@ -289,7 +327,8 @@ afterAll(async () => {
   writeResults('faults', {
     suite: 'reliability/test/long/faults.test.ts',
     slot_ms: SLOT_MS,
-    decider: 'the sidecar core reflex (agent_absent fallback), JSON-RPC bundle transport',
+    decider:
+      'the sidecar core reflex (agent_absent fallback), JSON-RPC bundle transport; gRPC from the bundle-result stream phase on (the sidecar restarted with it)',
     load_per_fault: Object.fromEntries(
       [...new Set(LOAD)].map((kind) => [kind, LOAD.filter((k) => k === kind).length]),
     ),
@@ -334,6 +373,15 @@ describe.each(
   CASES.filter((c) => !ONLY || ONLY.split(',').includes(c.name)).map((c) => [c.name, c] as const),
 )('fault: %s', (_name, fault) => {
   test('degraded while on, recovered after, without a restart', async () => {
+    if (fault.restartWith) {
+      await fs.stack.restart(fault.restartWith);
+      fs.url = fs.stack.sidecar.url;
+      await waitUntil(
+        async () => (await readHealth(fs.url)).ready,
+        30_000,
+        'the restarted sidecar to be ready',
+      );
+    }
     const { simnet } = fs.stack;
     const injectedBefore: FaultCounts = { ...simnet.faults.injected };
     const phaseSent: SentTx[] = [];
