@@ -140,6 +140,11 @@ describe('dashboard served by a bypass sidecar on simnet', () => {
     expect(await page.textContent('[data-testid="health-block-engine"]')).toMatch(/ok/);
     // The rolling hour's spend against the default spend-limit (0.5 SOL).
     expect(await page.textContent('[data-testid="health-spend"]')).toMatch(/of 0\.5 SOL/);
+    // Send capacity (regions x BUNDLE_ENGINE_RPS) and one row per regional block engine, named by the engine.
+    expect(await page.textContent('[data-testid="health-capacity"]')).toMatch(
+      /bundles\/s .* waiting .* refused/,
+    );
+    expect(await page.textContent('[data-testid="health-region-amsterdam"]')).toMatch(/taken .* refused/);
     await page.waitForSelector('[data-testid="health-webhook-0"]');
     expect(await page.textContent('[data-testid="bundle-engine"]')).toMatch(/bundle engine/);
     expect(await page.textContent('[data-testid="panel-mode"]')).toContain('bypass');

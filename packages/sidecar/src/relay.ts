@@ -91,7 +91,7 @@ export class Relay {
     // Settlement never calls a decider: bypass listens for transactions put back to pending.
     this.bypassDecider.subscribe(this.settler.signals);
     this.fallback = new FallbackDecider(ctx, this.attempts);
-    this.intake = new Intake(ctx, this.bypassDecider);
+    this.intake = new Intake(ctx, this.bypassDecider, () => queue.regionsTakingBundles());
     // Relay's own tip transaction failing is an operator fault: its tipper is held, the user's transaction waits.
     const tipFailed = (attempt: StoredAttempt, detail: string) => this.tippers.tipFailed(attempt, detail);
     this.tracker = new Tracker(
@@ -162,11 +162,11 @@ export class Relay {
 
   /** Send capacity and the wait ahead of a new transaction (what admission decides on). */
   get capacity(): StatusResponse['capacity'] {
-    const { sendRatePerSecond, ahead, expectedWaitMs } = this.intake.capacity();
+    const { sendRatePerSecond, waiting, expectedWaitMs } = this.intake.capacity();
     return {
       send_rate_per_s: sendRatePerSecond,
       slot_ms: Math.round(this.ctx.chain.slotMs),
-      waiting: ahead,
+      waiting,
       expected_wait_s: Math.round(expectedWaitMs / 100) / 10,
       refused_total: this.intake.refusedForCapacity,
     };

@@ -161,3 +161,48 @@ test('RELAY_WEBHOOK_URL and RELAY_WEBHOOK_SECRET: none by default; a list with a
   expect(withCredentials).toMatch(/credentials in the URL are not supported/);
   expect(withCredentials).not.toContain('hunter2');
 });
+
+describe('regional block engines', () => {
+  test("the default is Jito's eight regions, JSON-RPC and gRPC on the same hosts", () => {
+    const config = configFromEnv(minimal, '/srv/relay');
+    expect(config.bundleEngineUrls).toHaveLength(8);
+    expect(config.bundleEngineUrls[0]).toBe('https://amsterdam.mainnet.block-engine.jito.wtf');
+    expect(config.bundleEngineGrpcUrls[7]).toBe('https://tokyo.mainnet.block-engine.jito.wtf:443');
+  });
+
+  test('one list given alone gives the other on the same https hosts', () => {
+    const json = configFromEnv(
+      { ...minimal, BUNDLE_ENGINE_URL: 'https://ny.mainnet.block-engine.jito.wtf' },
+      '/srv/relay',
+    );
+    expect(json.bundleEngineUrls).toEqual(['https://ny.mainnet.block-engine.jito.wtf']);
+    expect(json.bundleEngineGrpcUrls).toEqual(['https://ny.mainnet.block-engine.jito.wtf:443']);
+    const grpc = configFromEnv(
+      {
+        ...minimal,
+        BUNDLE_ENGINE_GRPC_URL:
+          'https://ny.mainnet.block-engine.jito.wtf:443,https://slc.mainnet.block-engine.jito.wtf',
+      },
+      '/srv/relay',
+    );
+    expect(grpc.bundleEngineUrls).toEqual([
+      'https://ny.mainnet.block-engine.jito.wtf',
+      'https://slc.mainnet.block-engine.jito.wtf',
+    ]);
+  });
+
+  test.each([
+    [{ BUNDLE_ENGINE_URL: 'http://127.0.0.1:9000' }, /BUNDLE_ENGINE_GRPC_URL.*only https/],
+    [{ BUNDLE_ENGINE_URL: 'https://a.example,https://a.example' }, /BUNDLE_ENGINE_URL.*listed twice/],
+    [{ BUNDLE_ENGINE_URL: 'https://a.example,not a url' }, /BUNDLE_ENGINE_URL.*not a URL/],
+    [
+      {
+        BUNDLE_ENGINE_URL: 'https://a.example,https://b.example,https://c.example',
+        BUNDLE_ENGINE_GRPC_URL: 'https://a.example:443,https://b.example:443',
+      },
+      /BUNDLE_ENGINE_GRPC_URL.*2 addresses for BUNDLE_ENGINE_URL's 3/,
+    ],
+  ])('%j is refused with a message naming the variable', (env, message) => {
+    expect(() => configFromEnv({ ...minimal, ...env }, '/srv/relay')).toThrow(message);
+  });
+});

@@ -183,4 +183,23 @@ describe('one token bucket per region', () => {
     expect(routed).toEqual(['a@1', 'b@1', 'c@0', 'd@1']);
     close();
   });
+
+  test("a region's own backoff doubles with its failures in a row, is capped at 30 s, and an answer resets it", () => {
+    const { queue, close } = rig({ rps: 1, regions: 2 });
+    const cooling = () => queue.coolingMs(Date.now())[0];
+    queue.cool(0, null);
+    expect(cooling()).toBe(250);
+    queue.cool(0, null);
+    expect(cooling()).toBe(500);
+    queue.cool(0, 3_600_000); // Retry-After: an hour
+    expect(cooling()).toBe(30_000);
+    expect(queue.regionsTakingBundles()).toBe(1);
+    queue.answered(0);
+    jest.advanceTimersByTime(30_000);
+    queue.cool(0, null);
+    expect(cooling()).toBe(250);
+    // A brief cool-down (a 429's second) still counts the region as taking bundles.
+    expect(queue.regionsTakingBundles()).toBe(2);
+    close();
+  });
 });

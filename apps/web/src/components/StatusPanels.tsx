@@ -1,5 +1,10 @@
 import { useState } from 'react';
-import type { DecisionMode, UpstreamHealth, WebhookEndpointStatus } from '@solrelay/core';
+import type {
+  BlockEngineRegionStatus,
+  DecisionMode,
+  UpstreamHealth,
+  WebhookEndpointStatus,
+} from '@solrelay/core';
 import { formatAgo, formatInteger, formatLamportsCompact, formatSol } from '../format';
 import type { DashboardState, DashboardStore } from '../store';
 import { Dot, Id, Panel, type Tone } from './common';
@@ -93,6 +98,10 @@ export function HealthPanel({ state, now }: { state: DashboardState; now: number
           />
         ))}
         {status?.spend ? <SpendRow spend={status.spend} /> : null}
+        {status?.capacity ? <CapacityRow capacity={status.capacity} /> : null}
+        {(status?.block_engine_regions ?? []).map((region) => (
+          <RegionRow key={region.url} region={region} />
+        ))}
         {(status?.webhooks ?? []).map((webhook, index) => (
           <WebhookRow key={webhook.url} index={index} webhook={webhook} now={now} />
         ))}
@@ -235,6 +244,37 @@ function SpendRow({ spend }: { spend: { window_lamports: number; limit_lamports:
       <span className="health-detail" title={`${formatInteger(spent)} lamports`}>
         {formatSol(spent, 4)}
         {limit > 0 ? ` of ${formatSol(limit, 4)}` : ' (no limit)'}
+      </span>
+    </li>
+  );
+}
+
+/** What relay can send a second, what waits to go out and how long that takes, and enqueues refused for it. */
+function CapacityRow({ capacity }: { capacity: NonNullable<DashboardState['status']>['capacity'] }) {
+  const tone: Tone = capacity.refused_total > 0 ? 'warn' : 'good';
+  return (
+    <li className="health-row" data-testid="health-capacity">
+      <Dot tone={tone} label="capacity" />
+      <span className="health-name">send capacity</span>
+      <span className="health-detail">
+        {formatInteger(capacity.send_rate_per_s)} bundles/s · {formatInteger(capacity.waiting)} waiting (~
+        {capacity.expected_wait_s} s) · {formatInteger(capacity.refused_total)} refused
+      </span>
+    </li>
+  );
+}
+
+/** One regional block engine: what its sends came to; amber while a 429 or a failure cools it. */
+function RegionRow({ region }: { region: BlockEngineRegionStatus }) {
+  const cooling = region.cooling_ms > 0;
+  return (
+    <li className="health-row" data-testid={`health-region-${region.region}`}>
+      <Dot tone={cooling ? 'warn' : 'good'} label={cooling ? 'cooling' : 'ok'} />
+      <span className="health-name">engine {region.region}</span>
+      <span className="health-detail" title={region.url}>
+        {formatInteger(region.accepted)} taken · {formatInteger(region.rejected)} refused ·{' '}
+        {formatInteger(region.transport_errors)} transport errors
+        {cooling ? ` · cooling ${(region.cooling_ms / 1000).toFixed(1)} s` : ''}
       </span>
     </li>
   );

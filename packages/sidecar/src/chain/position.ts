@@ -22,17 +22,26 @@ export class ChainPosition {
   private slotTimes: Array<{ slot: number; at: number }> = [];
 
   /**
-   * Note when a new highest slot arrived and measure {@link slotMs} over the window. A gap of two seconds or more (a
-   * stalled stream, a restart) says nothing about the slot rate: the measurement starts over from there.
+   * Note when a new highest slot arrived and measure {@link slotMs}: the median time per slot between arrivals over
+   * the window, once it holds half a window. A median ignores the bunches a catching-up stream or a paused event
+   * loop delivers at once; a gap of two seconds or more (a stalled stream, a restart) starts the window over and
+   * keeps the last measure meanwhile.
    */
   observeSlotTime(slot: number, at: number): void {
     const last = this.slotTimes[this.slotTimes.length - 1];
     if (last && (slot <= last.slot || at - last.at >= 2000)) this.slotTimes = [];
     this.slotTimes.push({ slot, at });
     if (this.slotTimes.length > SLOT_TIME_WINDOW) this.slotTimes.shift();
-    const first = this.slotTimes[0] as { slot: number; at: number };
-    if (this.slotTimes.length >= 8)
-      this.slotMs = Math.min(2000, Math.max(10, (at - first.at) / (slot - first.slot)));
+    if (this.slotTimes.length <= SLOT_TIME_WINDOW / 2) return;
+    const perSlot: number[] = [];
+    for (let i = 1; i < this.slotTimes.length; i++) {
+      const a = this.slotTimes[i - 1] as { slot: number; at: number };
+      const b = this.slotTimes[i] as { slot: number; at: number };
+      perSlot.push((b.at - a.at) / (b.slot - a.slot));
+    }
+    perSlot.sort((x, y) => x - y);
+    const median = perSlot[Math.floor(perSlot.length / 2)] as number;
+    this.slotMs = Math.min(2000, Math.max(10, median));
   }
 
   /** A new highest processed slot: false (and nothing changes) when it is not higher than the current one. */

@@ -172,6 +172,8 @@ export function openApiDocument(): Record<string, unknown> {
             'tippers',
             'spend',
             'paused_reason',
+            'block_engine_regions',
+            'capacity',
             'webhooks',
           ],
           properties: {
@@ -215,6 +217,46 @@ export function openApiDocument(): Record<string, unknown> {
               type: ['string', 'null'],
               description:
                 'Why submission waits: every tipper held, none can pay a min-tip tip, or a transaction waits with a tip none can pay (names the closest tipper and its shortfall)',
+            },
+            block_engine_regions: {
+              type: 'array',
+              description:
+                'Each regional block engine bundles go to (BUNDLE_ENGINE_URL), in configured order',
+              items: {
+                type: 'object',
+                required: ['region', 'url', 'cooling_ms', 'accepted', 'rejected', 'transport_errors'],
+                properties: {
+                  region: {
+                    type: 'string',
+                    description: "The engine's name for it (GetRegions), else the host's",
+                  },
+                  url: { type: 'string' },
+                  cooling_ms: {
+                    type: 'integer',
+                    description:
+                      'How long a 429 or a failure still keeps it from sending; 0 when it takes bundles',
+                  },
+                  accepted: { type: 'integer' },
+                  rejected: { type: 'integer' },
+                  transport_errors: { type: 'integer' },
+                },
+              },
+            },
+            capacity: {
+              type: 'object',
+              description:
+                'What relay can send and what waits (what admission refuses with RELAY_E_CAPACITY_EXCEEDED)',
+              required: ['send_rate_per_s', 'slot_ms', 'waiting', 'expected_wait_s', 'refused_total'],
+              properties: {
+                send_rate_per_s: {
+                  type: 'number',
+                  description: 'Regions taking bundles x BUNDLE_ENGINE_RPS',
+                },
+                slot_ms: { type: 'integer', description: 'Milliseconds per slot as relay measures it' },
+                waiting: { type: 'integer', description: 'Transactions waiting for an attempt to go out' },
+                expected_wait_s: { type: 'number' },
+                refused_total: { type: 'integer' },
+              },
             },
             webhooks: { type: 'array', items: { type: 'object' } },
           },

@@ -7,10 +7,14 @@ import {
   expiresAtSlot,
   parseEnqueueRequest,
   policyViolationError,
+  PRIORITIES,
   type EnqueueResponse,
   type Policy,
+  type Priority,
 } from '@solrelay/core';
+import { BLOCKHASH_MAX_AGE_BLOCKS } from '../chain/blockhash';
 import type { RelayContext } from '../context';
+import { PRIORITY_RANK } from '../send/queue';
 import type { BypassDecider } from '../deciders/bypass';
 import type { StoredTx } from '../store/records';
 import { newUlid } from '../util/ids';
@@ -41,6 +45,8 @@ export class Intake {
   constructor(
     private readonly ctx: RelayContext,
     private readonly bypass: Pick<BypassDecider, 'submit'>,
+    /** Regional engines taking bundles now (not cooling after a failure): the send capacity counts these. */
+    private readonly regionsTakingBundles: () => number = () => ctx.o.engine.size,
   ) {}
 
   /** Accept a transaction (1 to 4 signed transactions that land together). */
@@ -132,27 +138,51 @@ export class Intake {
   /** Enqueues refused because relay could not have sent them in time. */
   refusedForCapacity = 0;
 
-  /** What relay can send now: bundles a second across its regions, and how long the queue ahead takes to clear. */
-  capacity(): { sendRatePerSecond: number; ahead: number; expectedWaitMs: number } {
-    const sendRatePerSecond = this.ctx.o.engine.size * this.ctx.o.bundleEngineRps;
-    const ahead = this.ctx.state.pending + this.acceptsInFlight;
-    return { sendRatePerSecond, ahead, expectedWaitMs: Math.round((ahead / sendRatePerSecond) * 1000) };
+  /**
+   * What relay can send now (bundles a second across the regions taking bundles), what waits to go out (of every
+   * priority, or of those at `priority`'s rank and above), and how long all of it takes to go out.
+   */
+  capacity(priority?: Priority): {
+    sendRatePerSecond: number;
+    waiting: number;
+    ahead: number;
+    expectedWaitMs: number;
+  } {
+    const sendRatePerSecond = this.regionsTakingBundles() * this.ctx.o.bundleEngineRps;
+    const policy = this.ctx.o.policy();
+    const byPriority = this.ctx.state.waiting;
+    const rank = (p: Priority) => PRIORITY_RANK[effectivePriority(policy, p)];
+    let waiting = this.acceptsInFlight;
+    let ahead = this.acceptsInFlight;
+    for (const p of PRIORITIES) {
+      waiting += byPriority[p];
+      if (priority === undefined || rank(p) <= rank(priority)) ahead += byPriority[p];
+    }
+    return {
+      sendRatePerSecond,
+      waiting,
+      ahead,
+      expectedWaitMs: Math.round((waiting / sendRatePerSecond) * 1000),
+    };
   }
 
   /**
    * Refuse (429, `RELAY_E_CAPACITY_EXCEEDED`, `Retry-After`) a transaction relay could not send before its attempts
-   * must stop, behind everything already waiting at the engines' budget: accepting it would only expire it later.
+   * must stop, behind everything that goes out before it at the engines' budget: accepting it would only expire it
+   * later. Deadlines are at most a blockhash's life (150 blocks): no attempt lands after the user's blockhash dies.
    */
-  private admitAgainstCapacity(policy: Policy, expirySlots: number | null): void {
-    const { sendRatePerSecond, ahead } = this.capacity();
+  private admitAgainstCapacity(policy: Policy, priority: Priority, expirySlots: number | null): void {
+    const { sendRatePerSecond, ahead, waiting } = this.capacity(priority);
     const slotMs = this.ctx.chain.slotMs;
     const slot = this.ctx.chain.slot;
-    const slotsLeft = expiresAtSlot(slot, policy, expirySlots) - slot;
+    const slotsLeft = Math.min(expiresAtSlot(slot, policy, expirySlots) - slot, BLOCKHASH_MAX_AGE_BLOCKS);
     const decision = admissionDecision({
       ahead,
+      waiting,
       sendRatePerSecond,
       slotMs,
       slotsLeft,
+      backlogSlots: Math.min(policy['expiry-slots'], BLOCKHASH_MAX_AGE_BLOCKS),
       reserveSlots: ADMISSION_RESERVE_SLOTS,
     });
     if (decision.ok) return;
@@ -186,7 +216,7 @@ export class Intake {
         retry_after_s: Math.max(1, Math.ceil(retryAfterMs / 1000)),
       });
     }
-    this.admitAgainstCapacity(policy, request.expiry_slots ?? null);
+    this.admitAgainstCapacity(policy, request.priority, request.expiry_slots ?? null);
     this.rateWindow.add(now); // reserve the slot; released if the enqueue fails below
     this.acceptsInFlight++;
     try {

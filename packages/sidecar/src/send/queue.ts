@@ -13,6 +13,10 @@ export interface SendJob {
 export const PRIORITY_RANK = { high: 0, normal: 1, low: 2 } as const;
 /** Bundles on the wire to the engine at once (the token bucket still sets the rate). */
 export const MAX_CONCURRENT_SENDS = 16;
+/** Longest a region cools, whatever it asked. */
+export const MAX_COOL_MS = 30_000;
+/** A cool-down this short (a 429 asking for a second) still counts the region in the capacity. */
+const BRIEF_COOL_MS = 2_000;
 
 export interface SendQueueDeps {
   now: () => number;
@@ -41,6 +45,8 @@ export class SendQueue {
   private readonly jobs: SendJob[] = [];
   private readonly buckets: TokenBucket[];
   private readonly cooledUntil: number[];
+  /** Transport failures in a row of each region (its backoff doubles with them; an answer resets it). */
+  private readonly failures: number[];
   private timer: NodeJS.Timeout | null = null;
   private inFlight = 0;
   private readonly maxConcurrent: number;
@@ -52,6 +58,7 @@ export class SendQueue {
       () => new TokenBucket(d.ratePerSecond, Math.max(1, d.ratePerSecond), d.now()),
     );
     this.cooledUntil = new Array<number>(regions).fill(0);
+    this.failures = new Array<number>(regions).fill(0);
     this.maxConcurrent = d.maxConcurrent ?? MAX_CONCURRENT_SENDS;
   }
 
@@ -59,11 +66,29 @@ export class SendQueue {
     return this.buckets.length;
   }
 
-  /** Stop sending to `region` for `ms` (it answered 429 or failed): its budget is spent until then. */
-  cool(region: number, ms: number): void {
+  /**
+   * `region` failed in transport (a 429, a 5xx, no answer): it takes nothing for the time it asked (`Retry-After`),
+   * else for a backoff of its own that doubles with its failures in a row (250 ms to 30 s); never longer than 30 s, so
+   * a region that asks for an hour is tried again. The other regions go on.
+   */
+  cool(region: number, retryAfterMs: number | null): void {
     if (region < 0 || region >= this.cooledUntil.length) return;
+    const failures = (this.failures[region] as number) + 1;
+    this.failures[region] = failures;
+    const ms = Math.min(MAX_COOL_MS, retryAfterMs ?? 250 * 2 ** Math.min(failures - 1, 7));
     this.cooledUntil[region] = Math.max(this.cooledUntil[region] as number, this.d.now() + ms);
     this.pump();
+  }
+
+  /** `region` answered (an id or a verdict): its backoff starts over. */
+  answered(region: number): void {
+    if (region >= 0 && region < this.failures.length) this.failures[region] = 0;
+  }
+
+  /** Regions taking bundles: not cooling, or only briefly (a 429's second), at least one. */
+  regionsTakingBundles(): number {
+    const now = this.d.now();
+    return Math.max(1, this.cooledUntil.filter((until) => until - now <= BRIEF_COOL_MS).length);
   }
 
   /** Milliseconds each region still cools after a 429 or a failure (0: it takes bundles). */

@@ -45,6 +45,9 @@ export class Sender {
     if (!wires) return;
     const result = await this.ctx.o.engine.sendBundle(wires, region);
     this.ctx.o.crashPoint?.('attempt.sent');
+    // A region that failed in transport cools (for what it asked, else its own backoff); one that answered is well.
+    if (!result.ok && result.kind === 'transport') this.queue.cool(region, result.retryAfterMs);
+    else this.queue.answered(region);
     this.ctx.o.metrics.engineRequests.inc({
       region: this.ctx.o.engine.regions[region]?.name ?? String(region),
       result: result.ok ? 'accepted' : result.kind,
@@ -72,10 +75,8 @@ export class Sender {
         },
         attempts: [{ n: attempt.attempt, set: { send_errors: sendErrors } }],
       });
-      const backoff = result.retryAfterMs ?? Math.min(5000, 250 * 2 ** Math.min(sendErrors - 1, 5));
-      // The region that failed cools for the backoff; the bundle goes again at once if another region can take it.
-      this.queue.cool(region, backoff);
-      this.queue.queueSend(tx, attempt.attempt, this.queue.regionCount > 1 ? 0 : backoff);
+      // The same bytes go out again as soon as a region can take them (the one that failed cools: sendOne).
+      this.queue.queueSend(tx, attempt.attempt);
       return;
     }
     // The engine answered (with an id or a verdict): it is reachable.

@@ -142,8 +142,11 @@ export interface StoreState {
   terminalHead: number;
   /** Non-terminal count (what `max-queue` limits). */
   active: number;
-  /** Transactions in state `pending`: accepted and waiting for an attempt to go out (what admission counts ahead). */
-  pending: number;
+  /**
+   * Transactions waiting for an attempt to go out (state `pending`, attempts not stopped), by the priority they were
+   * enqueued with: what admission counts ahead of a new one. Stopped ones only wait for proof of expiry.
+   */
+  waiting: Record<Priority, number>;
   evicted: Record<string, number>;
   /** Spend counted against `spend-limit` (reserved, landed or leaked): `${tx_id}#${attempt}` -> [reserved_at, lamports]. */
   spend: SpendLedger;
@@ -233,7 +236,7 @@ export function storeCodec(retainTerminal: number): JournalCodec<StoreState, Sto
       terminalOrder: [],
       terminalHead: 0,
       active: 0,
-      pending: 0,
+      waiting: { high: 0, normal: 0, low: 0 },
       evicted: {},
       spend: new SpendLedger(),
     }),
@@ -267,8 +270,8 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
       const tx = op.tx;
       const existing = state.records.get(tx.tx_id);
       if (existing && !isTerminalTxState(existing.state)) state.active--;
-      if (existing?.state === 'pending') state.pending--;
-      if (tx.state === 'pending') state.pending++;
+      if (existing && isWaiting(existing)) state.waiting[existing.priority]--;
+      if (isWaiting(tx)) state.waiting[tx.priority]++;
       state.records.set(tx.tx_id, tx);
       const first = tx.signatures[0];
       if (first) state.bySignature.set(first, tx.tx_id);
@@ -281,9 +284,9 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
       const tx = state.records.get(op.id);
       if (!tx) return; // evicted by retention before this patch: nothing left to change
       const wasTerminal = isTerminalTxState(tx.state);
-      const wasPending = tx.state === 'pending';
+      const wasWaiting = isWaiting(tx);
       if (op.set) Object.assign(tx, op.set);
-      if (wasPending !== (tx.state === 'pending')) state.pending += wasPending ? -1 : 1;
+      if (wasWaiting !== isWaiting(tx)) state.waiting[tx.priority] += wasWaiting ? -1 : 1;
       if (op.history) tx.history.push(...op.history);
       if (op.attempt) {
         tx.attempts.push(op.attempt);
@@ -314,6 +317,11 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
       return;
     }
   }
+}
+
+/** Waiting for an attempt to go out: pending, attempts not stopped. */
+function isWaiting(tx: Pick<StoredTx, 'state' | 'stopped'>): boolean {
+  return tx.state === 'pending' && !tx.stopped;
 }
 
 /** A terminal record keeps its signatures and history but not its payload; the oldest beyond retention go. */

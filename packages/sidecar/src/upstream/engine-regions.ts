@@ -13,6 +13,8 @@ export interface EngineRegion {
   readonly url: string;
   readonly transport: BlockEngineTransport;
   readonly grpc: GrpcBlockEngine;
+  /** Whether `grpc` is this region's own address (paired by position), so its GetRegions names this region. */
+  readonly ownGrpc: boolean;
   /** What its sends came to: an id back, a verdict, a transport failure. */
   readonly answers: { accepted: number; rejected: number; transport: number };
 }
@@ -61,6 +63,8 @@ function hostLabel(url: string, index: number): string {
  */
 export class EngineRegions {
   readonly regions: EngineRegion[];
+  /** Every region the engines say is online (GetRegions' available_regions), once any has answered. */
+  private available: string[] = [];
 
   constructor(regions: EngineRegion[]) {
     if (regions.length === 0) throw new Error('at least one block engine address is needed');
@@ -86,6 +90,7 @@ export class EngineRegions {
         url,
         transport,
         grpc,
+        ownGrpc: config.bundleEngineTransport === 'grpc' || grpcUrls.length === count,
         answers: { accepted: 0, rejected: 0, transport: 0 },
       });
     }
@@ -136,21 +141,33 @@ export class EngineRegions {
    * keeps the name it had; two addresses claiming one region keep theirs apart by position.
    */
   async resolveNames(): Promise<void> {
-    const answers = await Promise.allSettled(this.regions.map((r) => r.grpc.getRegions()));
+    // A gRPC address shared by several regions names only its own: the others keep their host names.
+    const asked = this.regions.filter((r, i) => r.ownGrpc || i === 0);
+    const answers = await Promise.allSettled(asked.map((r) => r.grpc.getRegions()));
     const taken = new Set<string>();
+    const available = new Set<string>();
     answers.forEach((answer, i) => {
-      const region = this.regions[i] as EngineRegion;
-      if (answer.status !== 'fulfilled' || !answer.value.currentRegion) return;
+      const region = asked[i] as EngineRegion;
+      if (answer.status !== 'fulfilled') return;
+      for (const name of answer.value.availableRegions) available.add(name);
       const name = answer.value.currentRegion;
-      if (taken.has(name)) return;
+      if (!region.ownGrpc || !name || taken.has(name)) return;
       taken.add(name);
       region.name = name;
     });
+    if (available.size > 0) this.available = [...available];
+  }
+
+  /** The regions whose leaders relay reads: every region online (once known), else the configured ones. */
+  get leaderRegions(): string[] {
+    return this.available.length > 0 ? [...this.available] : this.names;
   }
 
   /**
-   * Which validators run the bundle engine, in every configured region, and the region each is connected to: one
-   * `GetConnectedLeadersRegioned` asking for all regions, from the first address that answers. Throws when none does.
+   * Which validators run the bundle engine, in every region online (not only the configured ones: a leader connected
+   * to a region relay does not send to still lands bundles, forwarded), and the region each is connected to: one
+   * `GetConnectedLeadersRegioned` asking for all regions, from the first address that answers. Throws when none
+   * does, or when the answer leaves out a region asked for (its leaders would be taken for none).
    */
   async connectedLeaders(): Promise<RegionedLeaders> {
     let last: unknown = null;
@@ -159,7 +176,11 @@ export class EngineRegions {
       if (seen.has(region.grpc)) continue;
       seen.add(region.grpc);
       try {
-        return await region.grpc.getConnectedLeadersRegioned(this.names);
+        const asked = this.leaderRegions;
+        const answer = await region.grpc.getConnectedLeadersRegioned(asked);
+        const missing = asked.filter((name) => !(name in answer));
+        if (missing.length > 0) throw new Error(`no leader data for region ${missing.join(', ')}`);
+        return answer;
       } catch (error) {
         last = error;
       }

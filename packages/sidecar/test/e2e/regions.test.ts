@@ -37,11 +37,14 @@ test('every region is known by the name its engine gives (GetRegions)', async ()
   expect(regions.map((r) => r.url)).toEqual(stack.simnet.endpoints.regions.map((r) => r.engineUrl));
 });
 
-test("the next bundle-engine leader is every region's, not only the first address's", async () => {
+/**
+ * Step the stopped clock to a slot whose next bundle-engine leader is connected to another region than the first
+ * address's, and wait for relay to name that slot: answered from one region's GetConnectedLeaders alone, relay
+ * would name a later slot.
+ */
+async function expectEveryRegionsLeader(stack: Stack<Sidecar>, url: string): Promise<void> {
   const { cluster, engine } = stack.simnet;
   const home = engine.homeRegion;
-  // Stop the clock, then step it to a slot whose next bundle-engine leader is connected to another region than the
-  // first address's: answered from GetConnectedLeaders of that address alone, relay would name a later slot.
   /** The first slot from the current one (as /status counts) led by a bundle-engine validator of `region` (null: any). */
   const firstEngineSlot = (region: string | null): number | null => {
     for (let slot = cluster.slot; slot < cluster.slot + 64; slot++) {
@@ -73,7 +76,27 @@ test("the next bundle-engine leader is every region's, not only the first addres
   } finally {
     cluster.start();
   }
+}
+
+test("the next bundle-engine leader is every region's, not only the first address's", async () => {
+  await expectEveryRegionsLeader(stack, url);
 });
+
+test("configured with one region, relay still reads every region's leaders (GetRegions lists them)", async () => {
+  const first = stack.simnet.endpoints.regions[0];
+  const one = await startRelayStack({
+    env: { BUNDLE_ENGINE_URL: first!.engineUrl, BUNDLE_ENGINE_GRPC_URL: first!.engineGrpcUrl },
+    simnet: { slotMs: 100 },
+  });
+  try {
+    const oneUrl = one.sidecar.url;
+    await waitUntil(async () => (await get(oneUrl, '/readyz')).status === 200, 15_000, 'ready');
+    expect((await get(oneUrl, '/status')).body.block_engine_regions).toHaveLength(1);
+    await expectEveryRegionsLeader(one, oneUrl);
+  } finally {
+    await one.close();
+  }
+}, 40_000);
 
 test('a burst is spread over the regions, each bundle first to its leader region, and everything lands', async () => {
   const ids: string[] = [];
