@@ -130,6 +130,19 @@ describe('CU limits (Agave block_cost_limits: 60M per block, 12M per writable ac
     ]);
   });
 
+  test('the per-slot cap on real bundles: the extra ones wait for the next slot without taking space', () => {
+    const budget = new SlotBudget(MAX_BLOCK_UNITS, 2);
+    const real = [
+      bid('r1', 9_000, 1_000, ['a']),
+      bid('r2', 8_000, 1_000, ['b']),
+      bid('r3', 7_000, 1_000, ['c']),
+    ];
+    const resolution = resolveSlot([[], []], real, budget, new Set(), null, 2);
+    expect(resolution.included.map((e) => e.bid.id)).toEqual(['r1', 'r2']);
+    expect(resolution.lost.get('r3')).toMatchObject({ reason: 'block_full' });
+    expect(budget.remaining).toBe(MAX_BLOCK_UNITS - 2_000);
+  });
+
   test('a transaction bigger than a tick share still fits when it is the first on its accounts', () => {
     const budget = new SlotBudget(MAX_BLOCK_UNITS, 8);
     const outcome = runTick([bid('huge', 1_000, 1_400_000, ['pool'])], budget);

@@ -28,10 +28,11 @@
 export const AUCTION_TICK_MS = 50;
 /**
  * Agave `cost-model/src/block_cost_limits.rs` (anza-xyz/agave @ 0476c47): MAX_BLOCK_UNITS_SIMD_0207 = 50M,
- * MAX_BLOCK_UNITS_SIMD_0256 = 60M (the 60M limit is what SIMD-0256 activates; used here as mainnet's current one).
+ * MAX_BLOCK_UNITS_SIMD_0256 = 60M. SIMD-0256 (48M → 50M → 60M) is reported live in late-2025 coverage of SIMD-0370
+ * ("currently 60 million"; SIMD-0286's 100M still proposed), so 60M, not the brief's 48M.
  */
 export const MAX_BLOCK_UNITS = 60_000_000;
-/** Same file: MAX_WRITABLE_ACCOUNT_UNITS = 12M per writable account per block. */
+/** Same file: MAX_WRITABLE_ACCOUNT_UNITS = 12M per writable account per block (SIMD-0306's 40% is in review). */
 export const MAX_WRITABLE_ACCOUNT_UNITS = 12_000_000;
 /** Agave compute budget: DEFAULT_INSTRUCTION_COMPUTE_UNIT_LIMIT (non-builtin instructions without a limit). */
 export const DEFAULT_INSTRUCTION_COMPUTE_UNIT_LIMIT = 200_000;
@@ -251,6 +252,8 @@ export function runTick<T extends Bid>(
   budget: SlotBudget,
   ignored: ReadonlySet<string> = new Set(),
   pinnedTip: number | null = null,
+  /** Most real bids this tick may include (the engine's per-slot cap); the rest wait without taking space. */
+  maxReal = Number.POSITIVE_INFINITY,
 ): TickOutcome<T> {
   const tick = budget.openTick();
   const groups = groupBids(bids, ignored);
@@ -258,7 +261,12 @@ export function runTick<T extends Bid>(
   const included: T[] = [];
   const opportunities = new Map<string, T>();
   let lastIncluded: T | null = null;
+  let realIncluded = 0;
   for (const bid of rankBids(groups.flat())) {
+    if (bid.kind === 'real' && realIncluded >= maxReal) {
+      lost.set(bid.id, { reason: 'block_full', account: null, winner: lastIncluded });
+      continue;
+    }
     if (pinnedTip !== null && bid.tipLamports < pinnedTip) {
       lost.set(bid.id, { reason: 'pinned', account: null, winner: null });
       continue;
@@ -282,6 +290,7 @@ export function runTick<T extends Bid>(
     }
     tick.take(bid);
     included.push(bid);
+    if (bid.kind === 'real') realIncluded++;
     lastIncluded = bid;
     if (bid.opportunity !== undefined) opportunities.set(bid.opportunity, bid);
   }
@@ -316,13 +325,10 @@ export function resolveSlot<T extends Bid>(
   let contended: number | null = null;
   let uncontended: number | null = null;
   ticks.forEach((background, tick) => {
-    const outcome = runTick([...waiting, ...background], budget, ignored, pinnedTip);
+    const outcome = runTick([...waiting, ...background], budget, ignored, pinnedTip, maxReal - realIncluded);
     const taken = new Set<string>();
     for (const bid of outcome.included) {
-      if (bid.kind === 'real') {
-        if (realIncluded >= maxReal) continue;
-        realIncluded++;
-      }
+      if (bid.kind === 'real') realIncluded++;
       taken.add(bid.id);
       included.push({ bid, tick });
       lost.delete(bid.id);

@@ -751,8 +751,9 @@ function lossMessage(bundle: TrackedBundle, slots: string, pinned: number | null
   const rank = tipPerCu(bundle);
   const bid = `bundle bid of ${bundle.tipLamports} lamports (${perCu(rank)} lamports per requested CU over ${bundle.computeUnits} CU) lost the auction for slots ${slots}`;
   const loss = bundle.lastLoss;
-  if (!loss || loss.reason === 'pinned') {
-    return `${bid} (clearing tip ${pinned ?? loss?.winner?.tipLamports ?? 0} lamports)`;
+  if (!loss) return bid;
+  if (loss.reason === 'pinned') {
+    return `${bid} (clearing tip ${pinned === null ? 'pinned at the time' : `${pinned} lamports`})`;
   }
   const winner = loss.winner
     ? `: the winning bid paid ${perCu(tipPerCu(loss.winner))} lamports per CU (${loss.winner.tipLamports} lamports over ${loss.winner.computeUnits} CU)`
