@@ -128,7 +128,7 @@ export interface SlotAuction {
   ticks: number;
   /** CU the slot leaves for bundles after non-bundle transactions. */
   bundleBlockUnits: number;
-  /** Write CU non-bundle transactions took on each hot account. */
+  /** Write CU non-bundle transactions took on each hot account (one shared map per regime). */
   hotAccountUnits: ReadonlyMap<string, number>;
   /**
    * Lowest tip per requested CU that won a tick when only the background competed, over contended auctions (hot
@@ -187,6 +187,7 @@ export class Auction {
   private readonly tipAccountSet: ReadonlySet<string>;
   private readonly slots = new Map<number, SlotAuction>();
   private readonly bids = new Map<number, BackgroundBid[][]>();
+  private readonly hotLoads = new Map<Regime, ReadonlyMap<string, number>>();
   private nextSlot: number | null = null;
   /** Regime of the latest generated slot (pinned or not). */
   private currentRegime: Regime;
@@ -311,18 +312,7 @@ export class Auction {
     const load = loadMin + this.clearingRng.next() * (loadMax - loadMin);
     const heat = Math.exp(params.heatSigma * normal(this.clearingRng));
     const bundleBlockUnits = Math.round(MAX_BLOCK_UNITS * (1 - load));
-    const top = this.hotPopularity[0] as number;
-    const hotAccountUnits = new Map(
-      this.hotAccounts.map((account, i) => [
-        account,
-        Math.round(
-          Math.min(
-            MAX_HOT_ACCOUNT_PREFILL,
-            params.hotAccountLoad * ((this.hotPopularity[i] as number) / top) ** 0.2,
-          ) * MAX_WRITABLE_ACCOUNT_UNITS,
-        ),
-      ]),
-    );
+    const hotAccountUnits = this.hotAccountLoad(this.currentRegime);
 
     const rng = this.competitorRng;
     const ticks: BackgroundBid[][] = [];
@@ -410,6 +400,28 @@ export class Auction {
         hot === null ? [`${id}-payer`, `${id}-state`, tipAccount] : [`${id}-payer`, hot, tipAccount],
       readLocks: [],
     };
+  }
+
+  /** Write CU non-bundle traffic takes on each hot account in a regime (computed once per regime). */
+  private hotAccountLoad(regime: Regime): ReadonlyMap<string, number> {
+    let loads = this.hotLoads.get(regime);
+    if (!loads) {
+      const params = this.params[regime];
+      const top = this.hotPopularity[0] as number;
+      loads = new Map(
+        this.hotAccounts.map((account, i) => [
+          account,
+          Math.round(
+            Math.min(
+              MAX_HOT_ACCOUNT_PREFILL,
+              params.hotAccountLoad * ((this.hotPopularity[i] as number) / top) ** 0.2,
+            ) * MAX_WRITABLE_ACCOUNT_UNITS,
+          ),
+        ]),
+      );
+      this.hotLoads.set(regime, loads);
+    }
+    return loads;
   }
 
   private pickHot(u: number): string {
