@@ -1,5 +1,12 @@
 import { credentials, status } from '@grpc/grpc-js';
-import { PublicKey, VersionedTransaction } from '@solana/web3.js';
+import {
+  ComputeBudgetProgram,
+  Keypair,
+  PublicKey,
+  SystemProgram,
+  Transaction,
+  VersionedTransaction,
+} from '@solana/web3.js';
 import type { BundleResult } from 'jito-ts/dist/gen/block-engine/bundle';
 import { SearcherServiceClient } from 'jito-ts/dist/gen/block-engine/searcher';
 import { SearcherClient } from 'jito-ts/dist/sdk/block-engine/searcher';
@@ -58,6 +65,7 @@ afterAll(async () => {
 afterEach(() => {
   h.faults.reset();
   h.engine.auction.setFixedClearingTip(null);
+  h.engine.auction.setRegime(null);
   h.engine.rateLimiter.enabled = false;
 });
 
@@ -134,6 +142,60 @@ describe('jito-ts 4.2.1 SearcherClient over an insecure channel', () => {
     );
     expect(rejected.rejected?.stateAuctionBidRejected).toMatchObject({ simulatedBidLamports: 499_999 });
     expect(results.some((r) => r.bundleId === sent.value && (r.processed || r.accepted))).toBe(false);
+  });
+
+  test('busy, hottest account: a low tip per CU is rejected naming both ranks; a high one lands', async () => {
+    h.engine.auction.setRegime('busy');
+    h.cluster.advance(2);
+    const hot = h.engine.hotAccounts[0] as string;
+    // A swap-like user transaction asking 200,000 CU that write-locks the hot account; jito-ts appends its tip tx
+    // (one System transfer: 3,000 CU requested), so the bundle asks 203,000 CU.
+    const swapBundle = (tip: number) => {
+      const payer = Keypair.fromSeed(h.payer.seed);
+      const swap = new Transaction({
+        feePayer: payer.publicKey,
+        recentBlockhash: h.cluster.latestBlockhash().blockhash,
+      });
+      swap.add(
+        ComputeBudgetProgram.setComputeUnitLimit({ units: 200_000 }),
+        SystemProgram.transfer({
+          fromPubkey: payer.publicKey,
+          toPubkey: new PublicKey(hot),
+          lamports: 1_000_000 + tip,
+        }),
+      );
+      swap.sign(payer);
+      const bundle = new Bundle([VersionedTransaction.deserialize(swap.serialize())], 5).addTipTx(
+        payer,
+        tip,
+        new PublicKey(MAINNET_TIP_ACCOUNTS[5] as string),
+        h.cluster.latestBlockhash().blockhash,
+      );
+      if (bundle instanceof Error) throw bundle;
+      return bundle;
+    };
+
+    advanceToBeforeBundleEngineWindow(h);
+    const low = await client.sendBundle(swapBundle(1_000));
+    if (!low.ok) throw low.error;
+    expect(h.engine.getBundle(low.value)?.computeUnits).toBe(203_000);
+    h.cluster.advance(6);
+    const rejected = await waitFor(
+      () => results.find((r) => r.bundleId === low.value && r.rejected),
+      'rejected',
+    );
+    const bid = rejected.rejected?.stateAuctionBidRejected;
+    expect(bid?.simulatedBidLamports).toBe(1_000);
+    expect(bid?.msg).toContain('(0.00493 lamports per requested CU over 203000 CU)');
+    expect(
+      Number(/the winning bid paid ([0-9.]+) lamports per CU/.exec(bid?.msg ?? '')?.[1]),
+    ).toBeGreaterThan(0.00493);
+
+    advanceToBeforeBundleEngineWindow(h);
+    const high = await client.sendBundle(swapBundle(2_000_000));
+    if (!high.ok) throw high.error;
+    h.cluster.advance(1);
+    await waitFor(() => results.find((r) => r.bundleId === high.value && r.processed), 'processed');
   });
 
   test('invalid bundles come back as INVALID_ARGUMENT with the JSON-RPC texts', async () => {

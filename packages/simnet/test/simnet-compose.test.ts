@@ -79,7 +79,9 @@ describe('startSimnet', () => {
       clearingTip: 777_000,
       regime: 'spike',
       pendingBundles: [],
+      auction: { ticks: sim.engine.auction.ticksPerSlot },
     });
+    expect(Object.keys((state.body as { auction: object }).auction)).toContain('lowestWinningTipPerCu');
     expect((await admin('POST', '/auction', { regime: 'storm' })).status).toBe(400);
     expect((await admin('POST', '/auction', { clearing: 1 })).status).toBe(400);
     await admin('POST', '/auction', { fixedClearingTip: null, regime: null });
@@ -105,13 +107,22 @@ describe('startSimnet', () => {
     await admin('POST', '/rate-limit', { enabled: false });
   });
 
-  test('same seed, same clearing tips across whole simnets', async () => {
+  test('same seed, same auctions across whole simnets', async () => {
     const other = await startSimnet({ seed: 3, clock: 'manual', rateLimit: false });
     try {
       sim.cluster.advance(30);
       other.cluster.advance(sim.cluster.slot - other.cluster.slot);
+      // The per-slot summary of the background auction: regime, lowest winning tip per CU, what landed.
       const tips = (s: Simnet) =>
-        s.engine.auction.recent(60).map((slot) => [slot.slot, slot.drawnClearingTip]);
+        s.engine.auction
+          .recent(60)
+          .map((slot) => [
+            slot.slot,
+            slot.regime,
+            slot.lowestWinningTipPerCu,
+            slot.drawnClearingTip,
+            slot.competitorLandedTips,
+          ]);
       expect(tips(other)).toEqual(tips(sim));
     } finally {
       await other.stop();

@@ -1,4 +1,14 @@
+import bs58 from 'bs58';
 import type { Rng } from '../rng';
+import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
+import {
+  MAX_BLOCK_UNITS,
+  MAX_WRITABLE_ACCOUNT_UNITS,
+  SlotBudget,
+  resolveSlot,
+  ticksPerSlot,
+  type Bid,
+} from './auction-model';
 
 export type Regime = 'calm' | 'busy' | 'spike';
 export const REGIMES: readonly Regime[] = ['calm', 'busy', 'spike'];
@@ -7,8 +17,9 @@ export const REGIMES: readonly Regime[] = ['calm', 'busy', 'spike'];
 export const MIN_TIP_LAMPORTS = 1_000;
 
 /**
- * Landed-tip quantiles (lamports) the synthetic market is built on, a blend of the public tip-floor snapshots in
- * agent-sdk.md §4 (Jito docs 2024-09, QuickNode 2025-04, a 2026 fixture): p25 ≈ 5k, p50 = 10k (the wallet/bot
+ * Tip quantiles (lamports) the synthetic background bids are drawn from (they are bids, not the clearing price: what
+ * lands is decided by the auction), a blend of the public tip-floor snapshots in agent-sdk.md §4 (Jito docs 2024-09,
+ * QuickNode 2025-04, a 2026 fixture): p25 ≈ 5k, p50 = 10k (the wallet/bot
  * default), p75 ≈ 36k, then the heavy MEV tail (p95 ≈ 1.4M, p99 ≈ 8M). Between points the quantile function is
  * log-linear, so the tail stays heavy.
  */
@@ -37,70 +48,146 @@ export function tipQuantile(q: number): number {
 }
 
 export interface RegimeParams {
-  /** Scales every clearing tip and synthetic bid of the regime. */
+  /** Scales every background tip of the regime. */
   multiplier: number;
-  /** The clearing tip is Q(u × contention), u uniform: higher contention reaches further into the tail. */
-  contention: number;
-  /** Synthetic competing bundles bidding per slot: [min, max]. */
-  competitors: readonly [number, number];
+  /** Background bundles on hot accounts per 50 ms tick (Poisson mean), spread over the hot accounts by popularity. */
+  hotBundlesPerTick: number;
+  /** Background bundles on accounts nobody else touches per tick (Poisson mean). */
+  plainBundlesPerTick: number;
+  /** Share of the block's CU taken by non-bundle transactions, drawn per slot uniformly in [min, max]. */
+  nonBundleLoad: readonly [number, number];
+  /**
+   * Share of the most popular hot account's 12M write-CU limit taken by non-bundle transactions (swaps sent with
+   * priority fees); account i gets this × (popularity_i / popularity_0)^0.2.
+   */
+  hotAccountLoad: number;
+  /** Log-normal spread (sigma) of the per-slot "heat" that scales the hot bids of a whole slot together. */
+  heatSigma: number;
   /** Probability of moving to each regime at the next slot (a Markov chain; rows sum to 1). */
   transitions: Readonly<Record<Regime, number>>;
 }
 
 /**
- * Calibration: with these numbers a fixed 10,000-lamport bid clears about 83% of calm slots, 44% of busy ones and
- * 20% of spike slots, which over a few leader windows reproduces the landing rates of the toy run in agent-sdk.md §4
- * (≈0.95 / 0.53 / 0.18). Mean stay: calm ≈ 200 slots (80 s at 400 ms), busy ≈ 67, spike ≈ 25.
+ * Calibration, measured (seed 7, 400 ms slots = 8 ticks, 120 windows of 4 slots; test/engine-auction.test.ts checks
+ * the bands): a reference swap bundle (201,400 CU: a 200k swap plus its tip) bidding 10,000 lamports (0.05 per CU)
+ * on the most popular hot account lands within its window in ≈ 93 % of calm, 47 % of busy and 22 % of spike windows
+ * (the old single-clearing-tip model: 83 % / 44 % / 20 % of slots, ≈ 0.95 / 0.53 / 0.18 per window in the
+ * agent-sdk.md §4 toy run). Contention concentrates on the top pool: on the 2nd–4th most popular the same bid lands
+ * in ≥ 95 % of windows in every regime, on the rest and on uncontended accounts in all of them, so a swap on a pool
+ * picked by popularity lands in ≈ 99 % / 87 % / 81 %. A 1,000-lamport bundle that contends with nobody lands in
+ * every calm and busy window (≈ 98 % in spike, when block space runs short). The background's landed tips read, over
+ * 600 slots: calm p25/p50/p75/p95/p99 ≈ 4k / 10k / 31k / 1.3M / 8.8M (close to the snapshots), busy ≈ 2x, spike ≈
+ * 4-5x, with ≈ 115-150 background bundles landing per slot. These numbers were set by the parameters below, not
+ * fitted to relay's results. Mean stay: calm ≈ 200 slots (80 s at 400 ms), busy ≈ 67, spike ≈ 25.
  */
 export const DEFAULT_REGIMES: Readonly<Record<Regime, RegimeParams>> = {
   calm: {
     multiplier: 1,
-    contention: 0.6,
-    competitors: [2, 6],
+    hotBundlesPerTick: 14,
+    plainBundlesPerTick: 4,
+    nonBundleLoad: [0.2, 0.4],
+    hotAccountLoad: 0.88,
+    heatSigma: 0.6,
     transitions: { calm: 0.995, busy: 0.004, spike: 0.001 },
   },
   busy: {
     multiplier: 1.5,
-    contention: 0.8,
-    competitors: [4, 10],
+    hotBundlesPerTick: 24,
+    plainBundlesPerTick: 6,
+    nonBundleLoad: [0.35, 0.55],
+    hotAccountLoad: 0.9,
+    heatSigma: 0.6,
     transitions: { calm: 0.01, busy: 0.985, spike: 0.005 },
   },
   spike: {
     multiplier: 3,
-    contention: 0.95,
-    competitors: [6, 14],
+    hotBundlesPerTick: 24,
+    plainBundlesPerTick: 8,
+    nonBundleLoad: [0.4, 0.6],
+    hotAccountLoad: 0.88,
+    heatSigma: 0.6,
     transitions: { calm: 0.01, busy: 0.03, spike: 0.96 },
   },
 };
 
+/** Hot accounts (AMM-pool-like) of the background flow. */
+export const DEFAULT_HOT_ACCOUNTS = 20;
+/** Requested CU of the reference bundle that `clearingTip` prices: a 200k-CU swap plus a 1,400-CU tip transaction. */
+export const REFERENCE_BUNDLE_CU = 201_400;
+
+export interface BackgroundBid extends Bid {
+  kind: 'background';
+  /** The hot account it writes, or null for an uncontended bundle. */
+  hot: string | null;
+}
+
 export interface SlotAuction {
   slot: number;
   regime: Regime;
-  /** Lowest bid that wins this slot's auction (lamports), as drawn; see {@link Auction.clearingTip} for pins. */
+  /** Auction ticks in the slot (one per 50 ms). */
+  ticks: number;
+  /** CU the slot leaves for bundles after non-bundle transactions. */
+  bundleBlockUnits: number;
+  /** Write CU non-bundle transactions took on each hot account (one shared map per regime). */
+  hotAccountUnits: ReadonlyMap<string, number>;
+  /**
+   * Lowest tip per requested CU that won a tick when only the background competed, over contended auctions (hot
+   * accounts) and uncontended ones; null when none won.
+   */
+  lowestWinningTipPerCu: { contended: number | null; uncontended: number | null };
+  /**
+   * `lowestWinningTipPerCu.contended` priced for a {@link REFERENCE_BUNDLE_CU}-CU bundle, lamports (at least the
+   * minimum tip): what a typical swap on a hot account needed at the slot's easiest tick. A summary, not a rule.
+   */
   drawnClearingTip: number;
-  /** Tips of the synthetic competing bundles that landed in this slot (they feed the tip floor). */
+  /** Tips of the background bundles that won with only the background competing (the engine records what landed). */
   competitorLandedTips: number[];
 }
 
 export interface AuctionOptions {
   startRegime?: Regime;
   regimes?: Partial<Record<Regime, RegimeParams>>;
-  /** How many generated slots to remember. */
+  /** How many generated slots' summaries to remember. */
   retainSlots?: number;
+  /** Slot length, for the number of 50 ms ticks (default 400). */
+  slotMs?: number;
+  /** Number of hot accounts (default 20). */
+  hotAccounts?: number;
+  tipAccounts?: readonly string[];
 }
 
 /**
- * The sealed-bid auction of each slot: a Markov regime, a clearing tip drawn from the calibrated distribution, and
- * the bids of synthetic competitors. Slots are generated strictly in order from the first one asked for, each from
- * its own forked random streams, so the same seed always yields the same sequence, whoever asks and when.
+ * Non-bundle traffic never takes more than this share of a hot account's write CU: Jito-Solana executes bundles
+ * ahead of the scheduler's other transactions, so some of every account's budget stays reachable by a high bid.
+ */
+const MAX_HOT_ACCOUNT_PREFILL = 0.9;
+
+/** How many slots keep their background bids (the engine needs the current ones). */
+const RETAIN_BIDS_SLOTS = 64;
+
+/**
+ * The background market of each slot: a Markov regime, background bundles per 50 ms tick on hot accounts (skewed
+ * popularity) and on uncontended accounts, and the block space non-bundle traffic leaves. Slots are generated
+ * strictly in order from the first one asked for, each from its own forked random streams, so the same seed always
+ * yields the same background, whoever asks and when. What lands is decided by the auction (`auction-model.ts`) the
+ * engine runs with the real bundles; `slot()` also resolves the background alone for a per-slot summary.
  */
 export class Auction {
+  /** The hot accounts, most popular first (base58 keys a scenario can write-lock to contend). */
+  readonly hotAccounts: readonly string[];
+  /** Popularity weights of {@link hotAccounts} (Zipf, s = 1), summing to 1. */
+  readonly hotPopularity: readonly number[];
+  readonly ticksPerSlot: number;
   private readonly regimeRng: Rng;
   private readonly clearingRng: Rng;
   private readonly competitorRng: Rng;
   private readonly params: Record<Regime, RegimeParams>;
   private readonly retainSlots: number;
+  private readonly tipAccounts: readonly string[];
+  private readonly tipAccountSet: ReadonlySet<string>;
   private readonly slots = new Map<number, SlotAuction>();
+  private readonly bids = new Map<number, BackgroundBid[][]>();
+  private readonly hotLoads = new Map<Regime, ReadonlyMap<string, number>>();
   private nextSlot: number | null = null;
   /** Regime of the latest generated slot (pinned or not). */
   private currentRegime: Regime;
@@ -113,8 +200,19 @@ export class Auction {
     this.regimeRng = rng.fork('auction-regime');
     this.clearingRng = rng.fork('auction-clearing');
     this.competitorRng = rng.fork('auction-competitors');
+    const hotRng = rng.fork('auction-hot-accounts');
     this.params = { ...DEFAULT_REGIMES, ...options.regimes };
     this.retainSlots = options.retainSlots ?? 4096;
+    this.ticksPerSlot = ticksPerSlot(options.slotMs ?? 400);
+    this.tipAccounts = options.tipAccounts ?? MAINNET_TIP_ACCOUNTS;
+    this.tipAccountSet = new Set(this.tipAccounts);
+    const count = options.hotAccounts ?? DEFAULT_HOT_ACCOUNTS;
+    this.hotAccounts = Array.from({ length: count }, () =>
+      bs58.encode(Uint8Array.from({ length: 32 }, () => hotRng.int(0, 255))),
+    );
+    const weights = this.hotAccounts.map((_, i) => 1 / (i + 1));
+    const total = weights.reduce((a, b) => a + b, 0);
+    this.hotPopularity = weights.map((w) => w / total);
     this.currentRegime = this.chainRegime = options.startRegime ?? 'calm';
   }
 
@@ -133,7 +231,12 @@ export class Auction {
     return this.pinnedRegime;
   }
 
-  /** Force every slot's clearing tip (lamports) until cleared with null, e.g. to make a test's bid lose. */
+  /**
+   * Pin a clearing tip (lamports) until cleared with null: a competitor bidding that many lamports, at the same
+   * requested CU as whatever it meets, sits in every auction, so any bundle (real or background, contended or not)
+   * tipping less loses every tick, and one tipping at least that much competes as usual. Tests use it to make a bid
+   * lose or win regardless of the background.
+   */
   setFixedClearingTip(lamports: number | null): void {
     if (lamports !== null && (!Number.isFinite(lamports) || lamports < 0)) {
       throw new Error('fixed clearing tip must be a non-negative number of lamports');
@@ -145,16 +248,37 @@ export class Auction {
     return this.fixedClearingTip;
   }
 
-  /** The slot's auction, generating every slot up to it first. Null for slots older than the retained history. */
+  /** The slot's summary, generating every slot up to it first. Null for slots older than the retained history. */
   slot(slot: number): SlotAuction | null {
     if (this.nextSlot === null) this.nextSlot = slot;
     while (this.nextSlot <= slot) this.generate(this.nextSlot++);
     return this.slots.get(slot) ?? null;
   }
 
-  /** The lowest winning bid of a slot: the pinned value if set, else the drawn one. */
+  /** Background bids of each tick of a recent slot (generating it first); empty when no longer retained. */
+  backgroundBids(slot: number): BackgroundBid[][] {
+    this.slot(slot);
+    return this.bids.get(slot) ?? [];
+  }
+
+  /** The pinned clearing tip, else the slot's summary {@link SlotAuction.drawnClearingTip}. */
   clearingTip(slot: number): number {
     return this.fixedClearingTip ?? this.slot(slot)?.drawnClearingTip ?? MIN_TIP_LAMPORTS;
+  }
+
+  /** A fresh CU budget for the slot (what non-bundle traffic leaves, spread over its ticks). */
+  budget(slot: number): SlotBudget {
+    const summary = this.slot(slot);
+    return new SlotBudget(
+      summary?.bundleBlockUnits ?? MAX_BLOCK_UNITS,
+      this.ticksPerSlot,
+      MAX_WRITABLE_ACCOUNT_UNITS,
+      summary?.hotAccountUnits,
+    );
+  }
+
+  get tipAccountKeys(): ReadonlySet<string> {
+    return this.tipAccountSet;
   }
 
   /** Most recent generated slots, oldest first (for /admin/state and determinism checks). */
@@ -184,25 +308,146 @@ export class Auction {
     }
     this.currentRegime = this.pinnedRegime ?? this.chainRegime;
     const params = this.params[this.currentRegime];
-    const clearing = Math.max(
-      MIN_TIP_LAMPORTS,
-      Math.round(params.multiplier * tipQuantile(this.clearingRng.next() * params.contention)),
-    );
-    const competitors = this.competitorRng.int(params.competitors[0], params.competitors[1]);
-    // Competitors that win pay at least the clearing tip; many bid just enough (bots tip the floor), so the tips
-    // bunch at the clearing price and the landed-tip percentiles land near the snapshots in calm (p50 ≈ 10k).
-    // A pinned clearing tip binds the competitors too, so the published tip floor follows it as it would on mainnet.
-    const floor = this.fixedClearingTip ?? clearing;
-    const landed: number[] = [];
-    for (let i = 0; i < competitors; i++) {
-      landed.push(Math.max(floor, Math.round(params.multiplier * tipQuantile(this.competitorRng.next()))));
+    const [loadMin, loadMax] = params.nonBundleLoad;
+    const load = loadMin + this.clearingRng.next() * (loadMax - loadMin);
+    const heat = Math.exp(params.heatSigma * normal(this.clearingRng));
+    const bundleBlockUnits = Math.round(MAX_BLOCK_UNITS * (1 - load));
+    const hotAccountUnits = this.hotAccountLoad(this.currentRegime);
+
+    const rng = this.competitorRng;
+    const ticks: BackgroundBid[][] = [];
+    for (let tick = 0; tick < this.ticksPerSlot; tick++) {
+      const bids: BackgroundBid[] = [];
+      const hot = poisson(rng, params.hotBundlesPerTick);
+      for (let i = 0; i < hot; i++) {
+        const account = this.pickHot(rng.next());
+        // A swap/arb: 100k–400k CU plus its tip transaction, tipping from the heavy-tailed table, the slot's heat on top.
+        bids.push(
+          this.bid(
+            slot,
+            tick,
+            bids.length,
+            account,
+            rng.int(100_000, 400_000) + 1_400,
+            params.multiplier * heat,
+            rng.next(),
+          ),
+        );
+      }
+      const plain = poisson(rng, params.plainBundlesPerTick);
+      for (let i = 0; i < plain; i++) {
+        // Transfers, mints, one-off swaps on quiet pools: small, and mostly wallet-default tips (the lower table).
+        bids.push(
+          this.bid(
+            slot,
+            tick,
+            bids.length,
+            null,
+            rng.int(1_000, 300_000),
+            params.multiplier,
+            rng.next() * 0.75,
+          ),
+        );
+      }
+      ticks.push(bids);
     }
+
+    const resolution = resolveSlot(
+      ticks,
+      [],
+      new SlotBudget(bundleBlockUnits, this.ticksPerSlot, MAX_WRITABLE_ACCOUNT_UNITS, hotAccountUnits),
+      this.tipAccountSet,
+      this.fixedClearingTip,
+    );
+    const contended = resolution.lowestWinning.contended;
     this.slots.set(slot, {
       slot,
       regime: this.currentRegime,
-      drawnClearingTip: clearing,
-      competitorLandedTips: landed,
+      ticks: this.ticksPerSlot,
+      bundleBlockUnits,
+      hotAccountUnits,
+      lowestWinningTipPerCu: resolution.lowestWinning,
+      drawnClearingTip: Math.max(
+        MIN_TIP_LAMPORTS,
+        contended === null ? MIN_TIP_LAMPORTS : Math.round(contended * REFERENCE_BUNDLE_CU),
+      ),
+      competitorLandedTips: resolution.included.map((entry) => entry.bid.tipLamports),
     });
+    this.bids.set(slot, ticks);
+    this.bids.delete(slot - RETAIN_BIDS_SLOTS);
     this.slots.delete(slot - this.retainSlots);
   }
+
+  private bid(
+    slot: number,
+    tick: number,
+    index: number,
+    hot: string | null,
+    computeUnits: number,
+    scale: number,
+    quantile: number,
+  ): BackgroundBid {
+    const id = `bg-${slot}-${tick}-${index}`;
+    const tipAccount = this.tipAccounts[index % this.tipAccounts.length] as string;
+    return {
+      id,
+      kind: 'background',
+      hot,
+      tipLamports: Math.max(MIN_TIP_LAMPORTS, Math.round(scale * tipQuantile(quantile))),
+      computeUnits,
+      // Its own payer (a searcher or user of its own), the tip account, and the pool it trades on if any.
+      writeLocks:
+        hot === null ? [`${id}-payer`, `${id}-state`, tipAccount] : [`${id}-payer`, hot, tipAccount],
+      readLocks: [],
+    };
+  }
+
+  /** Write CU non-bundle traffic takes on each hot account in a regime (computed once per regime). */
+  private hotAccountLoad(regime: Regime): ReadonlyMap<string, number> {
+    let loads = this.hotLoads.get(regime);
+    if (!loads) {
+      const params = this.params[regime];
+      const top = this.hotPopularity[0] as number;
+      loads = new Map(
+        this.hotAccounts.map((account, i) => [
+          account,
+          Math.round(
+            Math.min(
+              MAX_HOT_ACCOUNT_PREFILL,
+              params.hotAccountLoad * ((this.hotPopularity[i] as number) / top) ** 0.2,
+            ) * MAX_WRITABLE_ACCOUNT_UNITS,
+          ),
+        ]),
+      );
+      this.hotLoads.set(regime, loads);
+    }
+    return loads;
+  }
+
+  private pickHot(u: number): string {
+    let acc = 0;
+    for (let i = 0; i < this.hotAccounts.length; i++) {
+      acc += this.hotPopularity[i] as number;
+      if (u < acc) return this.hotAccounts[i] as string;
+    }
+    return this.hotAccounts[this.hotAccounts.length - 1] as string;
+  }
+}
+
+/** Standard normal draw (Box–Muller, one value). */
+function normal(rng: Rng): number {
+  return Math.sqrt(-2 * Math.log(1 - rng.next())) * Math.cos(2 * Math.PI * rng.next());
+}
+
+/** Poisson draw (Knuth; means here are small). */
+function poisson(rng: Rng, mean: number): number {
+  if (mean <= 0) return 0;
+  const limit = Math.exp(-mean);
+  let k = 0;
+  let p = rng.next();
+  while (p > limit) {
+    k++;
+    p *= rng.next();
+  }
+  return k;
 }

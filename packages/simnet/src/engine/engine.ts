@@ -13,7 +13,8 @@ import type {
 import type { Faults } from '../faults';
 import { type Rng } from '../rng';
 import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
-import { Auction, type AuctionOptions, type Regime } from './auction';
+import { Auction, type AuctionOptions, type Regime, type SlotAuction } from './auction';
+import { resolveSlot, tipPerCu, type Bid, type TickLoss } from './auction-model';
 import { RATE_LIMIT_MESSAGES, RateLimiter, type RateLimitOptions } from './rate-limit';
 import { DEFAULT_CROSS_REGION_DELAY_MS, JITO_MAINNET_REGIONS, assignRegions } from './regions';
 import { TipFloor, toJitoTipFloor, type JitoTipFloorEntry, type TipFloorOptions } from './tip-floor';
@@ -64,8 +65,10 @@ export interface TrackedBundle {
   lastCompetedSlot: number | null;
   /** Slot it was handed to the leader for, until the chain reports the execution. */
   offeredSlot: number | null;
-  /** Clearing tip of the last slot it lost. */
-  lastClearingTip: number | null;
+  /** Sum of its transactions' requested compute units: with the tip, its rank (tip per CU) in the auction. */
+  computeUnits: number;
+  /** Why it lost its last tick, when it did. */
+  lastLoss: (TickLoss & { slot: number; tick: number }) | null;
   landedSlot: number | null;
   failure: BundleFailure | null;
   finalized: boolean;
@@ -90,7 +93,7 @@ export interface BlockEngineOptions {
   crossRegionDelayMs?: number;
   /** A bundle is dropped unless a bundle-engine leader holds one of the next this-many slots (default 4). */
   leaderLookaheadSlots?: number;
-  /** Most bundles one slot includes (highest tips first). */
+  /** Most real bundles one slot includes (in auction order: highest tip per requested CU first). */
   maxBundlesPerSlot?: number;
   rateLimit?: RateLimitOptions;
   auction?: AuctionOptions;
@@ -116,8 +119,9 @@ export interface BlockEngineEvents {
  *
  * Competing window (decided): a bundle competes only in the slots of the first bundle-engine leader window it meets
  * (the first such slot within `leaderLookaheadSlots` after the current one, through the last consecutive slot of
- * that leader). It lands in the first of those slots whose clearing tip it meets; if none, it has lost the auction
- * (gRPC `rejected.stateAuctionBidRejected`, inflight `Failed`) and must be resent.
+ * that leader). It competes at every 50 ms tick of those slots (`auction-model.ts`) and lands in the slot of the first
+ * tick it wins; if none, it has lost the auction (gRPC `rejected.stateAuctionBidRejected`, inflight `Failed`) and
+ * must be resent.
  */
 export class BlockEngine extends EventEmitter<BlockEngineEvents> implements BundleSource {
   readonly cluster: Cluster;
@@ -144,6 +148,8 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
    * slot's processed event, so they join the next bundle-engine slot's update.
    */
   private realLandedTips: number[] = [];
+  /** Tips of the background bundles that won each bundle-engine slot's auction next to the real ones. */
+  private readonly backgroundLanded = new Map<number, number[]>();
   private frozenTipFloor: JitoTipFloorEntry[] | null = null;
   private readonly onSlot = (event: SlotEvent) => this.handleSlot(event);
   private attached = false;
@@ -152,7 +158,12 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     super();
     this.cluster = options.cluster;
     this.faults = options.faults;
-    this.auction = new Auction(options.rng.fork('auction'), options.auction);
+    const slotMs = (options.cluster as Cluster & { slotMs?: number }).slotMs;
+    this.auction = new Auction(options.rng.fork('auction'), {
+      ...(slotMs !== undefined ? { slotMs } : {}),
+      tipAccounts: options.tipAccounts ?? MAINNET_TIP_ACCOUNTS,
+      ...options.auction,
+    });
     this.faultRng = options.rng.fork('engine-faults');
     this.tipFloor = new TipFloor(options.tipFloor);
     this.rateLimiter = new RateLimiter(options.rateLimit);
@@ -244,6 +255,14 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
 
   // ---- bundles ----
 
+  /**
+   * The background flow's hot accounts (AMM-pool-like), most popular first: a bundle write-locking one competes with
+   * the background bids on it; one that touches none competes only for block space.
+   */
+  get hotAccounts(): readonly string[] {
+    return this.auction.hotAccounts;
+  }
+
   /** The region a caller that names none is served by (the first). */
   get homeRegion(): string {
     return this.regions[0] as string;
@@ -287,7 +306,8 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       acceptedSlots: [],
       lastCompetedSlot: null,
       offeredSlot: null,
-      lastClearingTip: null,
+      computeUnits: bundle.transactions.reduce((sum, tx) => sum + tx.requestedComputeUnits, 0),
+      lastLoss: null,
       landedSlot: null,
       failure: null,
       finalized: false,
@@ -436,8 +456,15 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     regions: Array<{ region: string; connectedValidators: number }>;
     regime: Regime;
     pinnedRegime: Regime | null;
+    /** The pinned clearing tip, else the slot's summary: a 201,400-CU bundle at the lowest contended winning rank. */
     clearingTip: number;
     fixedClearingTip: number | null;
+    /** The current slot's auction with only the background: ticks and lowest winning tip per CU. */
+    auction: {
+      ticks: number;
+      bundleBlockUnits: number;
+      lowestWinningTipPerCu: { contended: number | null; uncontended: number | null };
+    } | null;
     nextBundleEngineLeaderSlot: number | null;
     tipFloorLamports: ReturnType<TipFloor['snapshot']>['lamports'];
     pendingBundles: Array<{
@@ -461,6 +488,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       pinnedRegime: this.auction.pinnedRegimeValue,
       clearingTip: this.auction.clearingTip(slot),
       fixedClearingTip: this.auction.fixedClearingTipValue,
+      auction: summarize(this.auction.slot(slot)),
       nextBundleEngineLeaderSlot: this.nextScheduledLeader()?.nextLeaderSlot ?? null,
       tipFloorLamports: this.tipFloor.snapshot().lamports,
       pendingBundles: this.pendingBundles().map((b) => ({
@@ -475,9 +503,13 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
 
   // ---- BundleSource: the chain asks while producing a bundle-engine leader's block ----
 
+  /**
+   * The slot's auctions (`auction-model.ts`): at each 50 ms tick the pending bundles of this window compete with the
+   * background bids of that tick; a bundle included at a tick is handed to the leader, one that is not keeps
+   * competing at the next tick and slot of its window.
+   */
   bundlesForSlot(ctx: BlockContext): BundleCandidate[] {
-    const clearingTip = this.auction.clearingTip(ctx.slot);
-    const winners: TrackedBundle[] = [];
+    const eligible: TrackedBundle[] = [];
     for (const bundle of this.bundles.values()) {
       if (bundle.state !== 'pending' || !bundle.window) continue;
       if (ctx.slot < bundle.window.firstSlot || ctx.slot > bundle.window.lastSlot) continue;
@@ -497,11 +529,37 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
         if (bundle.acceptedSlots.length === 0) this.accept(bundle, ctx);
         continue;
       }
-      if (bundle.tipLamports >= clearingTip) winners.push(bundle);
-      else bundle.lastClearingTip = clearingTip;
+      eligible.push(bundle);
     }
-    winners.sort((a, b) => b.tipLamports - a.tipLamports);
-    const included = winners.slice(0, this.maxBundlesPerSlot);
+    const byId = new Map(eligible.map((bundle) => [bundle.bundleId, bundle]));
+    const realBids: Bid[] = eligible.map((bundle) => ({
+      id: bundle.bundleId,
+      kind: 'real',
+      tipLamports: bundle.tipLamports,
+      computeUnits: bundle.computeUnits,
+      writeLocks: [...new Set(bundle.transactions.flatMap((tx) => tx.writableStaticKeys))],
+      readLocks: [...new Set(bundle.transactions.flatMap((tx) => tx.readonlyStaticKeys))],
+    }));
+    const resolution = resolveSlot(
+      this.auction.backgroundBids(ctx.slot),
+      realBids,
+      this.auction.budget(ctx.slot),
+      this.auction.tipAccountKeys,
+      this.auction.fixedClearingTipValue,
+      this.maxBundlesPerSlot,
+    );
+    const included: TrackedBundle[] = [];
+    const background: number[] = [];
+    for (const { bid } of resolution.included) {
+      const bundle = byId.get(bid.id);
+      if (bundle) included.push(bundle);
+      else background.push(bid.tipLamports);
+    }
+    this.backgroundLanded.set(ctx.slot, background);
+    for (const bundle of eligible) {
+      const loss = resolution.lost.get(bundle.bundleId);
+      if (loss && !included.includes(bundle)) bundle.lastLoss = { ...loss, slot: ctx.slot };
+    }
     for (const bundle of included) {
       bundle.offeredSlot = ctx.slot;
       this.accept(bundle, ctx);
@@ -597,9 +655,13 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     const auction = this.auction.slot(slot);
     const leader = this.cluster.leaderAt(slot);
     if (auction && leader?.bundleEngine) {
-      this.tipFloor.record(slot, [...auction.competitorLandedTips, ...this.realLandedTips]);
+      // What landed: the background winners of the auction the engine ran for this slot (or, when no block asked,
+      // of the background alone) and the real bundles the chain reported.
+      const background = this.backgroundLanded.get(slot) ?? auction.competitorLandedTips;
+      this.tipFloor.record(slot, [...background, ...this.realLandedTips]);
       this.realLandedTips = [];
     }
+    for (const key of this.backgroundLanded.keys()) if (key <= slot) this.backgroundLanded.delete(key);
 
     for (const bundle of this.bundles.values()) {
       // A bundle offered to this slot's leader waits for the execution report, which follows this event.
@@ -625,13 +687,16 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
         });
         continue;
       }
-      const clearing = bundle.lastClearingTip ?? this.auction.clearingTip(lastSlot);
       this.fail(bundle, 'auction_lost', {
         rejected: {
           stateAuctionBidRejected: {
             auctionId: `simnet-${bundle.window.firstSlot}-${lastSlot}`,
             simulatedBidLamports: bundle.tipLamports,
-            msg: `bundle bid of ${bundle.tipLamports} lamports lost the auction for slots ${bundle.window.firstSlot}-${lastSlot} (clearing tip ${clearing} lamports)`,
+            msg: lossMessage(
+              bundle,
+              `${bundle.window.firstSlot}-${lastSlot}`,
+              this.auction.fixedClearingTipValue,
+            ),
           },
         },
       });
@@ -677,6 +742,34 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       if (!inflightVisible && !statusVisible && !unfinished) this.bundles.delete(id);
     }
   }
+}
+
+const perCu = (value: number) => (value >= 1 ? value.toFixed(2) : value.toPrecision(3));
+
+/** The loss text: the bid, its rank, and what beat it at its last tick. */
+function lossMessage(bundle: TrackedBundle, slots: string, pinned: number | null): string {
+  const rank = tipPerCu(bundle);
+  const bid = `bundle bid of ${bundle.tipLamports} lamports (${perCu(rank)} lamports per requested CU over ${bundle.computeUnits} CU) lost the auction for slots ${slots}`;
+  const loss = bundle.lastLoss;
+  if (!loss) return bid;
+  if (loss.reason === 'pinned') {
+    return `${bid} (clearing tip ${pinned === null ? 'pinned at the time' : `${pinned} lamports`})`;
+  }
+  const winner = loss.winner
+    ? `: the winning bid paid ${perCu(tipPerCu(loss.winner))} lamports per CU (${loss.winner.tipLamports} lamports over ${loss.winner.computeUnits} CU)`
+    : '';
+  return loss.reason === 'block_full'
+    ? `${bid}: block space ran out at slot ${loss.slot} tick ${loss.tick}${winner}`
+    : `${bid}: outbid on ${loss.account} at slot ${loss.slot} tick ${loss.tick}${winner}`;
+}
+
+function summarize(auction: SlotAuction | null) {
+  if (!auction) return null;
+  return {
+    ticks: auction.ticks,
+    bundleBlockUnits: auction.bundleBlockUnits,
+    lowestWinningTipPerCu: auction.lowestWinningTipPerCu,
+  };
 }
 
 function errorName(err: TransactionErrorJson): string {

@@ -12,7 +12,10 @@ export {
 } from './engine';
 export {
   Auction,
+  DEFAULT_HOT_ACCOUNTS,
   DEFAULT_REGIMES,
+  REFERENCE_BUNDLE_CU,
+  type BackgroundBid,
   MIN_TIP_LAMPORTS,
   REGIMES,
   TIP_QUANTILES,
@@ -22,6 +25,22 @@ export {
   type RegimeParams,
   type SlotAuction,
 } from './auction';
+export {
+  AUCTION_TICK_MS,
+  MAX_BLOCK_UNITS,
+  MAX_WRITABLE_ACCOUNT_UNITS,
+  SlotBudget,
+  groupBids,
+  rankBids,
+  requestedComputeUnits,
+  resolveSlot,
+  runTick,
+  ticksPerSlot,
+  tipPerCu,
+  type Bid,
+  type SlotResolution,
+  type TickLoss,
+} from './auction-model';
 export {
   TipFloor,
   percentile,

@@ -1,6 +1,7 @@
 import { createHash, createPublicKey, verify as verifySignature, type KeyObject } from 'node:crypto';
 import { VersionedTransaction } from '@solana/web3.js';
 import bs58 from 'bs58';
+import { COMPUTE_BUDGET_PROGRAM, requestedComputeUnits } from './auction-model';
 
 /** What the block engine needs to know about one transaction of a bundle, read from its wire bytes. */
 export interface ParsedTransaction {
@@ -16,6 +17,10 @@ export interface ParsedTransaction {
   recentBlockhash: string;
   /** Static account keys the message write-locks (lookup-table accounts are not included: Jito ignores them). */
   writableStaticKeys: string[];
+  /** Static account keys it only reads (programs included). */
+  readonlyStaticKeys: string[];
+  /** Compute units it requests: its SetComputeUnitLimit, else Agave's default for its instructions. */
+  requestedComputeUnits: number;
   /** Account locks the transaction takes: static keys plus every lookup-table index. */
   accountLockCount: number;
   /** Lamports moved to each tip account by top-level SystemProgram transfers in this transaction. */
@@ -27,6 +32,8 @@ export interface ParsedTransaction {
 const SYSTEM_PROGRAM = '11111111111111111111111111111111';
 const SYSTEM_TRANSFER = 2;
 const SYSTEM_ADVANCE_NONCE = 4;
+/** ComputeBudgetInstruction::SetComputeUnitLimit(u32). */
+const SET_COMPUTE_UNIT_LIMIT = 2;
 /** DER prefix that turns a raw 32-byte ed25519 public key into SPKI, which node:crypto accepts. */
 const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
 
@@ -74,6 +81,9 @@ export function parseTransaction(wire: Uint8Array, tipAccounts: ReadonlySet<stri
     throw new Error('signature count does not match the message header');
   }
   const writableStaticKeys = keys.filter((_key, index) => message.isAccountWritable(index));
+  const readonlyStaticKeys = keys.filter((_key, index) => !message.isAccountWritable(index));
+  const programs: string[] = [];
+  let unitLimit: number | null = null;
   const lookupLocks = message.addressTableLookups.reduce(
     (sum, lookup) => sum + lookup.writableIndexes.length + lookup.readonlyIndexes.length,
     0,
@@ -81,7 +91,12 @@ export function parseTransaction(wire: Uint8Array, tipAccounts: ReadonlySet<stri
   const tipTransfers: ParsedTransaction['tipTransfers'] = [];
   let usesDurableNonce = false;
   message.compiledInstructions.forEach((ix, position) => {
-    if (keys[ix.programIdIndex] !== SYSTEM_PROGRAM || ix.data.length < 4) return;
+    const program = keys[ix.programIdIndex] ?? '';
+    programs.push(program);
+    if (program === COMPUTE_BUDGET_PROGRAM && ix.data[0] === SET_COMPUTE_UNIT_LIMIT && ix.data.length >= 5) {
+      unitLimit = Buffer.from(ix.data).readUInt32LE(1);
+    }
+    if (program !== SYSTEM_PROGRAM || ix.data.length < 4) return;
     const data = Buffer.from(ix.data);
     const kind = data.readUInt32LE(0);
     if (position === 0 && kind === SYSTEM_ADVANCE_NONCE) usesDurableNonce = true;
@@ -99,6 +114,8 @@ export function parseTransaction(wire: Uint8Array, tipAccounts: ReadonlySet<stri
     messageBytes,
     recentBlockhash: message.recentBlockhash,
     writableStaticKeys,
+    readonlyStaticKeys,
+    requestedComputeUnits: requestedComputeUnits(programs, unitLimit),
     accountLockCount: keys.length + lookupLocks,
     tipTransfers,
     usesDurableNonce,

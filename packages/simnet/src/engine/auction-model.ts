@@ -1,0 +1,347 @@
+/**
+ * The block engine's auction as pure functions: requested compute, grouping by lock overlap, ranking by tip per
+ * requested CU, and the block's CU limits. No randomness and no clock here; `auction.ts` supplies the background
+ * bids of each tick and `engine.ts` the real bundles.
+ *
+ * What Jito documents (jito-labs/jito-docs `docs/source/lowlatencytxnsend.md` @ b5ef793, "What is the auction?";
+ * 50 ms since commit fdf4799, 2025-06-20): parallel auctions run at 50 ms ticks; bundles whose locks intersect on an
+ * account as (w, w), (r, w) or (w, r) run in one auction, (r, r) or disjoint ones in separate auctions; within an
+ * auction bundles are ordered by tip per requested CU; the engine forwards the highest-paying combination up to some
+ * CU limit.
+ *
+ * Decisions where the (closed-source) engine is not documented:
+ * - The eight tip accounts do not join auctions: every bundle must write-lock one, so counting them would put all
+ *   bundles into at most eight auctions, against "parallel auctions". They still count against the per-account CU
+ *   limit, as Agave's cost tracker charges every writable account.
+ * - Inside an auction, bundles are taken in rank order while they fit the CU limits ("combination ... up to some CU
+ *   limit"): a lower-ranked bundle in a contended group loses when the higher ones used up the tick's share of a
+ *   shared account's CU (or the block's). Bundles in one group are not mutually exclusive by lock alone: two
+ *   bundles that merely share a fee payer both land, as sequential simulation would allow. Only bundles carrying
+ *   the same `opportunity` (background searchers racing for one backrun/arb) exclude each other within a tick.
+ * - Block space is spread over the slot's ticks: a tick may use (what is left) / (ticks left) of the slot's bundle
+ *   CU budget and of each account's write-CU limit, so early ticks do not starve later arrivals. The first bundle
+ *   touching an account in a tick always fits that account's share if the slot still has room (a 1.4M-CU
+ *   transaction is legal).
+ */
+
+/** Jito's auction tick (jito-docs fdf4799). */
+export const AUCTION_TICK_MS = 50;
+/**
+ * Agave `cost-model/src/block_cost_limits.rs` (anza-xyz/agave @ 0476c47): MAX_BLOCK_UNITS_SIMD_0207 = 50M,
+ * MAX_BLOCK_UNITS_SIMD_0256 = 60M. SIMD-0256 (48M → 50M → 60M) is reported live in late-2025 coverage of SIMD-0370
+ * ("currently 60 million"; SIMD-0286's 100M still proposed), so 60M, not the brief's 48M.
+ */
+export const MAX_BLOCK_UNITS = 60_000_000;
+/** Same file: MAX_WRITABLE_ACCOUNT_UNITS = 12M per writable account per block (SIMD-0306's 40% is in review). */
+export const MAX_WRITABLE_ACCOUNT_UNITS = 12_000_000;
+/** Agave compute budget: DEFAULT_INSTRUCTION_COMPUTE_UNIT_LIMIT (non-builtin instructions without a limit). */
+export const DEFAULT_INSTRUCTION_COMPUTE_UNIT_LIMIT = 200_000;
+/** SIMD-0170 MAX_BUILTIN_ALLOCATION_COMPUTE_UNIT_LIMIT: what a builtin instruction reserves without a limit. */
+export const MAX_BUILTIN_ALLOCATION_COMPUTE_UNIT_LIMIT = 3_000;
+/** Agave MAX_COMPUTE_UNIT_LIMIT per transaction. */
+export const MAX_COMPUTE_UNIT_LIMIT = 1_400_000;
+
+export const COMPUTE_BUDGET_PROGRAM = 'ComputeBudget111111111111111111111111111111';
+
+/**
+ * Builtins that reserve 3,000 CU each (non-migratable builtins and precompiles, per Agave's
+ * compute_budget_instruction_details). Programs migrated or migrating to core BPF (Stake, Config, Address Lookup
+ * Table) are treated as non-builtins: an approximation of the mainnet feature set.
+ */
+export const BUILTIN_PROGRAMS: ReadonlySet<string> = new Set([
+  '11111111111111111111111111111111',
+  COMPUTE_BUDGET_PROGRAM,
+  'Vote111111111111111111111111111111111111111',
+  'BPFLoader1111111111111111111111111111111111',
+  'BPFLoader2111111111111111111111111111111111',
+  'BPFLoaderUpgradeab1e11111111111111111111111',
+  'LoaderV411111111111111111111111111111111111',
+  'Ed25519SigVerify111111111111111111111111111',
+  'KeccakSecp256k11111111111111111111111111111',
+  'Secp256r1SigVerify1111111111111111111111111',
+]);
+
+/**
+ * A transaction's requested compute units: its SetComputeUnitLimit value if it has one (capped at 1.4M), else
+ * 3,000 per builtin instruction plus 200,000 per other instruction, capped at 1.4M (Agave
+ * `calculate_default_compute_unit_limit`, SIMD-0170).
+ */
+export function requestedComputeUnits(instructionPrograms: readonly string[], limit: number | null): number {
+  if (limit !== null) return Math.min(MAX_COMPUTE_UNIT_LIMIT, limit);
+  let units = 0;
+  for (const program of instructionPrograms) {
+    units += BUILTIN_PROGRAMS.has(program)
+      ? MAX_BUILTIN_ALLOCATION_COMPUTE_UNIT_LIMIT
+      : DEFAULT_INSTRUCTION_COMPUTE_UNIT_LIMIT;
+  }
+  return Math.min(MAX_COMPUTE_UNIT_LIMIT, units);
+}
+
+/** Auction ticks in one slot: one per started 50 ms, at least one (a 400 ms slot has 8). */
+export function ticksPerSlot(slotMs: number): number {
+  return Math.max(1, Math.floor(slotMs / AUCTION_TICK_MS));
+}
+
+export type BidKind = 'real' | 'background';
+
+/** One bundle as the auction sees it. */
+export interface Bid {
+  id: string;
+  kind: BidKind;
+  tipLamports: number;
+  /** Sum of its transactions' requested compute units. */
+  computeUnits: number;
+  /** Accounts it write-locks (static keys; tip accounts included, they are filtered where it matters). */
+  writeLocks: readonly string[];
+  /** Accounts it only reads. */
+  readLocks: readonly string[];
+  /** Bids with the same opportunity exclude each other within a tick (searchers racing for one arb). */
+  opportunity?: string;
+}
+
+/** Tip per requested CU: the rank within an auction. */
+export function tipPerCu(bid: Pick<Bid, 'tipLamports' | 'computeUnits'>): number {
+  return bid.tipLamports / Math.max(1, bid.computeUnits);
+}
+
+/** Higher tip per CU first; ties keep the input order (earlier arrival). */
+export function rankBids<T extends Bid>(bids: readonly T[]): T[] {
+  return bids
+    .map((bid, index) => ({ bid, index, rank: tipPerCu(bid) }))
+    .sort((a, b) => b.rank - a.rank || a.index - b.index)
+    .map((entry) => entry.bid);
+}
+
+/**
+ * Auctions of one tick: bids whose locks intersect on an account as (w, w), (r, w) or (w, r), transitively
+ * (union-find), form one group; `ignored` accounts (the tip accounts) join nothing. Groups come back in order of
+ * their first bid, each ranked by tip per CU.
+ */
+export function groupBids<T extends Bid>(
+  bids: readonly T[],
+  ignored: ReadonlySet<string> = new Set(),
+): T[][] {
+  const parent = bids.map((_, index) => index);
+  const find = (i: number): number => {
+    while (parent[i] !== i) {
+      const up = parent[parent[i] as number] as number;
+      parent[i] = up;
+      i = up;
+    }
+    return i;
+  };
+  const union = (a: number, b: number) => {
+    const ra = find(a);
+    const rb = find(b);
+    if (ra !== rb) parent[Math.max(ra, rb)] = Math.min(ra, rb);
+  };
+  const writers = new Map<string, number[]>();
+  const readers = new Map<string, number[]>();
+  bids.forEach((bid, index) => {
+    for (const key of bid.writeLocks) if (!ignored.has(key)) push(writers, key, index);
+    for (const key of bid.readLocks) if (!ignored.has(key)) push(readers, key, index);
+  });
+  for (const [key, ws] of writers) {
+    const first = ws[0] as number;
+    for (const w of ws) union(first, w);
+    for (const r of readers.get(key) ?? []) union(first, r);
+  }
+  const groups = new Map<number, T[]>();
+  bids.forEach((bid, index) => push(groups, find(index), bid));
+  return [...groups.values()].map((group) => rankBids(group));
+}
+
+function push<K, V>(map: Map<K, V[]>, key: K, value: V): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+/** A slot's CU budget as ticks spend it. */
+export class SlotBudget {
+  private blockLeft: number;
+  private readonly accountUsed = new Map<string, number>();
+  /** The last (lowest-ranked) bid included on each account so far in the slot. */
+  readonly lastWriter = new Map<string, Bid>();
+  private ticksLeft: number;
+
+  constructor(
+    /** CU the slot leaves for bundles. */
+    readonly blockUnits: number,
+    readonly ticks: number,
+    readonly accountLimit = MAX_WRITABLE_ACCOUNT_UNITS,
+    /** CU of accounts already written by non-bundle transactions of the slot. */
+    accountPrefill: ReadonlyMap<string, number> = new Map(),
+  ) {
+    this.blockLeft = blockUnits;
+    this.ticksLeft = Math.max(1, ticks);
+    for (const [key, units] of accountPrefill) this.accountUsed.set(key, Math.min(accountLimit, units));
+  }
+
+  /** CU left in the slot. */
+  get remaining(): number {
+    return this.blockLeft;
+  }
+
+  accountUnitsUsed(account: string): number {
+    return this.accountUsed.get(account) ?? 0;
+  }
+
+  /** Open the next tick: its shares of the block and of each account. */
+  openTick(): TickBudget {
+    const ticksLeft = Math.max(1, this.ticksLeft);
+    this.ticksLeft = Math.max(1, this.ticksLeft - 1);
+    const blockShare = this.blockLeft / ticksLeft;
+    let blockUsed = 0;
+    const tickAccountUsed = new Map<string, number>();
+    return {
+      fits: (bid) => {
+        if (bid.computeUnits > this.blockLeft) return 'block';
+        if (blockUsed > 0 && blockUsed + bid.computeUnits > blockShare) return 'block';
+        for (const key of bid.writeLocks) {
+          const used = this.accountUsed.get(key) ?? 0;
+          if (used + bid.computeUnits > this.accountLimit) return key;
+          const inTick = tickAccountUsed.get(key) ?? 0;
+          if (inTick > 0 && inTick + bid.computeUnits > (this.accountLimit - used + inTick) / ticksLeft)
+            return key;
+        }
+        return null;
+      },
+      take: (bid) => {
+        blockUsed += bid.computeUnits;
+        this.blockLeft -= bid.computeUnits;
+        for (const key of new Set(bid.writeLocks)) {
+          this.accountUsed.set(key, (this.accountUsed.get(key) ?? 0) + bid.computeUnits);
+          this.lastWriter.set(key, bid);
+          tickAccountUsed.set(key, (tickAccountUsed.get(key) ?? 0) + bid.computeUnits);
+        }
+      },
+    };
+  }
+}
+
+export interface TickBudget {
+  /** null when the bid fits; else what is full: 'block' or the account. */
+  fits(bid: Bid): string | null;
+  take(bid: Bid): void;
+}
+
+/** Why a bid was not included at a tick, and the bid that took its place when there was one. */
+export interface TickLoss {
+  reason: 'outbid' | 'block_full' | 'pinned';
+  /** The account whose CU ran out (outbid) or the opportunity taken. */
+  account: string | null;
+  /** The lowest-ranked included bid that used the space (or took the opportunity), if any. */
+  winner: Bid | null;
+}
+
+export interface TickOutcome<T extends Bid> {
+  included: T[];
+  lost: Map<string, TickLoss>;
+  /** Auctions of the tick, each ranked. */
+  groups: T[][];
+}
+
+/**
+ * One tick: group, rank, then take bids in rank order (highest tip per CU across all groups first, which keeps
+ * each group's order) while they fit the tick's CU shares. `pinnedTip` (the admin's fixed clearing tip) stands for
+ * a competitor bidding that many lamports at the same requested CU in every auction: any bid below it loses.
+ */
+export function runTick<T extends Bid>(
+  bids: readonly T[],
+  budget: SlotBudget,
+  ignored: ReadonlySet<string> = new Set(),
+  pinnedTip: number | null = null,
+  /** Most real bids this tick may include (the engine's per-slot cap); the rest wait without taking space. */
+  maxReal = Number.POSITIVE_INFINITY,
+): TickOutcome<T> {
+  const tick = budget.openTick();
+  const groups = groupBids(bids, ignored);
+  const lost = new Map<string, TickLoss>();
+  const included: T[] = [];
+  const opportunities = new Map<string, T>();
+  let lastIncluded: T | null = null;
+  let realIncluded = 0;
+  for (const bid of rankBids(groups.flat())) {
+    if (bid.kind === 'real' && realIncluded >= maxReal) {
+      lost.set(bid.id, { reason: 'block_full', account: null, winner: lastIncluded });
+      continue;
+    }
+    if (pinnedTip !== null && bid.tipLamports < pinnedTip) {
+      lost.set(bid.id, { reason: 'pinned', account: null, winner: null });
+      continue;
+    }
+    if (bid.opportunity !== undefined) {
+      const taken = opportunities.get(bid.opportunity);
+      if (taken) {
+        lost.set(bid.id, { reason: 'outbid', account: bid.opportunity, winner: taken });
+        continue;
+      }
+    }
+    const full = tick.fits(bid);
+    if (full !== null) {
+      lost.set(
+        bid.id,
+        full === 'block'
+          ? { reason: 'block_full', account: null, winner: lastIncluded }
+          : { reason: 'outbid', account: full, winner: budget.lastWriter.get(full) ?? null },
+      );
+      continue;
+    }
+    tick.take(bid);
+    included.push(bid);
+    if (bid.kind === 'real') realIncluded++;
+    lastIncluded = bid;
+    if (bid.opportunity !== undefined) opportunities.set(bid.opportunity, bid);
+  }
+  return { included, lost, groups };
+}
+
+export interface SlotResolution<T extends Bid> {
+  /** Included bids with the tick that took them. */
+  included: Array<{ bid: T; tick: number }>;
+  /** Each real or background bid never included: its last tick's loss. */
+  lost: Map<string, TickLoss & { tick: number }>;
+  /** Per tick, the lowest tip per CU included among contended groups (more than one bid) and uncontended ones. */
+  lowestWinning: { contended: number | null; uncontended: number | null };
+}
+
+/**
+ * Every tick of one slot. `ticks[k]` are the background bids present at tick k; `real` bids are present at every
+ * tick until included. Returns who landed and who lost.
+ */
+export function resolveSlot<T extends Bid>(
+  ticks: ReadonlyArray<readonly T[]>,
+  real: readonly T[],
+  budget: SlotBudget,
+  ignored: ReadonlySet<string> = new Set(),
+  pinnedTip: number | null = null,
+  maxReal = Number.POSITIVE_INFINITY,
+): SlotResolution<T> {
+  const included: Array<{ bid: T; tick: number }> = [];
+  const lost = new Map<string, TickLoss & { tick: number }>();
+  let waiting = [...real];
+  let realIncluded = 0;
+  let contended: number | null = null;
+  let uncontended: number | null = null;
+  ticks.forEach((background, tick) => {
+    const outcome = runTick([...waiting, ...background], budget, ignored, pinnedTip, maxReal - realIncluded);
+    const taken = new Set<string>();
+    for (const bid of outcome.included) {
+      if (bid.kind === 'real') realIncluded++;
+      taken.add(bid.id);
+      included.push({ bid, tick });
+      lost.delete(bid.id);
+    }
+    for (const group of outcome.groups) {
+      const winners = group.filter((bid) => taken.has(bid.id));
+      const lowest = winners.length ? tipPerCu(winners[winners.length - 1] as T) : null;
+      if (lowest === null) continue;
+      if (group.length > 1) contended = contended === null ? lowest : Math.min(contended, lowest);
+      else uncontended = uncontended === null ? lowest : Math.min(uncontended, lowest);
+    }
+    for (const [id, loss] of outcome.lost) lost.set(id, { ...loss, tick });
+    waiting = waiting.filter((bid) => !taken.has(bid.id));
+  });
+  return { included, lost, lowestWinning: { contended, uncontended } };
+}

@@ -1,0 +1,198 @@
+// The auction's pure logic: requested compute, grouping by lock overlap, ranking by tip per requested CU, and the
+// block's CU limits, without the engine, the chain or any randomness.
+import {
+  MAX_BLOCK_UNITS,
+  MAX_WRITABLE_ACCOUNT_UNITS,
+  SlotBudget,
+  groupBids,
+  rankBids,
+  requestedComputeUnits,
+  resolveSlot,
+  runTick,
+  ticksPerSlot,
+  tipPerCu,
+  type Bid,
+} from '../src/engine/auction-model';
+
+const SYSTEM = '11111111111111111111111111111111';
+const COMPUTE_BUDGET = 'ComputeBudget111111111111111111111111111111';
+const SOME_PROGRAM = 'JUP6LkbZbjS1jKKwapdHNy74zcZ3tLUZoi5QNyVTaV4';
+const TIP = 'tip-account';
+
+function bid(
+  id: string,
+  tipLamports: number,
+  computeUnits: number,
+  writeLocks: string[],
+  readLocks: string[] = [],
+): Bid {
+  return { id, kind: 'real', tipLamports, computeUnits, writeLocks, readLocks };
+}
+
+const ids = (bids: readonly Bid[]) => bids.map((b) => b.id);
+
+describe('requested compute units (Agave compute budget, SIMD-0170)', () => {
+  test('SetComputeUnitLimit wins; capped at 1.4M', () => {
+    expect(requestedComputeUnits([COMPUTE_BUDGET, SYSTEM], 1_400)).toBe(1_400);
+    expect(requestedComputeUnits([COMPUTE_BUDGET, SOME_PROGRAM], 2_000_000)).toBe(1_400_000);
+  });
+
+  test('without a limit: 3,000 per builtin instruction, 200,000 per other, capped at 1.4M', () => {
+    expect(requestedComputeUnits([SYSTEM], null)).toBe(3_000);
+    expect(requestedComputeUnits([SYSTEM, SYSTEM], null)).toBe(6_000);
+    expect(requestedComputeUnits([SOME_PROGRAM, SYSTEM], null)).toBe(203_000);
+    expect(requestedComputeUnits(Array(8).fill(SOME_PROGRAM) as string[], null)).toBe(1_400_000);
+  });
+
+  test('ticks: one per 50 ms of the slot, at least one', () => {
+    expect(ticksPerSlot(400)).toBe(8);
+    expect(ticksPerSlot(150)).toBe(3);
+    expect(ticksPerSlot(60)).toBe(1);
+    expect(ticksPerSlot(20)).toBe(1);
+  });
+});
+
+describe('grouping by lock overlap (jito-docs: (w,w), (r,w), (w,r) share an auction; (r,r) does not)', () => {
+  test('write-write and read-write overlaps join, transitively; read-read and tip accounts do not', () => {
+    const bids = [
+      bid('a', 1, 1, ['pool-1', TIP]),
+      bid('b', 1, 1, ['pool-1', 'x']), // (w,w) with a on pool-1
+      bid('c', 1, 1, ['y'], ['x']), // (r,w) with b on x: joins a's group through b
+      bid('d', 1, 1, ['z'], ['oracle']),
+      bid('e', 1, 1, ['w'], ['oracle']), // (r,r) with d: separate
+      bid('f', 1, 1, ['v', TIP]), // shares only the tip account with a
+    ];
+    const groups = groupBids(bids, new Set([TIP])).map((g) => ids(g).sort());
+    expect(groups).toEqual([['a', 'b', 'c'], ['d'], ['e'], ['f']]);
+    // Counting the tip account would merge f into a's auction.
+    expect(groupBids(bids).map((g) => ids(g).sort())[0]).toEqual(['a', 'b', 'c', 'f']);
+  });
+
+  test('a group is ranked by tip per requested CU, not by lamports; ties keep arrival order', () => {
+    const small = bid('small', 100_000, 40_000, ['pool']); // 2.5 per CU
+    const big = bid('big', 500_000, 400_000, ['pool']); // 1.25 per CU: 5x the lamports, half the rank
+    const bigTenfold = bid('big10', 1_000_000, 400_000, ['pool']); // 10x CU, 10x tip: the same rank as small
+    expect(ids(rankBids([big, small, bigTenfold]))).toEqual(['small', 'big10', 'big']);
+    expect(tipPerCu(bigTenfold)).toBe(tipPerCu(small));
+  });
+});
+
+describe('CU limits (Agave block_cost_limits: 60M per block, 12M per writable account)', () => {
+  test('limits are the verified constants', () => {
+    expect(MAX_BLOCK_UNITS).toBe(60_000_000);
+    expect(MAX_WRITABLE_ACCOUNT_UNITS).toBe(12_000_000);
+  });
+
+  test('a full account: higher ranks take what is left, the lower bid is outbid and told by whom', () => {
+    // 11M of the pool's 12M already written by non-bundle traffic; one tick: 1M left.
+    const budget = new SlotBudget(
+      MAX_BLOCK_UNITS,
+      1,
+      MAX_WRITABLE_ACCOUNT_UNITS,
+      new Map([['pool', 11_000_000]]),
+    );
+    const outcome = runTick(
+      [
+        bid('low', 10_000, 400_000, ['pool']),
+        bid('high', 100_000, 400_000, ['pool']),
+        bid('mid', 50_000, 400_000, ['pool']),
+        bid('elsewhere', 1_000, 400_000, ['quiet']),
+      ],
+      budget,
+    );
+    expect(ids(outcome.included)).toEqual(['high', 'mid', 'elsewhere']);
+    expect(outcome.lost.get('low')).toMatchObject({
+      reason: 'outbid',
+      account: 'pool',
+      winner: { id: 'mid' },
+    });
+    expect(budget.accountUnitsUsed('pool')).toBe(11_800_000);
+  });
+
+  test('the block budget: the lowest tip per CU across all auctions is cut first', () => {
+    const budget = new SlotBudget(1_000_000, 1);
+    const outcome = runTick(
+      [bid('a', 5_000, 600_000, ['a']), bid('b', 4_000, 300_000, ['b']), bid('c', 1_000, 300_000, ['c'])],
+      budget,
+    );
+    expect(ids(outcome.included)).toEqual(['b', 'a']);
+    expect(outcome.lost.get('c')).toMatchObject({ reason: 'block_full' });
+  });
+
+  test('block and account space are spread over the slot ticks; a bid left out competes again next tick', () => {
+    const budget = new SlotBudget(800_000, 8);
+    const first = bid('first', 9_000, 100_000, ['p1']);
+    const second = bid('second', 8_000, 100_000, ['p2']);
+    const resolution = resolveSlot([[], [], []], [first, second], budget);
+    expect(resolution.included.map((e) => [e.bid.id, e.tick])).toEqual([
+      ['first', 0],
+      ['second', 1],
+    ]);
+  });
+
+  test('the per-slot cap on real bundles: the extra ones wait for the next slot without taking space', () => {
+    const budget = new SlotBudget(MAX_BLOCK_UNITS, 2);
+    const real = [
+      bid('r1', 9_000, 1_000, ['a']),
+      bid('r2', 8_000, 1_000, ['b']),
+      bid('r3', 7_000, 1_000, ['c']),
+    ];
+    const resolution = resolveSlot([[], []], real, budget, new Set(), null, 2);
+    expect(resolution.included.map((e) => e.bid.id)).toEqual(['r1', 'r2']);
+    expect(resolution.lost.get('r3')).toMatchObject({ reason: 'block_full' });
+    expect(budget.remaining).toBe(MAX_BLOCK_UNITS - 2_000);
+  });
+
+  test('a transaction bigger than a tick share still fits when it is the first on its accounts', () => {
+    const budget = new SlotBudget(MAX_BLOCK_UNITS, 8);
+    const outcome = runTick([bid('huge', 1_000, 1_400_000, ['pool'])], budget);
+    expect(ids(outcome.included)).toEqual(['huge']);
+  });
+
+  test('a pinned clearing tip: every bid below it loses, contended or not; at or above it competes', () => {
+    const budget = new SlotBudget(MAX_BLOCK_UNITS, 1);
+    const outcome = runTick(
+      [
+        bid('below', 4_999, 3_000, ['quiet']),
+        bid('at', 5_000, 3_000, ['other']),
+        bid('bg', 1_000, 9, ['hot']),
+      ],
+      budget,
+      new Set(),
+      5_000,
+    );
+    expect(ids(outcome.included)).toEqual(['at']);
+    expect(outcome.lost.get('below')).toMatchObject({ reason: 'pinned' });
+    expect(outcome.lost.get('bg')).toMatchObject({ reason: 'pinned' });
+  });
+
+  test('bids racing for one opportunity exclude each other within a tick', () => {
+    const budget = new SlotBudget(MAX_BLOCK_UNITS, 1);
+    const arb = (id: string, tip: number): Bid => ({
+      ...bid(id, tip, 200_000, [`${id}-payer`, 'pool']),
+      opportunity: 'pool',
+    });
+    const outcome = runTick(
+      [arb('x', 10_000), arb('y', 20_000), bid('swap', 5_000, 200_000, ['pool'])],
+      budget,
+    );
+    expect(ids(outcome.included)).toEqual(['y', 'swap']);
+    expect(outcome.lost.get('x')).toMatchObject({ reason: 'outbid', winner: { id: 'y' } });
+  });
+
+  test('the slot summary: lowest winning tip per CU of contended and uncontended auctions', () => {
+    const budget = new SlotBudget(MAX_BLOCK_UNITS, 1);
+    const resolution = resolveSlot(
+      [
+        [
+          bid('p1', 20_000, 200_000, ['pool']),
+          bid('p2', 10_000, 200_000, ['pool']),
+          bid('q', 1_000, 10_000, ['q']),
+        ],
+      ],
+      [],
+      budget,
+    );
+    expect(resolution.lowestWinning).toEqual({ contended: 0.05, uncontended: 0.1 });
+  });
+});
