@@ -82,7 +82,7 @@ export function startChainPollers(deps: {
   periodic.every(intervals.leadersMs, async () => {
     try {
       // Region names first (GetRegions, free): leader regions are matched against them to route bundles.
-      await deps.engine.resolveNames();
+      if (!deps.engine.namesResolved) await deps.engine.resolveNames();
       const regions = leaderRegions(await deps.engine.connectedLeaders());
       leaders.setBundleEngineValidators(regions.keys(), regions);
       health.mark('block_engine', true, null);

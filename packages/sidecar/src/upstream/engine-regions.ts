@@ -65,6 +65,8 @@ export class EngineRegions {
   readonly regions: EngineRegion[];
   /** Every region the engines say is online (GetRegions' available_regions), once any has answered. */
   private available: string[] = [];
+  /** Every address that can name its region has (and the regions online are known): no need to ask again. */
+  namesResolved = false;
 
   constructor(regions: EngineRegion[]) {
     if (regions.length === 0) throw new Error('at least one block engine address is needed');
@@ -156,6 +158,7 @@ export class EngineRegions {
       region.name = name;
     });
     if (available.size > 0) this.available = [...available];
+    this.namesResolved = available.size > 0 && answers.every((answer) => answer.status === 'fulfilled');
   }
 
   /** The regions whose leaders relay reads: every region online (once known), else the configured ones. */
