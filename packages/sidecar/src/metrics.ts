@@ -43,6 +43,11 @@ export class Metrics {
     help: 'How long the transactions waiting to be sent take to go out at the send capacity',
     registers: [this.registry],
   });
+  readonly tipsRefreshed = new Counter({
+    name: 'relay_tips_refreshed_total',
+    help: 'Tip transactions signed again on a fresh blockhash before their first send (they aged while queued for the engines budget)',
+    registers: [this.registry],
+  });
   readonly engineRequests = new Counter({
     name: 'relay_engine_requests_total',
     help: 'sendBundle requests per regional block engine, by answer: accepted (an id), rejected (a verdict on the bundle), transport (429, 5xx, timeouts)',

@@ -84,9 +84,12 @@ export class Relay {
       log: o.log,
       isClosed: () => ctx.closed,
     });
-    const sender = new Sender(ctx, this.settler, queue);
-    this.queue = queue;
     this.attempts = new AttemptBuilder(ctx, this.operator, this.tippers, queue);
+    const attempts = this.attempts;
+    const sender = new Sender(ctx, this.settler, queue, (tx, attempt) =>
+      attempts.freshenTipBeforeFirstSend(tx, attempt),
+    );
+    this.queue = queue;
     this.bypassDecider = new BypassDecider(ctx, this.attempts);
     // Settlement never calls a decider: bypass listens for transactions put back to pending.
     this.bypassDecider.subscribe(this.settler.signals);

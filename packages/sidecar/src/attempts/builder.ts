@@ -14,6 +14,7 @@ import {
   type TipFloor,
 } from '@solrelay/core';
 import type { RelayContext } from '../context';
+import { BLOCKHASH_MAX_AGE_BLOCKS } from '../chain/blockhash';
 import { SIGNATURE_FEE_LAMPORTS } from '../engine/tip-tx';
 import type { Operator } from '../operator/operator';
 import { TipperPool, type TipReservation } from '../operator/tippers';
@@ -23,12 +24,23 @@ import type { AttemptDecision, StoredAttempt, StoredTx } from '../store/records'
 import { spentInWindow } from './spend';
 
 /**
+ * A tip transaction whose blockhash is this many blocks old when its bundle first goes out is signed again on a
+ * fresh one (about 8 s at 400 ms): admission lets a bundle queue for most of a blockhash's life.
+ */
+export const TIP_REFRESH_AGE_BLOCKS = 20;
+
+/**
  * Attempts: the one `submit` entry every decider goes through (the agent over HTTP, bypass, the fallback reflex).
  * It checks the tip against policy and spend, builds the tip transaction on a fresh blockhash, journals the attempt
  * (write-ahead) and queues it for sending.
  */
 export class AttemptBuilder {
   private tipAccounts: string[] = [];
+  /**
+   * Attempts built by this process whose bytes have not gone to any engine yet (`tx_id#n`). Only these may have their
+   * tip signed again: bytes that may have been sent (by this process, or before a restart) could still land.
+   */
+  private readonly unsent = new Set<string>();
 
   constructor(
     private readonly ctx: RelayContext,
@@ -197,8 +209,60 @@ export class AttemptBuilder {
       leader,
       ts: this.ctx.now(), // emitted now: after the tip was built and the attempt journaled
     });
+    if (tip) this.unsent.add(`${tx.tx_id}#${n}`);
     this.queue.queueSend(tx, n);
     return { tx_id: tx.tx_id, bundle_id: bundleId, tip_lamports: request.tip_lamports };
+  }
+
+  /**
+   * Called under the transaction's lock as an attempt's bytes go to the engine. The first time, if the tip
+   * transaction's blockhash has aged {@link TIP_REFRESH_AGE_BLOCKS} or more while the bundle queued for the engines'
+   * budget, the same tipper signs the same tip again on the newest blockhash and the attempt is journaled with it
+   * (new tip signature, new bundle id) before anything is sent: the old bytes never left relay, so only one of the
+   * two can ever be on the wire. Any later call (a resend after a transport error) sends the journaled bytes as they
+   * are. A failure to refresh keeps the old bytes.
+   */
+  async freshenTipBeforeFirstSend(tx: StoredTx, attempt: StoredAttempt): Promise<void> {
+    if (!this.unsent.delete(`${tx.tx_id}#${attempt.attempt}`)) return;
+    if (attempt.tip_last_valid_block_height === null || attempt.tip_account === null) return;
+    const tipBlockHeight = attempt.tip_last_valid_block_height - BLOCKHASH_MAX_AGE_BLOCKS;
+    if (this.ctx.chain.blockHeight - tipBlockHeight < TIP_REFRESH_AGE_BLOCKS) return;
+    const signer = this.tippers.signerOf(attempt.tipper ?? null);
+    if (!signer) return;
+    let blockhash: { blockhash: string; lastValidBlockHeight: number };
+    try {
+      blockhash = await this.ctx.o.rpc.recentBlockhash();
+    } catch {
+      return;
+    }
+    if (blockhash.lastValidBlockHeight <= attempt.tip_last_valid_block_height) return;
+    const tip = signer.build({
+      tipAccount: attempt.tip_account,
+      lamports: attempt.tip_lamports,
+      blockhash: blockhash.blockhash,
+    });
+    const bundleSignatures = [...tx.signatures, tip.signature];
+    const bundleId = deriveBundleId(bundleSignatures);
+    this.ctx.o.log.info(
+      { tx_id: tx.tx_id, attempt: attempt.attempt, was: attempt.bundle_id, bundle_id: bundleId },
+      'tip signed again on a fresh blockhash before its first send',
+    );
+    await this.ctx.store.update({
+      id: tx.tx_id,
+      attempts: [
+        {
+          n: attempt.attempt,
+          set: {
+            tip_tx: Buffer.from(tip.wire).toString('base64'),
+            tip_signature: tip.signature,
+            bundle_id: bundleId,
+            bundle_signatures: bundleSignatures,
+            tip_last_valid_block_height: blockhash.lastValidBlockHeight,
+          },
+        },
+      ],
+    });
+    this.ctx.o.metrics.tipsRefreshed.inc();
   }
 
   /** Tip accounts, cached: they change only with a network, and the engine's request budget is for bundles. */

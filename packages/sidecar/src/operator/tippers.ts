@@ -92,6 +92,11 @@ export class TipperPool {
     for (const t of this.tippers) this.byKey.set(t.pubkey, t);
   }
 
+  /** The signer of the tipper `pubkey`, or null when it is not in the pool. */
+  signerOf(pubkey: string | null): TipSigner | null {
+    return pubkey === null ? null : (this.byKey.get(pubkey)?.signer ?? null);
+  }
+
   /** Every tipper's address, in `KEYPAIR_PATH` order (the stream watches them all). */
   get pubkeys(): string[] {
     return this.tippers.map((t) => t.pubkey);

@@ -2,6 +2,7 @@ import { isTerminalTxState, relayErrorJson } from '@solrelay/core';
 import type { RelayContext } from '../context';
 import type { Settler, TargetWindow } from '../settle/settle';
 import type { SendBundleResult } from '../upstream/block-engine';
+import type { StoredAttempt, StoredTx } from '../store/records';
 import type { SendJob, SendQueue } from './queue';
 
 /** With no bundle-engine leader data, an attempt is judged after this many slots. */
@@ -17,6 +18,9 @@ export class Sender {
     private readonly ctx: RelayContext,
     private readonly settle: Settler,
     private readonly queue: SendQueue,
+    /** Signs an aged tip again before an attempt's first send (the attempt builder's). */
+    private readonly freshenTip: (tx: StoredTx, attempt: StoredAttempt) => Promise<void> = () =>
+      Promise.resolve(),
   ) {}
 
   /** Send `job`'s bundle to the regional engine `region` (the queue chose it and spent its token). */
@@ -26,6 +30,8 @@ export class Sender {
       const tx = this.ctx.state.records.get(job.txId);
       const attempt = tx?.attempts.find((a) => a.attempt === job.attempt);
       if (!tx || !attempt || attempt.stage !== 'journaled' || isTerminalTxState(tx.state)) return null;
+      // Timing is checked again as the bundle goes out: a tip that aged in the queue is signed again first.
+      await this.freshenTip(tx, attempt);
       // The tip transaction's blockhash died before the engine took the bundle: these bytes can never land.
       if (
         attempt.tip_last_valid_block_height !== null &&

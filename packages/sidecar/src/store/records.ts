@@ -302,6 +302,8 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
         const attempt = tx.attempts.find((a) => a.attempt === change.n);
         if (!attempt) continue;
         Object.assign(attempt, change.set);
+        // A tip signed again before its first send gives the attempt a new bundle id (the old one stays findable).
+        if (change.set.bundle_id !== undefined) state.byBundle.set(change.set.bundle_id, tx.tx_id);
         const key = spendKey(tx.tx_id, attempt.attempt);
         if (change.set.released === true) state.spend.delete(key);
         // A tip found paid after its reservation was released (a late landing, a leak) counts again.
