@@ -184,13 +184,19 @@ describe('one token bucket per region', () => {
     close();
   });
 
-  test("a region's own backoff doubles with its failures in a row, is capped at 30 s, and an answer resets it", () => {
+  test("a region's own backoff doubles with each failed probe, up to 5 s; Retry-After at most 30 s; an answer resets it", () => {
     const { queue, close } = rig({ rps: 1, regions: 2 });
     const cooling = () => queue.coolingMs(Date.now())[0];
     queue.cool(0, null);
     expect(cooling()).toBe(250);
+    // A failure of a request sent before the cool-down began is the same failure: no doubling.
     queue.cool(0, null);
-    expect(cooling()).toBe(500);
+    expect(cooling()).toBe(250);
+    for (const expected of [500, 1000, 2000, 4000, 5000, 5000]) {
+      jest.advanceTimersByTime(cooling() as number);
+      queue.cool(0, null); // the probe after each cool-down fails
+      expect(cooling()).toBe(expected);
+    }
     queue.cool(0, 3_600_000); // Retry-After: an hour
     expect(cooling()).toBe(30_000);
     expect(queue.regionsTakingBundles()).toBe(1);

@@ -15,6 +15,8 @@ export const PRIORITY_RANK = { high: 0, normal: 1, low: 2 } as const;
 export const MAX_CONCURRENT_SENDS = 16;
 /** Longest a region cools, whatever it asked. */
 export const MAX_COOL_MS = 30_000;
+/** Longest a region's own backoff (no Retry-After) grows. */
+const MAX_BACKOFF_MS = 5_000;
 /** A cool-down this short (a 429 asking for a second) still counts the region in the capacity. */
 const BRIEF_COOL_MS = 2_000;
 
@@ -67,16 +69,22 @@ export class SendQueue {
   }
 
   /**
-   * `region` failed in transport (a 429, a 5xx, no answer): it takes nothing for the time it asked (`Retry-After`),
-   * else for a backoff of its own that doubles with its failures in a row (250 ms to 30 s); never longer than 30 s, so
-   * a region that asks for an hour is tried again. The other regions go on.
+   * `region` failed in transport (a 429, a 5xx, no answer): it takes nothing for the time it asked (`Retry-After`,
+   * at most 30 s, so a region that asks for an hour is tried again), else for a backoff of its own that doubles with
+   * each failed probe (250 ms to 5 s, as a resend's backoff always was). Failures of requests sent before the region
+   * started cooling do not double it again: a burst of them is one failure. The other regions go on.
    */
   cool(region: number, retryAfterMs: number | null): void {
     if (region < 0 || region >= this.cooledUntil.length) return;
-    const failures = (this.failures[region] as number) + 1;
+    const now = this.d.now();
+    const cooling = (this.cooledUntil[region] as number) > now;
+    const failures = (this.failures[region] as number) + (cooling ? 0 : 1);
     this.failures[region] = failures;
-    const ms = Math.min(MAX_COOL_MS, retryAfterMs ?? 250 * 2 ** Math.min(failures - 1, 7));
-    this.cooledUntil[region] = Math.max(this.cooledUntil[region] as number, this.d.now() + ms);
+    const ms =
+      retryAfterMs !== null
+        ? Math.min(MAX_COOL_MS, retryAfterMs)
+        : Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.max(0, failures - 1));
+    this.cooledUntil[region] = Math.max(this.cooledUntil[region] as number, now + ms);
     this.pump();
   }
 
