@@ -19,7 +19,7 @@ import { Intake } from './intake/intake';
 import { Operator, type AgentConnection } from './operator/operator';
 import { TipperPool, type TipperReading } from './operator/tippers';
 import { Recovery } from './recovery/resume';
-import { SendQueue } from './send/queue';
+import { SEND_PACING, SendQueue } from './send/queue';
 import { Sender } from './send/sender';
 import { Expiry } from './settle/expiry';
 import { Settler } from './settle/settle';
@@ -74,6 +74,7 @@ export class Relay {
       now: ctx.now,
       policy: o.policy,
       ratePerSecond: o.bundleEngineRps,
+      pacing: SEND_PACING,
       regions: o.engine.size,
       preferredRegion: () => {
         // The region of the bundle-engine leader a bundle sent now targets.

@@ -12,6 +12,7 @@ function rig(options: {
   maxConcurrent?: number;
   regions?: number;
   preferredRegion?: () => number | null;
+  pacing?: number;
 }) {
   const sent: string[] = [];
   /** `txId@region` of every send. */
@@ -22,6 +23,7 @@ function rig(options: {
     policy: () => ({ ...DEFAULT_POLICY, ...options.policy }) as Policy,
     ratePerSecond: options.rps,
     ...(options.regions !== undefined ? { regions: options.regions } : {}),
+    ...(options.pacing !== undefined ? { pacing: options.pacing } : {}),
     ...(options.preferredRegion ? { preferredRegion: options.preferredRegion } : {}),
     send: (job: SendJob, region: number) => {
       sent.push(job.txId);
@@ -206,6 +208,15 @@ describe('one token bucket per region', () => {
     expect(cooling()).toBe(250);
     // A brief cool-down (a 429's second) still counts the region as taking bundles.
     expect(queue.regionsTakingBundles()).toBe(2);
+    close();
+  });
+
+  test('paced at 90 % of the budget, one region sends a bundle every 1.11 s, not every second', async () => {
+    const { queue, sent, close } = rig({ rps: 1, regions: 1, pacing: 0.9 });
+    for (let i = 0; i < 20; i++) queue.push(job(`tx${i}`, 1, 100 + i));
+    expect(sent).toHaveLength(1); // the burst of one
+    await jest.advanceTimersByTimeAsync(9_000);
+    expect(sent).toHaveLength(1 + 8); // at the full budget: 1 + 9
     close();
   });
 });

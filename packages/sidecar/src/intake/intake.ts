@@ -14,7 +14,7 @@ import {
 } from '@solrelay/core';
 import { BLOCKHASH_MAX_AGE_BLOCKS } from '../chain/blockhash';
 import type { RelayContext } from '../context';
-import { PRIORITY_RANK } from '../send/queue';
+import { PRIORITY_RANK, SEND_PACING } from '../send/queue';
 import type { BypassDecider } from '../deciders/bypass';
 import type { StoredTx } from '../store/records';
 import { newUlid } from '../util/ids';
@@ -148,7 +148,7 @@ export class Intake {
     ahead: number;
     expectedWaitMs: number;
   } {
-    const sendRatePerSecond = this.regionsTakingBundles() * this.ctx.o.bundleEngineRps;
+    const sendRatePerSecond = this.regionsTakingBundles() * this.ctx.o.bundleEngineRps * SEND_PACING;
     const policy = this.ctx.o.policy();
     const byPriority = this.ctx.state.waiting;
     const rank = (p: Priority) => PRIORITY_RANK[effectivePriority(policy, p)];
