@@ -977,7 +977,7 @@ function transactionRecord(
   return {
     slot,
     index,
-    signatures: parsed.signatures.map((signature) => bs58.encode(signature)),
+    signatures: [parsed.signature, ...parsed.signatures.slice(1).map((signature) => bs58.encode(signature))],
     wire: parsed.wire,
     message,
     err,

@@ -42,7 +42,7 @@ function byteArray(bytes: Uint8Array, offset: number): [Uint8Array, number] {
  * Decode serialized message bytes (legacy or v0), as getFeeForMessage receives them and as a transaction carries
  * them. Throws on bytes that are not a whole message.
  */
-export function decodeMessageBytes(message: Uint8Array): DecodedMessage {
+export function decodeMessageBytes(message: Uint8Array, knownKeys?: string[]): DecodedMessage {
   let offset = 0;
   const versioned = ((message[0] ?? 0) & 0x80) !== 0;
   if (versioned) {
@@ -59,9 +59,10 @@ export function decodeMessageBytes(message: Uint8Array): DecodedMessage {
   const [keyCount, keyPrefix] = readCompactU16(message, offset);
   offset += keyPrefix;
   if (offset + 32 * keyCount + 32 > message.length) throw new Error('truncated message');
-  const accountKeys: string[] = [];
-  for (let i = 0; i < keyCount; i++)
-    accountKeys.push(bs58.encode(message.subarray(offset + 32 * i, offset + 32 * (i + 1))));
+  const accountKeys: string[] = knownKeys ?? [];
+  if (!knownKeys)
+    for (let i = 0; i < keyCount; i++)
+      accountKeys.push(bs58.encode(message.subarray(offset + 32 * i, offset + 32 * (i + 1))));
   offset += 32 * keyCount;
   const recentBlockhash = bs58.encode(message.subarray(offset, offset + 32));
   offset += 32;
@@ -107,7 +108,7 @@ export function decodeMessageBytes(message: Uint8Array): DecodedMessage {
 
 /** The message of a transaction `parseTransaction` accepted. */
 export function decodeMessage(parsed: ParsedTransaction): DecodedMessage {
-  return decodeMessageBytes(parsed.messageBytes);
+  return decodeMessageBytes(parsed.messageBytes, parsed.accountKeys);
 }
 
 /** Agave's fee_structure lamports_per_signature. */
