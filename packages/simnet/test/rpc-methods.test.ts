@@ -42,6 +42,18 @@ describe('getTransaction, getFeeForMessage, getRecentPrioritizationFees, getMult
   const { faults, cluster, payer } = h;
   const web3Payer = payer.toWeb3();
 
+  /** Queue a transfer from the payer to a fresh account (for the next block); returns both. */
+  const queueTransferToFreshAccount = () => {
+    const watched = TestKeypair.generate().publicKey;
+    const wire = createTransferTx({
+      from: payer,
+      transfers: [{ to: watched, lamports: 1_000_000 }],
+      recentBlockhash: cluster.latestBlockhash('confirmed').blockhash,
+    });
+    expect(cluster.submitTransaction(wire).ok).toBe(true);
+    return { watched, wire };
+  };
+
   /** A legacy transaction from web3.js: compute budget, a transfer, a memo. */
   const priorityTransfer = (to: PublicKey, amount: number, price: number, limit: number, memo?: string) => {
     const tx = new Transaction();
@@ -372,14 +384,29 @@ describe('getTransaction, getFeeForMessage, getRecentPrioritizationFees, getMult
     });
   });
 
+  it('a lagging node answers from its own banks: getTransaction and getSignaturesForAddress do not see past them', async () => {
+    const { watched, wire } = queueTransferToFreshAccount();
+    cluster.advance(1);
+    const landed = cluster.slot;
+    cluster.advance(2); // confirmed on the cluster
+    const signature = signatureOf(wire);
+    faults.set({ rpcLagSlots: 2, rpcLaggingShare: 1 });
+    // This node's confirmed bank is 2 slots behind the cluster's: the transaction is not confirmed to it yet.
+    expect(await h.connection.getTransaction(signature, { maxSupportedTransactionVersion: 0 })).toBeNull();
+    expect(await h.connection.getSignaturesForAddress(new PublicKey(watched))).toEqual([]);
+    cluster.advance(2);
+    expect((await h.connection.getTransaction(signature, { maxSupportedTransactionVersion: 0 }))?.slot).toBe(
+      landed,
+    );
+    expect(
+      (await h.connection.getSignaturesForAddress(new PublicKey(watched))).map((s) => s.signature),
+    ).toEqual([signature]);
+    // Its getRecentPrioritizationFees ends at its own processed slot.
+    expect((await h.connection.getRecentPrioritizationFees()).at(-1)?.slot).toBe(cluster.slot - 2);
+  });
+
   it('a dead block takes its transactions out of getTransaction and getSignaturesForAddress', async () => {
-    const watched = TestKeypair.generate().publicKey;
-    const wire = createTransferTx({
-      from: payer,
-      transfers: [{ to: watched, lamports: 1_000_000 }],
-      recentBlockhash: cluster.latestBlockhash('confirmed').blockhash,
-    });
-    expect(cluster.submitTransaction(wire).ok).toBe(true);
+    const { watched, wire } = queueTransferToFreshAccount();
     faults.set({ deadSlotRate: 1 });
     cluster.advance(1);
     faults.reset();
@@ -389,6 +416,27 @@ describe('getTransaction, getFeeForMessage, getRecentPrioritizationFees, getMult
     expect(cluster.transaction(signatureOf(wire))).toBeNull();
     expect(cluster.signaturesForAddress(watched)).toEqual([]);
     expect(await h.connection.getSignaturesForAddress(new PublicKey(watched))).toEqual([]);
+  });
+
+  it('records and the address index are kept as long as getBlock keeps the block (1,000 slots), then dropped', async () => {
+    const { watched, wire } = queueTransferToFreshAccount();
+    cluster.advance(1);
+    const slot = cluster.slot;
+    cluster.advance(990);
+    expect(cluster.firstAvailableBlock()).toBeLessThanOrEqual(slot);
+    expect(
+      (await h.connection.getTransaction(signatureOf(wire), { maxSupportedTransactionVersion: 0 }))?.slot,
+    ).toBe(slot);
+    expect(await h.connection.getSignaturesForAddress(new PublicKey(watched))).toHaveLength(1);
+    cluster.advance(200);
+    expect(cluster.firstAvailableBlock()).toBeGreaterThan(slot);
+    await expect(h.connection.getBlockSignatures(slot, 'confirmed')).rejects.toMatchObject({ code: -32001 });
+    expect(
+      await h.connection.getTransaction(signatureOf(wire), { maxSupportedTransactionVersion: 0 }),
+    ).toBeNull();
+    expect(await h.connection.getSignaturesForAddress(new PublicKey(watched))).toEqual([]);
+    // The status itself outlives the block: searchTransactionHistory reaches 20,000 slots.
+    expect(cluster.signatureStatus(signatureOf(wire))?.slot).toBe(slot);
   });
 
   it('@solana/kit 8.4.0 createSolanaRpc: reads, a kit-built transfer sent and confirmed, then found everywhere', async () => {
