@@ -2,7 +2,6 @@
  * Conformance: the unmodified @solana/web3.js v1 Connection against the simnet's JSON-RPC + WebSocket server.
  */
 import {
-  Connection,
   Keypair,
   LAMPORTS_PER_SOL,
   PublicKey,
@@ -10,69 +9,44 @@ import {
   Transaction,
   SendTransactionError,
 } from '@solana/web3.js';
-import { SimCluster } from '../src/chain/cluster';
 import { TestKeypair, createTransferTx, signatureOf } from '../src/chain/testing';
-import { startRpcServer, type RpcServerHandle } from '../src/rpc/server';
-import { Faults } from '../src/faults';
+import { rawRpc, useRpcHarness } from './rpc-harness';
 
 describe('JSON-RPC server with @solana/web3.js Connection', () => {
-  const faults = new Faults();
-  // A 50 ms clock (the floor for tests): web3.js polls and subscribes on its own timers.
-  const cluster = new SimCluster({ seed: 11, slotMs: 50, slotsPerEpoch: 64, faults });
-  let server: RpcServerHandle;
-  let connection: Connection;
-  const payer = TestKeypair.generate();
-
-  beforeAll(async () => {
-    cluster.airdrop(payer.publicKey, 100 * LAMPORTS_PER_SOL);
-    cluster.advance(40); // some finalized history
-    server = await startRpcServer({ cluster, faults });
-    connection = new Connection(server.url, 'confirmed');
-  });
-
-  afterAll(async () => {
-    cluster.close();
-    // web3.js closes its idle WebSocket after 500 ms; closing the server first would make it reconnect forever.
-    await new Promise((resolve) => setTimeout(resolve, 700));
-    await server.close();
-  });
-
-  afterEach(() => {
-    faults.reset();
-    cluster.stop();
-  });
+  const h = useRpcHarness(11);
+  const { faults, cluster, payer } = h;
 
   it('listens for WebSocket on port + 1', () => {
-    expect(server.wsUrl).toBe(`ws://127.0.0.1:${server.port + 1}`);
+    expect(h.server.wsUrl).toBe(`ws://127.0.0.1:${h.server.port + 1}`);
   });
 
   it('getVersion, getSlot, getBlockHeight, getEpochInfo, getEpochSchedule at each commitment', async () => {
-    expect((await connection.getVersion())['solana-core']).toMatch(/^\d+\.\d+\.\d+$/);
-    expect(await connection.getSlot('processed')).toBe(cluster.slot);
-    expect(await connection.getSlot('confirmed')).toBe(cluster.slotAt('confirmed'));
-    expect(await connection.getSlot('finalized')).toBe(cluster.slotAt('finalized'));
+    expect((await h.connection.getVersion())['solana-core']).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(await h.connection.getSlot('processed')).toBe(cluster.slot);
+    expect(await h.connection.getSlot('confirmed')).toBe(cluster.slotAt('confirmed'));
+    expect(await h.connection.getSlot('finalized')).toBe(cluster.slotAt('finalized'));
     expect(cluster.slotAt('confirmed')).toBe(cluster.slot - 2);
-    expect(await connection.getBlockHeight('processed')).toBe(cluster.blockHeight);
-    const info = await connection.getEpochInfo('processed');
+    expect(await h.connection.getBlockHeight('processed')).toBe(cluster.blockHeight);
+    const info = await h.connection.getEpochInfo('processed');
     expect(info).toMatchObject({
       epoch: 0,
       slotIndex: cluster.slot,
       slotsInEpoch: 64,
       absoluteSlot: cluster.slot,
     });
-    const schedule = await connection.getEpochSchedule();
+    const schedule = await h.connection.getEpochSchedule();
     expect(schedule.slotsPerEpoch).toBe(64);
     expect(schedule.getEpoch(130)).toBe(2);
   });
 
   it('getLeaderSchedule and getSlotLeaders agree with the cluster, in 4-slot windows', async () => {
-    const schedule = await connection.getLeaderSchedule();
+    const schedule = await h.connection.getLeaderSchedule();
     expect(schedule).not.toBeNull();
     const indexes = Object.values(schedule as Record<string, number[]>)
       .flat()
       .sort((a, b) => a - b);
     expect(indexes).toEqual(Array.from({ length: 64 }, (_, i) => i));
-    const leaders = await connection.getSlotLeaders(0, 64);
+    const leaders = await h.connection.getSlotLeaders(0, 64);
     expect(leaders).toHaveLength(64);
     for (let slot = 0; slot < 64; slot++) {
       expect(leaders[slot]?.toBase58()).toBe(cluster.leaderAt(slot)?.identity);
@@ -80,28 +54,28 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
       expect((schedule as Record<string, number[]>)[leaders[slot]?.toBase58() as string]).toContain(slot);
     }
     // Beyond the next epoch the schedule is unknown.
-    await expect(connection.getSlotLeaders(64 * 5, 4)).rejects.toThrow(
+    await expect(h.connection.getSlotLeaders(64 * 5, 4)).rejects.toThrow(
       /leader schedule for epoch 5 is unavailable/,
     );
   });
 
   it('getLatestBlockhash and isBlockhashValid', async () => {
-    const latest = await connection.getLatestBlockhash('confirmed');
+    const latest = await h.connection.getLatestBlockhash('confirmed');
     expect(latest.blockhash).toBe(cluster.latestBlockhash('confirmed').blockhash);
     expect(latest.lastValidBlockHeight).toBe(cluster.blockHeightAt('confirmed') + 150);
-    expect((await connection.isBlockhashValid(latest.blockhash)).value).toBe(true);
-    expect((await connection.isBlockhashValid(Keypair.generate().publicKey.toBase58())).value).toBe(false);
+    expect((await h.connection.isBlockhashValid(latest.blockhash)).value).toBe(true);
+    expect((await h.connection.isBlockhashValid(Keypair.generate().publicKey.toBase58())).value).toBe(false);
   });
 
   it('requestAirdrop + confirmTransaction, then getBalance', async () => {
     cluster.start();
     const owner = Keypair.generate();
-    const latest = await connection.getLatestBlockhash();
-    const signature = await connection.requestAirdrop(owner.publicKey, 2 * LAMPORTS_PER_SOL);
-    const confirmed = await connection.confirmTransaction({ signature, ...latest }, 'confirmed');
+    const latest = await h.connection.getLatestBlockhash();
+    const signature = await h.connection.requestAirdrop(owner.publicKey, 2 * LAMPORTS_PER_SOL);
+    const confirmed = await h.connection.confirmTransaction({ signature, ...latest }, 'confirmed');
     expect(confirmed.value.err).toBeNull();
-    expect(await connection.getBalance(owner.publicKey)).toBe(2 * LAMPORTS_PER_SOL);
-    const account = await connection.getAccountInfo(owner.publicKey);
+    expect(await h.connection.getBalance(owner.publicKey)).toBe(2 * LAMPORTS_PER_SOL);
+    const account = await h.connection.getAccountInfo(owner.publicKey);
     expect(account?.lamports).toBe(2 * LAMPORTS_PER_SOL);
     expect(account?.owner.equals(SystemProgram.programId)).toBe(true);
   });
@@ -116,11 +90,11 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
         lamports: LAMPORTS_PER_SOL,
       }),
     );
-    const ok = await connection.simulateTransaction(tx, [web3Payer]);
+    const ok = await h.connection.simulateTransaction(tx, [web3Payer]);
     expect(ok.value.err).toBeNull();
     expect(ok.value.logs?.[0]).toMatch(/^Program 11111111111111111111111111111111 invoke/);
     expect(ok.value.unitsConsumed).toBeGreaterThan(0);
-    expect(await connection.getBalance(recipient)).toBe(0);
+    expect(await h.connection.getBalance(recipient)).toBe(0);
 
     const overdraft = new Transaction().add(
       SystemProgram.transfer({
@@ -129,31 +103,31 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
         lamports: 10_000 * LAMPORTS_PER_SOL,
       }),
     );
-    const failed = await connection.simulateTransaction(overdraft, [web3Payer]);
+    const failed = await h.connection.simulateTransaction(overdraft, [web3Payer]);
     expect(failed.value.err).toEqual({ InstructionError: [0, { Custom: 1 }] });
   });
 
   it('sendRawTransaction + confirmTransaction (block-height strategy over WebSocket), then getSignatureStatuses', async () => {
     cluster.start();
     const recipient = TestKeypair.generate();
-    const latest = await connection.getLatestBlockhash('confirmed');
+    const latest = await h.connection.getLatestBlockhash('confirmed');
     const wire = createTransferTx({
       from: payer,
       transfers: [{ to: recipient.publicKey, lamports: 3_000_000 }],
       recentBlockhash: latest.blockhash,
     });
-    const signature = await connection.sendRawTransaction(wire);
+    const signature = await h.connection.sendRawTransaction(wire);
     expect(signature).toBe(signatureOf(wire));
-    const result = await connection.confirmTransaction({ signature, ...latest }, 'confirmed');
+    const result = await h.connection.confirmTransaction({ signature, ...latest }, 'confirmed');
     expect(result.value.err).toBeNull();
-    const statuses = await connection.getSignatureStatuses([
+    const statuses = await h.connection.getSignatureStatuses([
       signature,
       TestKeypair.generate().publicKey + 'x',
     ]);
     expect(statuses.value[0]?.confirmationStatus).toMatch(/confirmed|finalized/);
     expect(statuses.value[0]?.err).toBeNull();
     expect(statuses.value[1]).toBeNull();
-    expect(await connection.getBalance(new PublicKey(recipient.publicKey))).toBe(3_000_000);
+    expect(await h.connection.getBalance(new PublicKey(recipient.publicKey))).toBe(3_000_000);
   });
 
   it('onSignature and onSlotChange deliver WebSocket notifications', async () => {
@@ -163,11 +137,11 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
       transfers: [{ to: TestKeypair.generate().publicKey, lamports: 1_000_000 }],
       recentBlockhash: latest.blockhash,
     });
-    const signature = await connection.sendRawTransaction(wire);
+    const signature = await h.connection.sendRawTransaction(wire);
     const slots: number[] = [];
-    const slotSubscription = connection.onSlotChange((info) => slots.push(info.slot));
+    const slotSubscription = h.connection.onSlotChange((info) => slots.push(info.slot));
     const notified = new Promise<{ err: unknown; slot: number }>((resolve) => {
-      connection.onSignature(
+      h.connection.onSignature(
         signature,
         (result, context) => resolve({ err: result.err, slot: context.slot }),
         'processed',
@@ -194,7 +168,7 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
     expect(cluster.signatureStatus(signature)?.slot).toBeGreaterThan(0);
     await until(() => slots[slots.length - 1] === cluster.slot, 'the last slot notification');
     expect(slots.slice(-3)).toEqual([cluster.slot - 2, cluster.slot - 1, cluster.slot]);
-    await connection.removeSlotChangeListener(slotSubscription);
+    await h.connection.removeSlotChangeListener(slotSubscription);
   });
 
   it('refuses a failing transaction at preflight with -32002 and its logs', async () => {
@@ -204,13 +178,13 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
       transfers: [{ to: TestKeypair.generate().publicKey, lamports: 10_000 * LAMPORTS_PER_SOL }],
       recentBlockhash: latest.blockhash,
     });
-    const error = await connection.sendRawTransaction(wire).catch((e: unknown) => e);
+    const error = await h.connection.sendRawTransaction(wire).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SendTransactionError);
     expect(String((error as Error).message)).toMatch(/custom program error: 0x1/);
     expect((error as SendTransactionError).logs?.length).toBeGreaterThan(0);
     // Without preflight the transaction is accepted, lands and fails on chain (fee charged).
     const before = cluster.getBalance(payer.publicKey);
-    const signature = await connection.sendRawTransaction(wire, { skipPreflight: true });
+    const signature = await h.connection.sendRawTransaction(wire, { skipPreflight: true });
     cluster.advance(1);
     expect(cluster.signatureStatus(signature)?.err).toEqual({ InstructionError: [0, { Custom: 1 }] });
     expect(cluster.getBalance(payer.publicKey)).toBe(before - 5_000);
@@ -227,7 +201,7 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
       },
       { jsonrpc: '2.0', id: 'c', method: 'noSuchMethod', params: [] },
     ];
-    const response = await fetch(server.url, {
+    const response = await fetch(h.server.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),
@@ -243,15 +217,8 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
     expect(answers[2]?.error?.code).toBe(-32601);
   });
 
-  it('getBlock: signatures in block order once confirmed; Agave errors for processed, future, abandoned, skipped, full', async () => {
-    const raw = async (params: unknown[]) => {
-      const response = await fetch(server.url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getBlock', params }),
-      });
-      return (await response.json()) as { result?: unknown; error?: { code: number; message: string } };
-    };
+  it('getBlock: signatures in block order once confirmed; full and accounts details; Agave errors for processed, future, abandoned, skipped', async () => {
+    const raw = (params: unknown[]) => rawRpc(h.server.url, 'getBlock', params);
     const blockhash = cluster.latestBlockhash('confirmed').blockhash;
     const wires = [1_000, 2_000, 3_000].map((lamports) =>
       createTransferTx({
@@ -264,20 +231,20 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
     cluster.advance(1);
     const slot = cluster.slot;
     // Processed only: the blockstore has nothing to serve at `confirmed` yet.
-    await expect(connection.getBlockSignatures(slot, 'confirmed')).rejects.toMatchObject({ code: -32004 });
+    await expect(h.connection.getBlockSignatures(slot, 'confirmed')).rejects.toMatchObject({ code: -32004 });
     expect((await raw([slot, { commitment: 'processed' }])).error).toEqual({
       code: -32602,
       message: 'Method does not support commitment below `confirmed`',
     });
     cluster.advance(2);
-    const block = await connection.getBlockSignatures(slot, 'confirmed');
+    const block = await h.connection.getBlockSignatures(slot, 'confirmed');
     expect(block.signatures).toEqual(wires.map(signatureOf));
     expect(block.blockhash).toBe(cluster.block(slot)?.blockhash);
     expect(block.parentSlot).toBe(slot - 1);
     expect(block.previousBlockhash).toBe(cluster.block(slot - 1)?.blockhash);
     // Not finalized yet.
-    await expect(connection.getBlockSignatures(slot, 'finalized')).rejects.toMatchObject({ code: -32004 });
-    const none = await connection.getBlock(slot, {
+    await expect(h.connection.getBlockSignatures(slot, 'finalized')).rejects.toMatchObject({ code: -32004 });
+    const none = await h.connection.getBlock(slot, {
       commitment: 'confirmed',
       transactionDetails: 'none',
       rewards: false,
@@ -285,10 +252,22 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
     });
     expect(none).toMatchObject({ blockhash: block.blockhash, blockHeight: cluster.block(slot)?.blockHeight });
     expect(none).not.toHaveProperty('signatures');
-    // Full transactions are not modelled: a precise refusal rather than a made-up meta.
-    expect((await raw([slot, { commitment: 'confirmed' }])).error).toMatchObject({
-      code: -32602,
-      message: expect.stringMatching(/transactionDetails "full" is not served/),
+    // Full transactions (web3's default): each with its meta, in block order.
+    const full = await h.connection.getBlock(slot, {
+      commitment: 'confirmed',
+      maxSupportedTransactionVersion: 0,
+    });
+    expect(full?.transactions.map((t) => t.transaction.signatures[0])).toEqual(wires.map(signatureOf));
+    expect(full?.transactions.map((t) => t.meta?.fee)).toEqual([5_000, 5_000, 5_000]);
+    expect(full?.transactions.map((t) => t.version)).toEqual(['legacy', 'legacy', 'legacy']);
+    const accounts = (await raw([slot, { commitment: 'confirmed', transactionDetails: 'accounts' }]))
+      .result as {
+      transactions: Array<{ transaction: { accountKeys: Array<{ pubkey: string; signer: boolean }> } }>;
+    };
+    expect(accounts.transactions[0]?.transaction.accountKeys[0]).toMatchObject({
+      pubkey: payer.publicKey,
+      signer: true,
+      writable: true,
     });
 
     // A dead slot is skipped for getBlock, like one no leader produced.
@@ -299,9 +278,9 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
     cluster.advance(3);
     expect(cluster.block(dead)?.status).toBe('dead');
     // Above the root: not available (Agave: the fork could still change); at or below it: skipped.
-    await expect(connection.getBlockSignatures(dead, 'confirmed')).rejects.toMatchObject({ code: -32004 });
+    await expect(h.connection.getBlockSignatures(dead, 'confirmed')).rejects.toMatchObject({ code: -32004 });
     cluster.advance(32);
-    await expect(connection.getBlockSignatures(dead, 'confirmed')).rejects.toMatchObject({
+    await expect(h.connection.getBlockSignatures(dead, 'confirmed')).rejects.toMatchObject({
       code: -32007,
       message: expect.stringContaining(`Slot ${dead} was skipped`),
     });
@@ -311,7 +290,7 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
     cluster.advance(1);
     const fresh = cluster.latestBlockhash('processed').blockhash;
     const valid = async (commitment: 'processed' | 'confirmed' | 'finalized') =>
-      (await connection.isBlockhashValid(fresh, { commitment })).value;
+      (await h.connection.isBlockhashValid(fresh, { commitment })).value;
     expect(await valid('processed')).toBe(true);
     expect(await valid('confirmed')).toBe(false); // newer than the confirmed bank
     expect(await valid('finalized')).toBe(false); // newer than the root
@@ -337,28 +316,28 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
     const lagBefore = faults.injected.rpcLagged;
     faults.set({ rpcLagSlots: 3, rpcLaggingShare: 1 });
     const tip = cluster.slot;
-    expect(await connection.getSlot('processed')).toBe(tip - 3);
-    const statuses = await connection.getSignatureStatuses([signatureOf(wire)]);
+    expect(await h.connection.getSlot('processed')).toBe(tip - 3);
+    const statuses = await h.connection.getSignatureStatuses([signatureOf(wire)]);
     expect(statuses.context.slot).toBe(tip - 3);
     expect(statuses.value[0]).toBeNull(); // landed at `landed`, after this node's tip
     // A blockhash this node has not seen is invalid to it.
     expect(
       (
-        await connection.isBlockhashValid(cluster.latestBlockhash('processed').blockhash, {
+        await h.connection.isBlockhashValid(cluster.latestBlockhash('processed').blockhash, {
           commitment: 'processed',
         })
       ).value,
     ).toBe(false);
-    await expect(connection.getSlot({ commitment: 'processed', minContextSlot: tip })).rejects.toThrow(
+    await expect(h.connection.getSlot({ commitment: 'processed', minContextSlot: tip })).rejects.toThrow(
       /Minimum context slot has not been reached/,
     );
     // web3.js wraps this one in its own Error; the node's message is inside.
     await expect(
-      connection.getLatestBlockhash({ commitment: 'processed', minContextSlot: tip }),
+      h.connection.getLatestBlockhash({ commitment: 'processed', minContextSlot: tip }),
     ).rejects.toThrow(/Minimum context slot has not been reached/);
     expect(faults.injected.rpcLagged - lagBefore).toBe(5);
     faults.reset();
-    expect((await connection.getSignatureStatuses([signatureOf(wire)])).value[0]?.slot).toBe(landed);
+    expect((await h.connection.getSignatureStatuses([signatureOf(wire)])).value[0]?.slot).toBe(landed);
   });
 
   it('without searchTransactionHistory only the status cache answers: ~300 rooted slots', async () => {
@@ -371,10 +350,10 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
     cluster.advance(1);
     const landed = cluster.slot;
     cluster.advance(32 + 290); // finalized, and 290 rooted slots on: still cached
-    expect((await connection.getSignatureStatuses([signatureOf(wire)])).value[0]?.slot).toBe(landed);
+    expect((await h.connection.getSignatureStatuses([signatureOf(wire)])).value[0]?.slot).toBe(landed);
     cluster.advance(20); // past 300 rooted slots
-    expect((await connection.getSignatureStatuses([signatureOf(wire)])).value[0]).toBeNull();
-    const searched = await connection.getSignatureStatuses([signatureOf(wire)], {
+    expect((await h.connection.getSignatureStatuses([signatureOf(wire)])).value[0]).toBeNull();
+    const searched = await h.connection.getSignatureStatuses([signatureOf(wire)], {
       searchTransactionHistory: true,
     });
     expect(searched.value[0]).toMatchObject({ slot: landed, confirmationStatus: 'finalized' });
@@ -382,22 +361,22 @@ describe('JSON-RPC server with @solana/web3.js Connection', () => {
 
   it('getSignatureStatuses refuses more than 256 signatures', async () => {
     const signatures = Array.from({ length: 257 }, () => signatureOf(new Uint8Array(65)));
-    await expect(connection.getSignatureStatuses(signatures)).rejects.toThrow(/max 256/);
+    await expect(h.connection.getSignatureStatuses(signatures)).rejects.toThrow(/max 256/);
   });
 
   it('honours rpcDown (503, -32005) and rpc5xxRate', async () => {
     faults.set({ rpcDown: true });
-    const down = await fetch(server.url, {
+    const down = await fetch(h.server.url, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'getHealth' }),
     });
     expect(down.status).toBe(503);
     expect(((await down.json()) as { error: { code: number } }).error.code).toBe(-32005);
-    await expect(connection.getSlot()).rejects.toThrow(/503/);
+    await expect(h.connection.getSlot()).rejects.toThrow(/503/);
     faults.set({ rpcDown: false, rpc5xxRate: 1 });
-    await expect(connection.getSlot()).rejects.toThrow(/50\d/);
+    await expect(h.connection.getSlot()).rejects.toThrow(/50\d/);
     faults.reset();
-    expect(await connection.getSlot('processed')).toBe(cluster.slot);
+    expect(await h.connection.getSlot('processed')).toBe(cluster.slot);
   });
 });

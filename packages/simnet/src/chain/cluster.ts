@@ -6,6 +6,7 @@ import { Rng } from '../rng';
 import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
 import { Bank, type AccountSnapshot } from './bank';
 import { isRecordedError } from './errors';
+import { decodeMessage, extractMemo, feeDetails } from './message';
 import { createValidators, LeaderSchedule, type Validator } from './leaders';
 import { parseTransaction, verifySignatures, type ParsedTransaction } from './wire';
 import type {
@@ -27,6 +28,9 @@ import type {
   SubmitResult,
   TransactionErrorJson,
   TransactionEvent,
+  AddressSignature,
+  LoadedAddresses,
+  TransactionRecord,
 } from './types';
 
 /** Agave's MAX_PROCESSING_AGE: a blockhash is usable for this many blocks after the block that produced it. */
@@ -83,11 +87,16 @@ interface Block {
   };
   /** Faucet credits recorded in this block: they are not rolled back, so a dead block hands them on. */
   faucetCredits: FaucetCredit[];
+  /** Executed transactions with their metadata, in block order. */
+  transactions: TransactionRecord[];
+  prioritizationFees: { min: number | null; writable: Map<string, number> };
 }
 
 interface StatusEntry {
   slot: number;
   err: TransactionErrorJson | null;
+  /** Position in the block. */
+  index: number;
 }
 
 interface FaucetCredit {
@@ -99,7 +108,21 @@ interface FaucetCredit {
 interface Recorded {
   parsed: ParsedTransaction;
   err: TransactionErrorJson | null;
+  execution: Execution;
 }
+
+/** What executing one transaction left behind for its status meta. */
+interface Execution {
+  err: TransactionErrorJson | null;
+  logs: string[];
+  unitsConsumed: number;
+  preBalances: number[];
+  postBalances: number[];
+  loadedAddresses: LoadedAddresses;
+}
+
+/** Address lookup tables: a 56-byte header, then 32-byte addresses. */
+const LOOKUP_TABLE_META_SIZE = 56;
 
 /**
  * Agave's status cache holds the statuses of the last MAX_CACHE_ENTRIES (= MAX_RECENT_BLOCKHASHES, 300) rooted slots:
@@ -149,6 +172,8 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   /** Blockhashes of blocks below this height are invalid (the expireBlockhashes fault). */
   private expiredBelowHeight = 0;
   private readonly statuses = new Map<string, StatusEntry>();
+  /** Per account key, the kept transactions (and airdrops) that loaded it, oldest first (getSignaturesForAddress). */
+  private readonly addressIndex = new Map<string, AddressSignature[]>();
   private readonly pending: ParsedTransaction[] = [];
   private readonly pendingSignatures = new Set<string>();
   /** Uncled bundles' transactions, each waiting for the slot it is re-broadcast into. */
@@ -206,6 +231,8 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       signatures: [],
       status: 'finalized',
       faucetCredits: [],
+      transactions: [],
+      prioritizationFees: { min: null, writable: new Map() },
     };
     this.tip = this.confirmedTip = this.finalizedTip = genesis;
     this.blocks.set(0, genesis);
@@ -260,6 +287,14 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       signatureStatus: (signature, options) => this.statusSeenFrom(signature, at, options),
       block: (slot) => (slot > at('processed').slot ? null : this.block(slot)),
       firstAvailableBlock: () => this.firstAvailableBlock(),
+      transaction: (signature) => {
+        const record = this.transaction(signature);
+        return record && record.slot <= at('processed').slot ? record : null;
+      },
+      signaturesForAddress: (address) => {
+        const tip = at('processed').slot;
+        return this.signaturesForAddress(address).filter((entry) => entry.slot <= tip);
+      },
     };
   }
 
@@ -424,7 +459,22 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       leader: block.leader,
       signatures: block.signatures,
       status: block.status,
+      transactions: block.transactions,
+      prioritizationFees: block.prioritizationFees,
     };
+  }
+
+  transaction(signature: string): TransactionRecord | null {
+    const entry = this.statuses.get(signature);
+    if (!entry) return null;
+    const block = this.blocks.get(entry.slot);
+    if (!block || block.status === 'dead') return null;
+    const record = block.transactions[entry.index];
+    return record && record.signatures[0] === signature ? record : null;
+  }
+
+  signaturesForAddress(address: string): readonly AddressSignature[] {
+    return this.addressIndex.get(address) ?? [];
   }
 
   private isBlockhashUsableAt(blockhash: string, height: number): boolean {
@@ -564,7 +614,9 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
         bundleResults.push(outcome.result);
         if (outcome.result.landed) {
           landedBundles.push({ bundleId: candidate.bundleId, transactions: outcome.transactions });
-          for (const parsed of outcome.transactions) recorded.push({ parsed, err: null });
+          outcome.transactions.forEach((parsed, i) =>
+            recorded.push({ parsed, err: null, execution: outcome.executions[i] as Execution }),
+          );
         }
       }
     }
@@ -580,10 +632,11 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       if (!this.isBlockhashUsableAt(parsed.recentBlockhash, height)) continue;
       if (inBlock.has(parsed.signature) || this.statuses.has(parsed.signature)) continue;
       if (snapshot) this.bank.capture(parsed.writableKeys, snapshot);
-      const { err } = this.bank.execute(parsed);
+      const execution = this.executeWithMeta(parsed);
+      const { err } = execution;
       if (err !== null && !isRecordedError(err)) continue;
       inBlock.add(parsed.signature);
-      recorded.push({ parsed, err });
+      recorded.push({ parsed, err, execution });
     }
 
     const block: Block = {
@@ -595,8 +648,13 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       signatures: recorded.map((r) => r.parsed.signature),
       status: 'processed',
       faucetCredits: this.faucetCredits,
+      transactions: recorded.map(({ parsed, err, execution }, index) =>
+        transactionRecord(slot, index, parsed, err, execution),
+      ),
+      prioritizationFees: { min: null, writable: new Map() },
     };
     this.faucetCredits = [];
+    block.prioritizationFees = prioritizationFeesOf(block.transactions);
     // Replay failure first, then an uncle (only a block with bundles has anything to re-broadcast), then an orphan.
     const reason = willDie
       ? 'dead'
@@ -625,10 +683,27 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       height,
       lastValidBlockHeight: height + BLOCKHASH_VALID_BLOCKS,
     });
-    recorded.forEach(({ parsed, err }) => this.statuses.set(parsed.signature, { slot, err }));
+    recorded.forEach(({ parsed, err }, index) => this.statuses.set(parsed.signature, { slot, err, index }));
+    for (const record of block.transactions) {
+      this.indexAddresses(keysOf(record), {
+        signature: record.signatures[0] as string,
+        slot,
+        index: record.index,
+        err: record.err,
+        memo: extractMemo(record.message),
+      });
+    }
     for (const credit of block.faucetCredits) {
-      this.statuses.set(credit.signature, { slot, err: null });
+      const index = block.signatures.length;
+      this.statuses.set(credit.signature, { slot, err: null, index });
       block.signatures.push(credit.signature);
+      this.indexAddresses(this.faucetKeys(credit), {
+        signature: credit.signature,
+        slot,
+        index,
+        err: null,
+        memo: null,
+      });
     }
     this.landedTransactionCount += block.signatures.length;
 
@@ -644,7 +719,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
         index: recorded.length + i,
         isVote: false,
         err: null,
-        accountKeys: [this.faucetAddress, credit.address, '11111111111111111111111111111111'],
+        accountKeys: this.faucetKeys(credit),
         feePayer: this.faucetAddress,
       }),
     );
@@ -661,12 +736,14 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     height: number,
     inBlock: Set<string>,
     blockSnapshot: AccountSnapshot | null,
-  ): { result: BundleExecution; transactions: ParsedTransaction[] } {
+  ): { result: BundleExecution; transactions: ParsedTransaction[]; executions: Execution[] } {
     const transactions: ParsedTransaction[] = [];
+    const executions: Execution[] = [];
     const signatures: string[] = [];
     const refuse = (failedIndex: number, err: TransactionErrorJson) => ({
       result: { bundleId: candidate.bundleId, landed: false as const, slot, failedIndex, err, signatures },
       transactions: [],
+      executions: [],
     });
     // Sanitize every transaction first, as the validator's bundle sanitizer does: nothing runs if one is bad.
     for (const [index, wire] of candidate.transactions.entries()) {
@@ -694,7 +771,9 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       bundleSnapshot,
     );
     for (const [index, parsed] of transactions.entries()) {
-      const { err } = this.bank.execute(parsed);
+      const execution = this.executeWithMeta(parsed);
+      executions.push(execution);
+      const { err } = execution;
       if (err !== null) {
         this.bank.restore(bundleSnapshot);
         return refuse(index, err);
@@ -704,7 +783,79 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       for (const [address, account] of bundleSnapshot)
         if (!blockSnapshot.has(address)) blockSnapshot.set(address, account);
     for (const parsed of transactions) inBlock.add(parsed.signature);
-    return { result: { bundleId: candidate.bundleId, landed: true, slot, signatures }, transactions };
+    return {
+      result: { bundleId: candidate.bundleId, landed: true, slot, signatures },
+      transactions,
+      executions,
+    };
+  }
+
+  /** Execute one transaction, capturing the balances and lookup-table addresses its status meta reports. */
+  private executeWithMeta(parsed: ParsedTransaction): Execution {
+    const loadedAddresses = this.resolveLookupTables(parsed);
+    const keys = [...parsed.accountKeys, ...loadedAddresses.writable, ...loadedAddresses.readonly];
+    const preBalances = keys.map((key) => this.bank.getBalance(key));
+    const { err, logs, unitsConsumed } = this.bank.execute(parsed);
+    const postBalances = keys.map((key) => this.bank.getBalance(key));
+    return { err, logs, unitsConsumed, preBalances, postBalances, loadedAddresses };
+  }
+
+  /** A v0 message's lookup-table addresses as the bank holds them now (missing tables or indexes resolve to none). */
+  private resolveLookupTables(parsed: ParsedTransaction): LoadedAddresses {
+    const loaded: LoadedAddresses = { writable: [], readonly: [] };
+    if (((parsed.messageBytes[0] ?? 0) & 0x80) === 0) return loaded;
+    const lookups = decodeMessage(parsed).addressTableLookups;
+    for (const lookup of lookups) {
+      const data = this.bank.getAccount(lookup.accountKey)?.data;
+      if (!data) continue;
+      const addressAt = (i: number): string | null => {
+        const start = LOOKUP_TABLE_META_SIZE + 32 * i;
+        return start + 32 <= data.length ? bs58.encode(data.subarray(start, start + 32)) : null;
+      };
+      for (const i of lookup.writableIndexes) {
+        const address = addressAt(i);
+        if (address) loaded.writable.push(address);
+      }
+      for (const i of lookup.readonlyIndexes) {
+        const address = addressAt(i);
+        if (address) loaded.readonly.push(address);
+      }
+    }
+    return loaded;
+  }
+
+  private faucetKeys(credit: FaucetCredit): string[] {
+    return [this.faucetAddress, credit.address, '11111111111111111111111111111111'];
+  }
+
+  private indexAddresses(keys: Iterable<string>, entry: AddressSignature): void {
+    for (const key of new Set(keys)) {
+      let list = this.addressIndex.get(key);
+      if (!list) {
+        list = [];
+        this.addressIndex.set(key, list);
+      }
+      list.push(entry);
+    }
+  }
+
+  /** Every account key a block's transactions and airdrops loaded. */
+  private blockKeys(block: Block): Set<string> {
+    const keys = new Set<string>();
+    for (const record of block.transactions) for (const key of keysOf(record)) keys.add(key);
+    for (const credit of block.faucetCredits) for (const key of this.faucetKeys(credit)) keys.add(key);
+    return keys;
+  }
+
+  /** Drop a block's entries from the address index: the newest (abandoned tip) or the oldest (pruned). */
+  private unindexBlock(block: Block, end: 'newest' | 'oldest'): void {
+    for (const key of this.blockKeys(block)) {
+      const list = this.addressIndex.get(key);
+      if (!list) continue;
+      if (end === 'newest') while (list.length > 0 && list[list.length - 1]?.slot === block.slot) list.pop();
+      else while (list.length > 0 && (list[0] as AddressSignature).slot <= block.slot) list.shift();
+      if (list.length === 0) this.addressIndex.delete(key);
+    }
   }
 
   /** The tip block dies: undo its writes, forget its signatures and blockhash, fall back to its parent. */
@@ -714,6 +865,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     const parent = block.parent;
     if (!doom || !parent) return;
     this.bank.restore(doom.snapshot);
+    this.unindexBlock(block, 'newest');
     const forgotten = block.signatures.filter((s) => !block.faucetCredits.some((c) => c.signature === s));
     for (const signature of block.signatures) this.statuses.delete(signature);
     this.landedTransactionCount -= block.signatures.length;
@@ -783,6 +935,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     for (const [blockSlot] of this.blocks) {
       if (blockSlot >= slot - BLOCK_HISTORY_SLOTS) break;
       const block = this.blocks.get(blockSlot) as Block;
+      this.unindexBlock(block, 'oldest');
       block.parent = null; // let the chain of parents be collected
       this.blocks.delete(blockSlot);
     }
@@ -810,6 +963,67 @@ function blockhashOf(block: Block): BlockhashInfo {
     slot: block.slot,
     lastValidBlockHeight: block.height + BLOCKHASH_VALID_BLOCKS,
   };
+}
+
+function transactionRecord(
+  slot: number,
+  index: number,
+  parsed: ParsedTransaction,
+  err: TransactionErrorJson | null,
+  execution: Execution,
+): TransactionRecord {
+  const message = decodeMessage(parsed);
+  const { fee, computeUnitPrice } = feeDetails(message);
+  return {
+    slot,
+    index,
+    signatures: [parsed.signature, ...parsed.signatures.slice(1).map((signature) => bs58.encode(signature))],
+    wire: parsed.wire,
+    message,
+    err,
+    fee,
+    preBalances: execution.preBalances,
+    postBalances: execution.postBalances,
+    loadedAddresses: execution.loadedAddresses,
+    logMessages: execution.logs,
+    computeUnitsConsumed: execution.unitsConsumed,
+    computeUnitPrice,
+  };
+}
+
+/** Static keys, then lookup-table addresses: what the transaction loaded. */
+function keysOf(record: TransactionRecord): string[] {
+  return [
+    ...record.message.accountKeys,
+    ...record.loadedAddresses.writable,
+    ...record.loadedAddresses.readonly,
+  ];
+}
+
+/** The message's writable keys (header rules for static keys; every writable lookup address). */
+function writableKeysOf(record: TransactionRecord): string[] {
+  const { header, accountKeys } = record.message;
+  const writable = accountKeys.filter((_, i) =>
+    i < header.numRequiredSignatures
+      ? i < header.numRequiredSignatures - header.numReadonlySignedAccounts
+      : i < accountKeys.length - header.numReadonlyUnsignedAccounts,
+  );
+  return [...writable, ...record.loadedAddresses.writable];
+}
+
+/** Agave's per-slot prioritization-fee entry: the block's lowest compute-unit price, and each writable account's. */
+function prioritizationFeesOf(records: readonly TransactionRecord[]): Block['prioritizationFees'] {
+  let min: number | null = null;
+  const writable = new Map<string, number>();
+  for (const record of records) {
+    const price = record.computeUnitPrice;
+    min = min === null ? price : Math.min(min, price);
+    for (const key of writableKeysOf(record)) {
+      const current = writable.get(key);
+      writable.set(key, current === undefined ? price : Math.min(current, price));
+    }
+  }
+  return { min, writable };
 }
 
 function removeBlock(list: Block[], block: Block): void {

@@ -1,3 +1,5 @@
+import type { DecodedMessage } from './message';
+
 /**
  * The contract between the simulated chain (src/chain: clock, leaders, bank, blocks, commitment) and the
  * servers that sit on it (src/rpc, src/geyser, src/engine). The chain implements `Cluster`; the servers only
@@ -149,6 +151,50 @@ export interface ClusterEvents {
   ];
 }
 
+/** Accounts a v0 transaction loaded through its address lookup tables. */
+export interface LoadedAddresses {
+  writable: string[];
+  readonly: string[];
+}
+
+/**
+ * A transaction the chain executed in a block, with what Agave's transaction-status meta carries (getTransaction,
+ * getBlock `full`). Kept as long as its block (`firstAvailableBlock`).
+ */
+export interface TransactionRecord {
+  slot: number;
+  /** Position in its block. */
+  index: number;
+  /** Every signature, base58; the first is the transaction's id. */
+  signatures: string[];
+  /** The wire bytes as executed. */
+  wire: Uint8Array;
+  message: DecodedMessage;
+  err: TransactionErrorJson | null;
+  /** Lamports charged: 5,000 per signature plus the prioritization fee. */
+  fee: number;
+  /** Balances before and after, over the static keys then the loaded writable and readonly addresses. */
+  preBalances: number[];
+  postBalances: number[];
+  /** Addresses resolved through the message's lookup tables (v0; empty for legacy). */
+  loadedAddresses: LoadedAddresses;
+  logMessages: string[];
+  computeUnitsConsumed: number;
+  /** SetComputeUnitPrice in micro-lamports per CU (0 when absent). */
+  computeUnitPrice: number;
+}
+
+/** One transaction in an address's history (getSignaturesForAddress). */
+export interface AddressSignature {
+  signature: string;
+  slot: number;
+  /** Position in its block. */
+  index: number;
+  err: TransactionErrorJson | null;
+  /** SPL Memo instructions as Agave formats them (`[len] text`, joined by "; "); null when none. */
+  memo: string | null;
+}
+
 /** A one-line summary of a produced block. */
 export interface BlockSummary {
   slot: number;
@@ -160,6 +206,13 @@ export interface BlockSummary {
   /** In block order: bundles first (each whole and contiguous), then queued and re-broadcast transactions. */
   signatures: readonly string[];
   status: Commitment | 'dead';
+  /** The executed transactions with their metadata, in block order (airdrops are not transactions and are absent). */
+  transactions?: readonly TransactionRecord[];
+  /**
+   * Prioritization fees seen in the block (Agave's prioritization-fee cache): the lowest SetComputeUnitPrice among its
+   * transactions (null when it has none) and, per write-locked account, the lowest among those locking it.
+   */
+  prioritizationFees?: { min: number | null; writable: ReadonlyMap<string, number> };
 }
 
 /**
@@ -187,6 +240,16 @@ export interface ChainRead {
   block(slot: number): BlockSummary | null;
   /** The oldest slot whose block is still kept (getBlock answers "cleaned up" below it). */
   firstAvailableBlock(): number;
+  /**
+   * A transaction executed in a kept block of the current fork that this node has seen (any commitment: the caller
+   * compares `slot` with its bank); null when unknown, abandoned, pruned or an airdrop.
+   */
+  transaction(signature: string): TransactionRecord | null;
+  /**
+   * Every kept transaction (and airdrop) on the current fork that this node has seen and that loaded `address`
+   * (static keys and lookup-table addresses), oldest first: block order within a slot.
+   */
+  signaturesForAddress(address: string): readonly AddressSignature[];
 }
 
 export interface Cluster extends ChainRead {

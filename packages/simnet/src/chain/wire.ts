@@ -9,7 +9,7 @@ const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
  * bincode decoder is: no redundant continuation byte ("alias encoding") and nothing above 0xffff. A laxer reading
  * would let bytes through that LiteSVM cannot decode, and its napi binding aborts the process on those.
  */
-function readCompactU16(bytes: Uint8Array, offset: number): [number, number] {
+export function readCompactU16(bytes: Uint8Array, offset: number): [number, number] {
   let value = 0;
   for (let i = 0; i < 3; i++) {
     const byte = bytes[offset + i];

@@ -1,12 +1,32 @@
 import bs58 from 'bs58';
 import { describeTransactionError, transactionErrorName } from '../chain/errors';
-import type { ChainRead, Cluster, Commitment, SignatureStatus, TransactionErrorJson } from '../chain/types';
+import { BLOCKHASH_VALID_BLOCKS } from '../chain/cluster';
+import { decodeMessageBytes, feeDetails } from '../chain/message';
+import type {
+  AddressSignature,
+  ChainRead,
+  Cluster,
+  Commitment,
+  SignatureStatus,
+  TransactionErrorJson,
+  TransactionRecord,
+} from '../chain/types';
 
 /** The solana-core version the simnet claims (getVersion, context.apiVersion). */
 export const SOLANA_CORE_VERSION = '2.2.16';
 const FEATURE_SET = 3_294_202_862;
 const MAX_SIGNATURE_STATUSES = 256;
 const MAX_SLOT_LEADERS = 5_000;
+/** Agave rpc_request MAX_MULTIPLE_ACCOUNTS. */
+const MAX_MULTIPLE_ACCOUNTS = 100;
+/** Agave MAX_GET_CONFIRMED_SIGNATURES_FOR_ADDRESS2_LIMIT. */
+const MAX_SIGNATURES_FOR_ADDRESS = 1_000;
+/** Agave MAX_TX_ACCOUNT_LOCKS: getRecentPrioritizationFees takes at most this many accounts. */
+const MAX_PRIORITIZATION_FEE_ACCOUNTS = 128;
+/** Agave's prioritization-fee cache keeps MAX_NUM_RECENT_BLOCKS (150) blocks. */
+const PRIORITIZATION_FEE_BLOCKS = 150;
+/** Agave's blockhash queue (MAX_RECENT_BLOCKHASHES): getFeeForMessage answers for blockhashes this many blocks back. */
+const BLOCKHASH_QUEUE_BLOCKS = 300;
 
 /** A JSON-RPC error the dispatcher turns into `{error: {code, message, data}}`. */
 export class RpcError extends Error {
@@ -33,6 +53,9 @@ interface Config {
   transactionDetails?: string;
   rewards?: boolean;
   maxSupportedTransactionVersion?: number;
+  limit?: number;
+  before?: string;
+  until?: string;
 }
 
 /** Map Solana's commitment names, including the deprecated aliases, onto the three levels. Default: finalized (Agave). */
@@ -77,16 +100,142 @@ function stringParam(params: unknown[], index: number, what: string): string {
   return value;
 }
 
-function addressParam(params: unknown[], index: number): string {
-  const value = stringParam(params, index, 'pubkey');
+/**
+ * A base58 key of `size` bytes (a pubkey or a signature), refused with Agave's messages: its `verify_pubkey` /
+ * `verify_signature` answer "Invalid param: {ParseError:?}", i.e. `Invalid` or `WrongSize`.
+ */
+function base58Param(value: unknown, size: 32 | 64, what: string): string {
+  if (typeof value !== 'string') throw invalidParams(`Invalid params: ${what} must be a string`);
   let bytes: Uint8Array;
   try {
     bytes = bs58.decode(value);
   } catch {
     throw invalidParams('Invalid param: Invalid');
   }
-  if (bytes.length !== 32) throw invalidParams('Invalid param: WrongSize');
+  if (bytes.length !== size) throw invalidParams('Invalid param: WrongSize');
   return value;
+}
+
+function addressParam(params: unknown[], index: number): string {
+  return base58Param(params[index], 32, 'pubkey');
+}
+
+function signatureParam(value: unknown, what = 'signature'): string {
+  return base58Param(value, 64, what);
+}
+
+/** A list of base58 addresses, at most `max` (Agave: "Too many inputs provided; max N"). */
+function addressListParam(value: unknown, max: number): string[] {
+  if (!Array.isArray(value) || value.some((v) => typeof v !== 'string'))
+    throw invalidParams('Invalid params: expected an array of base58 addresses');
+  if (value.length > max) throw invalidParams(`Too many inputs provided; max ${max}`);
+  return value.map((_, i) => addressParam(value, i));
+}
+
+/** Agave refuses getTransaction / getBlock / getSignaturesForAddress below `confirmed`. */
+function confirmedCommitment(config: Config): Commitment {
+  const commitment = parseCommitment(config.commitment);
+  if (commitment === 'processed') throw invalidParams('Method does not support commitment below `confirmed`');
+  return commitment;
+}
+
+const TRANSACTION_ENCODINGS = ['json', 'base64', 'base58'];
+
+/** Agave's -32015 when a v0 transaction meets a request without maxSupportedTransactionVersion (or below 0). */
+function checkVersion(record: TransactionRecord, maxSupported: number | undefined): void {
+  const version = record.message.version;
+  if (version === 'legacy') return;
+  if (maxSupported === undefined || maxSupported < version) {
+    throw new RpcError(
+      -32015,
+      `Transaction version (${version}) is not supported by the requesting client. Please try the request again with the following configuration parameter: "maxSupportedTransactionVersion": ${version}`,
+    );
+  }
+}
+
+function maxSupportedVersion(config: Config): number | undefined {
+  const value = config.maxSupportedTransactionVersion;
+  if (value === undefined || value === null) return undefined;
+  if (value !== 0)
+    throw invalidParams(`Invalid params: unsupported maxSupportedTransactionVersion ${String(value)}`);
+  return value;
+}
+
+/** `transaction` as Agave encodes it: json (UiTransaction with a raw message), or [bytes, "base64" | "base58"]. */
+function encodeTransaction(record: TransactionRecord, encoding: string): unknown {
+  if (encoding === 'base64') return [Buffer.from(record.wire).toString('base64'), 'base64'];
+  if (encoding === 'base58') return [bs58.encode(record.wire), 'base58'];
+  const { message } = record;
+  return {
+    signatures: record.signatures,
+    message: {
+      header: message.header,
+      accountKeys: message.accountKeys,
+      recentBlockhash: message.recentBlockhash,
+      instructions: message.instructions.map((ix) => ({
+        programIdIndex: ix.programIdIndex,
+        accounts: ix.accounts,
+        data: bs58.encode(ix.data),
+        stackHeight: null,
+      })),
+      ...(message.version === 0 ? { addressTableLookups: message.addressTableLookups } : {}),
+    },
+  };
+}
+
+/** Agave's UiTransactionStatusMeta for json / binary encodings. */
+function transactionMeta(record: TransactionRecord) {
+  return {
+    err: record.err,
+    status: record.err === null ? { Ok: null } : { Err: record.err },
+    fee: record.fee,
+    preBalances: record.preBalances,
+    postBalances: record.postBalances,
+    // Not recorded by the simnet: inner instructions (null, as a node without them answers), token balances.
+    innerInstructions: null,
+    logMessages: record.logMessages,
+    preTokenBalances: [],
+    postTokenBalances: [],
+    rewards: [],
+    loadedAddresses: record.loadedAddresses,
+    computeUnitsConsumed: record.computeUnitsConsumed,
+  };
+}
+
+/** transactionDetails "accounts": signatures and annotated account keys, and the meta without logs. */
+function accountsOnly(record: TransactionRecord) {
+  const { header, accountKeys } = record.message;
+  const keys = accountKeys.map((pubkey, i) => ({
+    pubkey,
+    writable:
+      i < header.numRequiredSignatures
+        ? i < header.numRequiredSignatures - header.numReadonlySignedAccounts
+        : i < accountKeys.length - header.numReadonlyUnsignedAccounts,
+    signer: i < header.numRequiredSignatures,
+    source: 'transaction',
+  }));
+  for (const pubkey of record.loadedAddresses.writable)
+    keys.push({ pubkey, writable: true, signer: false, source: 'lookupTable' });
+  for (const pubkey of record.loadedAddresses.readonly)
+    keys.push({ pubkey, writable: false, signer: false, source: 'lookupTable' });
+  const meta = transactionMeta(record);
+  return {
+    transaction: { signatures: record.signatures, accountKeys: keys },
+    meta: {
+      err: meta.err,
+      status: meta.status,
+      fee: meta.fee,
+      preBalances: meta.preBalances,
+      postBalances: meta.postBalances,
+      preTokenBalances: meta.preTokenBalances,
+      postTokenBalances: meta.postTokenBalances,
+    },
+  };
+}
+
+/** Where a signature sits in the chain's order: (slot, position in block). */
+function isOlder(entry: { slot: number; index: number }, than: { slot: number; index: number }): boolean {
+  return entry.slot < than.slot || (entry.slot === than.slot && entry.index < than.index);
 }
 
 function decodeTransaction(params: unknown[], config: Config): Uint8Array {
@@ -176,6 +325,38 @@ export class RpcMethods {
     return value(commitment);
   }
 
+  /** An account as getAccountInfo shows it; null when it does not exist. */
+  private accountJson(address: string, encoding: string) {
+    const account = this.cluster.getAccount?.(address) ?? null;
+    if (!account) {
+      const lamports = this.cluster.getBalance(address);
+      return lamports > 0
+        ? {
+            lamports,
+            owner: '11111111111111111111111111111111',
+            data: ['', 'base64'],
+            executable: false,
+            rentEpoch: 0,
+            space: 0,
+          }
+        : null;
+    }
+    const data =
+      encoding === 'base64'
+        ? [Buffer.from(account.data).toString('base64'), 'base64']
+        : encoding === 'base58'
+          ? bs58.encode(account.data)
+          : [Buffer.from(account.data).toString('base64'), 'base64'];
+    return {
+      lamports: account.lamports,
+      owner: account.owner,
+      data,
+      executable: account.executable,
+      rentEpoch: account.rentEpoch,
+      space: account.data.length,
+    };
+  }
+
   private readonly handlers: Record<string, (params: unknown[]) => unknown> = {
     getHealth: () => 'ok',
     getVersion: () => ({ 'solana-core': SOLANA_CORE_VERSION, 'feature-set': FEATURE_SET }),
@@ -218,36 +399,118 @@ export class RpcMethods {
       const address = addressParam(params, 0);
       const config = configAt(params, 1);
       const encoding = config.encoding ?? 'base58';
-      return this.withContext(params, 1, () => {
-        const account = this.cluster.getAccount?.(address) ?? null;
-        if (!account) {
-          const lamports = this.cluster.getBalance(address);
-          return lamports > 0
-            ? {
-                lamports,
-                owner: '11111111111111111111111111111111',
-                data: ['', 'base64'],
-                executable: false,
-                rentEpoch: 0,
-                space: 0,
-              }
-            : null;
-        }
-        const data =
-          encoding === 'base64'
-            ? [Buffer.from(account.data).toString('base64'), 'base64']
-            : encoding === 'base58'
-              ? bs58.encode(account.data)
-              : [Buffer.from(account.data).toString('base64'), 'base64'];
-        return {
-          lamports: account.lamports,
-          owner: account.owner,
-          data,
-          executable: account.executable,
-          rentEpoch: account.rentEpoch,
-          space: account.data.length,
-        };
+      return this.withContext(params, 1, () => this.accountJson(address, encoding));
+    },
+    getMultipleAccounts: (params) => {
+      const addresses = addressListParam(params[0], MAX_MULTIPLE_ACCOUNTS);
+      const config = configAt(params, 1);
+      const encoding = config.encoding ?? 'base64';
+      return this.withContext(params, 1, () =>
+        addresses.map((address) => this.accountJson(address, encoding)),
+      );
+    },
+    getTransaction: (params) => {
+      const signature = signatureParam(params[0]);
+      // The second parameter may be a bare encoding (Agave's RpcEncodingConfigWrapper::Deprecated).
+      const config: Config = typeof params[1] === 'string' ? { encoding: params[1] } : configAt(params, 1);
+      const commitment = confirmedCommitment(config);
+      const encoding = config.encoding ?? 'json';
+      if (!TRANSACTION_ENCODINGS.includes(encoding))
+        throw invalidParams(
+          `Invalid params: encoding ${encoding} is not served by the simnet; use json, base64 or base58`,
+        );
+      const maxSupported = maxSupportedVersion(config);
+      const record = this.read.transaction(signature);
+      if (!record || record.slot > this.read.slotAt(commitment)) return null;
+      checkVersion(record, maxSupported);
+      return {
+        slot: record.slot,
+        transaction: encodeTransaction(record, encoding),
+        meta: transactionMeta(record),
+        // Blocks carry no wall-clock stamp in the simnet (see getBlock).
+        blockTime: null,
+        ...(maxSupported === undefined ? {} : { version: record.message.version }),
+      };
+    },
+    getSignaturesForAddress: (params) => {
+      const address = addressParam(params, 0);
+      const config = configAt(params, 1);
+      const commitment = confirmedCommitment(config);
+      const limit = config.limit ?? MAX_SIGNATURES_FOR_ADDRESS;
+      if (!Number.isInteger(limit) || limit <= 0 || limit > MAX_SIGNATURES_FOR_ADDRESS)
+        throw invalidParams(`Invalid limit; max ${MAX_SIGNATURES_FOR_ADDRESS}`);
+      const before = config.before === undefined ? undefined : signatureParam(config.before, 'before');
+      const until = config.until === undefined ? undefined : signatureParam(config.until, 'until');
+      this.context(commitment, config);
+      const entries = this.read.signaturesForAddress(address);
+      const position = (signature: string) =>
+        entries.find((e) => e.signature === signature) ?? this.read.transaction(signature);
+      // Agave: an unknown `before` gives nothing; an unknown `until` no lower bound.
+      const start = before === undefined ? undefined : position(before);
+      if (before !== undefined && !start) return [];
+      const stop = until === undefined ? undefined : position(until);
+      const highest = this.read.slotAt(commitment);
+      const finalized = this.read.slotAt('finalized');
+      const result = [];
+      for (let i = entries.length - 1; i >= 0 && result.length < limit; i--) {
+        const entry = entries[i] as AddressSignature;
+        if (entry.slot > highest) continue;
+        if (start && !isOlder(entry, start)) continue;
+        if (stop && !isOlder(stop, entry)) break;
+        result.push({
+          signature: entry.signature,
+          slot: entry.slot,
+          err: entry.err,
+          memo: entry.memo,
+          blockTime: null,
+          confirmationStatus: entry.slot <= finalized ? 'finalized' : 'confirmed',
+        });
+      }
+      return result;
+    },
+    getFeeForMessage: (params) => {
+      const data = stringParam(params, 0, 'message');
+      const bytes = Buffer.from(data, 'base64');
+      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(data) || data.length % 4 === 1)
+        throw invalidParams('invalid base64 encoding: InvalidByte');
+      let message;
+      try {
+        message = decodeMessageBytes(new Uint8Array(bytes));
+      } catch (error) {
+        throw invalidParams(
+          `failed to deserialize solana_message::versions::VersionedMessage: ${(error as Error).message}`,
+        );
+      }
+      return this.withContext(params, 1, (c) => {
+        // Agave's bank.get_fee_for_message: a fee for any blockhash still in the bank's queue (300 blocks), else null.
+        const info = this.cluster.blockhashInfo(message.recentBlockhash);
+        const bankHeight = this.read.blockHeightAt(c);
+        if (!info) return null;
+        const height = info.lastValidBlockHeight - BLOCKHASH_VALID_BLOCKS;
+        if (height > bankHeight || bankHeight - height > BLOCKHASH_QUEUE_BLOCKS) return null;
+        return feeDetails(message).fee;
       });
+    },
+    getRecentPrioritizationFees: (params) => {
+      const accounts =
+        params[0] === undefined || params[0] === null
+          ? []
+          : addressListParam(params[0], MAX_PRIORITIZATION_FEE_ACCOUNTS);
+      const fees: Array<{ slot: number; prioritizationFee: number }> = [];
+      const first = this.read.firstAvailableBlock();
+      for (
+        let slot = this.read.slotAt('processed');
+        slot >= first && fees.length < PRIORITIZATION_FEE_BLOCKS;
+        slot--
+      ) {
+        const block = this.read.block(slot);
+        if (!block || block.status === 'dead' || !block.prioritizationFees) continue;
+        const { min, writable } = block.prioritizationFees;
+        let fee = min ?? 0;
+        for (const account of accounts) fee = Math.max(fee, writable.get(account) ?? 0);
+        fees.push({ slot, prioritizationFee: fee });
+      }
+      return fees.reverse();
     },
     getMinimumBalanceForRentExemption: (params) => {
       const length = params[0];
@@ -269,12 +532,12 @@ export class RpcMethods {
       const details = config.transactionDetails ?? 'full';
       if (!['full', 'accounts', 'signatures', 'none'].includes(details))
         throw invalidParams(`Invalid params: unknown transactionDetails ${String(details)}`);
-      if (details === 'full' || details === 'accounts') {
-        // Not modelled yet: per-transaction metadata (balances before and after, logs) is not kept per block.
+      const encoding = config.encoding ?? 'json';
+      if (details === 'full' && !TRANSACTION_ENCODINGS.includes(encoding))
         throw invalidParams(
-          `Invalid params: transactionDetails "${details}" is not served by the simnet; use "signatures" or "none"`,
+          `Invalid params: encoding ${encoding} is not served by the simnet; use json, base64 or base58`,
         );
-      }
+      const maxSupported = maxSupportedVersion(config);
       if (slot > this.read.slotAt(commitment))
         throw new RpcError(-32004, `Block not available for slot ${slot}`);
       const block = this.read.block(slot);
@@ -302,6 +565,21 @@ export class RpcMethods {
         parentSlot: block.parentSlot ?? 0,
         previousBlockhash: block.parentBlockhash ?? block.blockhash,
         ...(details === 'signatures' ? { signatures: [...block.signatures] } : {}),
+        ...(details === 'full' || details === 'accounts'
+          ? {
+              transactions: (block.transactions ?? []).map((record) => {
+                checkVersion(record, maxSupported);
+                const version = maxSupported === undefined ? {} : { version: record.message.version };
+                return details === 'full'
+                  ? {
+                      transaction: encodeTransaction(record, encoding),
+                      meta: transactionMeta(record),
+                      ...version,
+                    }
+                  : { ...accountsOnly(record), ...version };
+              }),
+            }
+          : {}),
         ...(config.rewards === false ? {} : { rewards: [] }),
       };
     },

@@ -143,10 +143,13 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     send(200, handleOne(methods, body as JsonRpcRequest, node));
   };
 
-  // Pick a port whose neighbour (port + 1) is free too, since clients derive the WebSocket URL from it.
+  // Pick a port whose neighbour (port + 1) is free too, since clients derive the WebSocket URL from it. Linux gives
+  // bind(0) even ports and connect() odd ones, so on a machine with many outgoing connections port + 1 of an
+  // OS-picked port is often taken: after a few tries, candidates come from below the ephemeral range instead.
   let http: Server | null = null;
   let wss: WebSocketServer | null = null;
-  for (let attempt = 0; attempt < 20 && !wss; attempt++) {
+  for (let attempt = 0; attempt < 100 && !wss; attempt++) {
+    const wanted = options.port ?? (attempt < 5 ? 0 : 10_000 + Math.floor(Math.random() * 20_000));
     const candidate = createServer((req, res) => {
       handleHttp(req, res).catch((error: Error) => {
         if (!res.headersSent) res.writeHead(500);
@@ -155,7 +158,12 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     });
     // Keep-alive sockets must not hold close() up.
     candidate.keepAliveTimeout = 1_000;
-    await listen(candidate, options.port ?? 0, host);
+    try {
+      await listen(candidate, wanted, host);
+    } catch (error) {
+      if (options.port) throw error;
+      continue;
+    }
     const port = (candidate.address() as AddressInfo).port;
     try {
       const ws = new WebSocketServer({ host, port: port + 1 });
