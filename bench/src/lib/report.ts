@@ -32,7 +32,14 @@ export function writeResult(resultsDir: string, result: BenchResult): string {
   return path;
 }
 
-const ORDER = ['decision-latency', 'api-fanout', 'landing-economics', 'memory-scale', 'cold-start'];
+const ORDER = [
+  'decision-latency',
+  'api-fanout',
+  'submission-budget',
+  'landing-economics',
+  'memory-scale',
+  'cold-start',
+];
 
 /**
  * BENCHMARKS.md from the full-mode results on disk (quick runs never overwrite it), plus the hand-written
