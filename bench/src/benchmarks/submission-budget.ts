@@ -5,16 +5,16 @@
  * Helius-smart-transaction-style sender, and relay (the real sidecar and agent processes). The strategies of one
  * scenario run at the same time, each on its own simnet (same seed), so each has the whole budget to itself.
  */
-import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Benchmark, BenchContext } from '../benchmark';
-import { summarize, type StrategyRun, type StrategySummary } from '../lib/e2e-run';
+import { pinAndWarmUp, summarize, type StrategyRun, type StrategySummary } from '../lib/e2e-run';
 import { runBaseline, type BaselineKind } from '../lib/jito-senders';
 import { startSimnetChild } from '../lib/processes';
-import { pinRegime, runRelay } from '../lib/relay-submitter';
+import { runRelay } from '../lib/relay-submitter';
 import type { SummaryRow } from '../lib/report';
+import { comparisonTable, compareWithSimulator, readSimulatorCells } from '../lib/sim-agreement';
 import { round } from '../lib/stats';
 import { UserTxFactory, type UserTxKind } from '../lib/usertx';
 
@@ -44,7 +44,7 @@ function steady(perSecond: number, seconds: number): number[] {
 }
 
 function scenarios(quick: boolean): Scenario[] {
-  const steadyS = quick ? 20 : 60;
+  const steadyS = quick ? 15 : 60;
   const list: Scenario[] = [
     s('burst-100', 'burst of 100', 8, 'calm', burst(100), ALL),
     s('steady-5', `steady 5 tx/s for ${steadyS} s`, 8, 'calm', steady(5, steadyS), ALL),
@@ -99,10 +99,11 @@ async function runBaselineCell(
   scenario: Scenario,
   seed: number,
   hotAccounts: string[],
+  warmupSlots: number,
 ): Promise<StrategyRun> {
   const simnet = await rateLimitedSimnet(seed, scenario.regions);
   try {
-    await pinRegime(simnet.started.adminUrl, scenario.regime);
+    await pinAndWarmUp(simnet, scenario.regime, warmupSlots);
     const factory = new UserTxFactory(scenario.kind, seed, { hotAccounts });
     return await runBaseline(strategy, simnet, factory, scenario.arrivalsMs, seed);
   } finally {
@@ -120,7 +121,7 @@ async function probeHotAccounts(seed: number): Promise<boolean> {
   }
 }
 
-interface CellResult {
+export interface CellResult {
   scenario: string;
   description: string;
   regions: number;
@@ -132,6 +133,7 @@ interface CellResult {
 }
 
 async function runScenario(ctx: BenchContext, scenario: Scenario, seed: number): Promise<CellResult[]> {
+  const warmupSlots = ctx.quick ? 20 : 30;
   const t0 = performance.now();
   const runs = await Promise.all(
     scenario.strategies.map((strategy) =>
@@ -142,8 +144,9 @@ async function runScenario(ctx: BenchContext, scenario: Scenario, seed: number):
             regime: scenario.regime,
             kind: scenario.kind,
             arrivalsMs: scenario.arrivalsMs,
+            warmupSlots,
           })
-        : runBaselineCell(strategy, scenario, seed, []),
+        : runBaselineCell(strategy, scenario, seed, [], warmupSlots),
     ),
   );
   const cells = runs.map((run) => {
@@ -264,51 +267,6 @@ function targetRows(cells: CellResult[], quick: boolean): SummaryRow[] {
   return rows;
 }
 
-/** The fast simulator's cells (bench/results/landing-economics.json), to say where it agrees with these runs. */
-function simulatorComparison(cells: CellResult[]): string[] {
-  const path = fileURLToPath(new URL('../../results/landing-economics.json', import.meta.url));
-  if (!existsSync(path)) return [];
-  const sim = JSON.parse(readFileSync(path, 'utf8')) as {
-    details: {
-      cells: Array<{
-        regime: string;
-        expiry: number;
-        strategy: string;
-        landing_rate: { mean: number };
-        lamports_per_landed: { mean: number };
-      }>;
-    };
-  };
-  const lines = [
-    '| end-to-end cell | simulator cell (expiry 150) | landed % e2e vs sim | points apart | lamports/landed e2e vs sim | agree (within 3 points)? |',
-    '|---|---|---|---|---|---|',
-  ];
-  const pairs: Array<[string, Strategy, string, string]> = [
-    ['steady-1', 'relay', 'calm', 'reflex'],
-    ['steady-5', 'relay', 'calm', 'reflex'],
-    ['steady-5', 'always-p95', 'calm', 'always-p95'],
-    ['burst-100', 'relay', 'calm', 'reflex'],
-    ['burst-100', 'always-p95', 'calm', 'always-p95'],
-    ['burst-100-busy', 'relay', 'busy', 'reflex'],
-    ['burst-100-busy', 'always-p95', 'busy', 'always-p95'],
-    ['burst-100-spike', 'relay', 'spike', 'reflex'],
-    ['burst-100-spike', 'always-p95', 'spike', 'always-p95'],
-  ];
-  for (const [scenario, strategy, regime, simStrategy] of pairs) {
-    const e2e = find(cells, scenario, strategy);
-    const s = sim.details.cells.find(
-      (c) => c.regime === regime && c.expiry === 150 && c.strategy === simStrategy,
-    );
-    if (!e2e || !s) continue;
-    const simPct = round(s.landing_rate.mean * 100, 1);
-    const gap = round(Math.abs(simPct - e2e.landed_pct_of_submitted), 1);
-    lines.push(
-      `| ${scenario} ${strategy} | ${regime} ${simStrategy} | ${e2e.landed_pct_of_submitted} vs ${simPct} | ${gap} | ${e2e.lamports_per_landed.toLocaleString('en-US')} vs ${Math.round(s.lamports_per_landed.mean).toLocaleString('en-US')} | ${gap <= 3 ? 'yes' : '**no**'} |`,
-    );
-  }
-  return lines.length > 2 ? lines : [];
-}
-
 export const submissionBudget: Benchmark = {
   name: 'submission-budget',
   title: "3. Landing economics end to end: submission under the engine's budget",
@@ -344,7 +302,7 @@ export const submissionBudget: Benchmark = {
       '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
       ...cells.map(row),
     ];
-    const comparison = simulatorComparison(cells);
+    const comparison = comparisonTable(compareWithSimulator(cells, readSimulatorCells()));
     if (comparison.length)
       markdown.push('', 'The fast simulator (section 3b) against these runs:', '', ...comparison);
     if (skipped.length) markdown.push('', ...skipped.map((x) => `- \`${x.scenario}\`: ${x.reason}.`));

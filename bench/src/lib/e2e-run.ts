@@ -186,6 +186,21 @@ export function spentLamports(before: number[], after: number[], outcomes: reado
   return lost - moved;
 }
 
+/**
+ * Pin the regime (`POST /admin/auction {regime}`) and let `warmupSlots` slots of it pass, so the tip floor (landed
+ * tips over a trailing window, empty at a fresh simnet's start) reflects the pinned market before the first arrival.
+ */
+export async function pinAndWarmUp(simnet: SimnetChild, regime: string, warmupSlots: number): Promise<void> {
+  const res = await fetch(`${simnet.started.adminUrl}/auction`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ regime }),
+  });
+  if (!res.ok) throw new Error(`POST /admin/auction: ${res.status} ${await res.text()}`);
+  const from = await simnet.request<number>({ op: 'slot' });
+  while ((await simnet.request<number>({ op: 'slot' })) < from + warmupSlots) await sleep(100);
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }

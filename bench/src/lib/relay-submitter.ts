@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import { Connection } from '@solana/web3.js';
 import type { StrategyRun, TxOutcome } from './e2e-run';
-import { landedSlots, newOutcome, sleep, slotTimeline, spentLamports } from './e2e-run';
+import { landedSlots, newOutcome, pinAndWarmUp, sleep, slotTimeline, spentLamports } from './e2e-run';
 import { startAgentChild } from './processes';
 import { SseReader } from './sse';
 import { benchPolicy, startRelayStack } from './stack';
@@ -19,11 +19,14 @@ export interface RelayRunOptions {
   regime: 'calm' | 'busy' | 'spike' | null;
   kind: UserTxKind;
   arrivalsMs: readonly number[];
+  /** Slots of the pinned regime before the first arrival (see pinAndWarmUp). */
+  warmupSlots: number;
 }
 
 const FOLLOWED = new Set(['confirmed', 'finalized', 'failed', 'expired']);
 
 export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
+  let pinned: Promise<void> = Promise.resolve();
   const stack = await startRelayStack({
     simnet: {
       seed: options.seed,
@@ -36,6 +39,15 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
     // expiry-slots 150, max-tip, escalation) is the sidecar's default.
     policy: benchPolicy(),
     env: { BUNDLE_ENGINE_RPS: '1', AGENT_DECISION_MODE: 'reflex' },
+    // Pinned before the sidecar starts, so the warm-up below is all of the pinned regime.
+    onSimnet: (simnet) => {
+      if (options.regime) {
+        pinned = pinAndWarmUp(simnet, options.regime, options.warmupSlots);
+        // Awaited after the sidecar and agent are up; a failure surfaces there.
+        pinned.catch(() => undefined);
+      }
+      return Promise.resolve();
+    },
   });
   const agent = await startAgentChild(stack.sidecar.url, {}, join(stack.dir, 'agent.log')).catch(
     async (error: unknown) => {
@@ -45,7 +57,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
   );
   try {
     const { started } = stack.simnet;
-    if (options.regime) await pinRegime(started.adminUrl, options.regime);
+    await pinned;
     const factory = new UserTxFactory(options.kind, options.seed);
     const payers = factory.payers.map((p) => p.publicKey);
     await stack.simnet.request({ op: 'fund', addresses: payers, lamports: 10_000_000_000_000 });
@@ -150,14 +162,4 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
     await agent.stop();
     await stack.stop();
   }
-}
-
-/** `POST /admin/auction {regime}`: the simnet's regime pin (calm / busy / spike). */
-export async function pinRegime(adminUrl: string, regime: 'calm' | 'busy' | 'spike'): Promise<void> {
-  const res = await fetch(`${adminUrl}/auction`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ regime }),
-  });
-  if (!res.ok) throw new Error(`POST /admin/auction: ${res.status} ${await res.text()}`);
 }

@@ -1,6 +1,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { MachineInfo } from './machine';
+import { AGREEMENT_POINTS, compareWithSimulator, type E2eCell, type SimCell } from './sim-agreement';
 
 export interface SummaryRow {
   metric: string;
@@ -56,6 +57,10 @@ export async function writeBenchmarksMd(
     results.push(JSON.parse(readFileSync(join(resultsDir, file), 'utf8')) as BenchResult);
   }
   results.sort((a, b) => ORDER.indexOf(a.name) - ORDER.indexOf(b.name));
+  const endToEnd = results.find((r) => r.name === 'submission-budget');
+  const simulator = results.findIndex((r) => r.name === 'landing-economics');
+  if (endToEnd && simulator >= 0)
+    results[simulator] = supersededBy(results[simulator] as BenchResult, endToEnd);
   const lines: string[] = [
     '# Benchmarks',
     '',
@@ -101,4 +106,37 @@ export async function writeBenchmarksMd(
   const prettier = await import('prettier');
   const options = (await prettier.resolveConfig(outPath)) ?? {};
   writeFileSync(outPath, await prettier.format(lines.join('\n'), { ...options, filepath: outPath }));
+}
+
+/**
+ * The fast simulator's section once the end-to-end runs exist: renamed 3b, and each of its expiry-150 rows that an
+ * end-to-end run covers kept only where they agree within AGREEMENT_POINTS landing-rate points (issue #15).
+ */
+function supersededBy(simulator: BenchResult, endToEnd: BenchResult): BenchResult {
+  const agreements = compareWithSimulator(
+    (endToEnd.details.cells ?? []) as E2eCell[],
+    (simulator.details.cells ?? []) as SimCell[],
+  );
+  const disagree = new Set(agreements.filter((a) => !a.agree).map((a) => `${a.regime}|${a.sim_strategy}`));
+  const agree = new Set(agreements.filter((a) => a.agree).map((a) => `${a.regime}|${a.sim_strategy}`));
+  const dropped: string[] = [];
+  const markdown = (simulator.markdown ?? []).filter((line) => {
+    const cells = line.split('|').map((c) => c.trim());
+    const key = `${cells[1]}|${cells[3]}`;
+    if (cells[2] === '150' && disagree.has(key)) {
+      dropped.push(`${cells[1]} ${cells[3]}`);
+      return false;
+    }
+    return true;
+  });
+  const kept = [...agree].filter((k) => !disagree.has(k)).map((k) => k.replace('|', ' '));
+  return {
+    ...simulator,
+    title: '3b. Landing economics on the fast simulator (no engine budget)',
+    markdown,
+    notes: [
+      `Section 3's end-to-end runs (rate limit on) replace this simulator where they cover it. Its expiry-150 rows ${dropped.length ? `for ${dropped.join(', ')} are dropped: the end-to-end runs disagree by more than ${AGREEMENT_POINTS} landing-rate points (the simulator has no engine budget: one arrival per slot, every send taken)` : 'are all kept'}${kept.length ? `; ${kept.join(', ')} kept: they agree within ${AGREEMENT_POINTS} points` : ''}. Rows no end-to-end run covers (expiry 12, fixed-10k, always-p50, escalate-p50, cortex) are the simulator's alone.`,
+      ...simulator.notes,
+    ],
+  };
 }
