@@ -14,7 +14,6 @@ import { runBaseline, type BaselineKind } from '../lib/jito-senders';
 import { startSimnetChild } from '../lib/processes';
 import { runRelay } from '../lib/relay-submitter';
 import type { SummaryRow } from '../lib/report';
-import { comparisonTable, compareWithSimulator, readSimulatorCells } from '../lib/sim-agreement';
 import { round } from '../lib/stats';
 import { UserTxFactory, type UserTxKind } from '../lib/usertx';
 
@@ -98,13 +97,14 @@ async function runBaselineCell(
   strategy: BaselineKind,
   scenario: Scenario,
   seed: number,
-  hotAccounts: string[],
   warmupSlots: number,
 ): Promise<StrategyRun> {
   const simnet = await rateLimitedSimnet(seed, scenario.regions);
   try {
     await pinAndWarmUp(simnet, scenario.regime, warmupSlots);
-    const factory = new UserTxFactory(scenario.kind, seed, { hotAccounts });
+    const factory = new UserTxFactory(scenario.kind, seed, {
+      hotAccounts: simnet.started.hotAccounts ?? [],
+    });
     return await runBaseline(strategy, simnet, factory, scenario.arrivalsMs, seed);
   } finally {
     await simnet.stop();
@@ -115,7 +115,7 @@ async function runBaselineCell(
 async function probeHotAccounts(seed: number): Promise<boolean> {
   const simnet = await rateLimitedSimnet(seed, 8);
   try {
-    return simnet.started.hotAccounts;
+    return simnet.started.hotAccounts !== null;
   } finally {
     await simnet.stop();
   }
@@ -146,7 +146,7 @@ async function runScenario(ctx: BenchContext, scenario: Scenario, seed: number):
             arrivalsMs: scenario.arrivalsMs,
             warmupSlots,
           })
-        : runBaselineCell(strategy, scenario, seed, [], warmupSlots),
+        : runBaselineCell(strategy, scenario, seed, warmupSlots),
     ),
   );
   const cells = runs.map((run) => {
@@ -302,13 +302,10 @@ export const submissionBudget: Benchmark = {
       '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
       ...cells.map(row),
     ];
-    const comparison = comparisonTable(compareWithSimulator(cells, readSimulatorCells()));
-    if (comparison.length)
-      markdown.push('', 'The fast simulator (section 3b) against these runs:', '', ...comparison);
     if (skipped.length) markdown.push('', ...skipped.map((x) => `- \`${x.scenario}\`: ${x.reason}.`));
     const notes = [
       `Seed ${seed} for every simnet (\`pnpm bench submission-budget --seed=random\` for a fresh one). Every strategy of a scenario runs at the same time on its own simnet child (same seed: same leaders, validators' regions and auction draws), so each has the whole 1 request/s per region budget to itself; the simnets' slot clocks are measured (observed_slot_ms in the JSON) to show the shared 2 cores kept 400 ms slots.`,
-      'Simnet: rate limit on (1 request/s per IP per region, the default), 400 ms slots, 8 regions (one in the one-region scenario), 90% of leaders on the bundle engine, the regime pinned with `POST /admin/auction {regime}`. Bursts arrive at once; steady rates are open-loop (one transaction every 1/rate s). Full mode runs steady rates for 60 s, quick for 20 s.',
+      'Simnet: rate limit on (1 request/s per IP per region, the default), 400 ms slots, 8 regions (one in the one-region scenario), 90% of leaders on the bundle engine, the regime pinned with `POST /admin/auction {regime}`. Bursts arrive at once; steady rates are open-loop (one transaction every 1/rate s). Full mode runs steady rates for 60 s, quick for 15 s; 30 slots of the pinned regime (quick: 20) pass before the first arrival, so the tip floor, empty when a simnet starts, reflects it.',
       'User transaction: a system transfer from one of 32 seeded, funded payers (uncontended). The hot-account variant (a write to a contended account) is built into the transaction generator and skipped until the simnet models hot accounts.',
       '**naive-p75** (a): `new JitoJsonRpcClient(<first region>/api/v1)` (jito-js-rpc 0.2.2); `getTipAccounts` once; per transaction: web3.js `getLatestBlockhash`, `GET tip_floor`, tip = `landed_tips_75th_percentile`, `sendBundle([[userTx, tipTx], {encoding: "base64"}])` with the tip transaction signed by the user\'s tipper wallet; then every 2 s `getSignatureStatuses` and, unless it shows the transfer (processed or better), the same bundle again, until `getBlockHeight` passes the blockhash\'s `lastValidBlockHeight`. A 429 is an exception it ignores; the next resend is 2 s later. **always-p95** (b): the same with `landed_tips_95th_percentile`.',
       "**helius-style** (c): helius-sdk's `sendTransactionWithSender` shape: tip = tip floor p75 fetched once per transaction (the SDK floors it at Sender's tier minimum, 0.001 SOL dual / 0.000005 SOL SWQOS-only; not applied here, there is no Sender), as a transfer inside the user's own transaction; sent once (`sendTxn(..., bundleOnly=true)`, a one-transaction bundle), then statuses polled every 2 s (the SDK's default interval) and the same bytes re-sent after each poll that does not show `confirmed`, until `lastValidBlockHeight`. Its simulate-for-compute-units and priority-fee steps are left out (the simnet charges no priority fee).",

@@ -58,7 +58,9 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
   try {
     const { started } = stack.simnet;
     await pinned;
-    const factory = new UserTxFactory(options.kind, options.seed);
+    const factory = new UserTxFactory(options.kind, options.seed, {
+      hotAccounts: started.hotAccounts ?? [],
+    });
     const payers = factory.payers.map((p) => p.publicKey);
     await stack.simnet.request({ op: 'fund', addresses: payers, lamports: 10_000_000_000_000 });
     const wallets = [...payers, started.tipper];

@@ -32,10 +32,10 @@ export interface SimnetStarted {
   /** Each region's block engine base URL (JSON-RPC under /api/v1). */
   engineUrls: string[];
   /**
-   * Whether the block engine models hot (contended) accounts. The auction-model branch adds write-lock groups and
-   * hot accounts; until it lands, scenarios that need them are skipped, not faked.
+   * The block engine's hot (contended) accounts, or null when it models none. The auction-model branch adds
+   * write-lock groups and hot accounts; until it lands, scenarios that need them are skipped, not faked.
    */
-  hotAccounts: boolean;
+  hotAccounts: string[] | null;
 }
 
 export type SimnetRequest =
@@ -81,7 +81,7 @@ async function handle(request: SimnetRequest): Promise<unknown> {
         adminUrl: endpoints.adminUrl,
         tipFloorUrl: endpoints.tipFloorUrl,
         engineUrls: endpoints.regions.map((r) => r.engineUrl),
-        hotAccounts: 'hotAccounts' in simnet.engine,
+        hotAccounts: hotAccountsOf(simnet),
       };
       return started;
     }
@@ -108,6 +108,22 @@ async function handle(request: SimnetRequest): Promise<unknown> {
       setImmediate(() => process.exit(0));
       return null;
   }
+}
+
+/**
+ * `simnet.engine.hotAccounts` as addresses, whichever shape it takes (an array, a Set or Map of addresses, or a
+ * function returning one); null when the engine has none.
+ */
+function hotAccountsOf(sim: Simnet): string[] | null {
+  let value: unknown = (sim.engine as unknown as { hotAccounts?: unknown }).hotAccounts;
+  if (typeof value === 'function') value = (value as () => unknown).call(sim.engine);
+  if (value instanceof Map) value = [...value.keys()];
+  if (value instanceof Set) value = [...value];
+  if (!Array.isArray(value)) return null;
+  const addresses = value.map((v) =>
+    typeof v === 'string' ? v : String((v as { address?: unknown }).address ?? v),
+  );
+  return addresses.length ? addresses : null;
 }
 
 function need(): Simnet {
