@@ -225,7 +225,7 @@ function targetRows(cells: CellResult[], quick: boolean): SummaryRow[] {
   const st5 = find(cells, 'steady-5', 'relay');
   if (st5) {
     rows.push({
-      metric: `relay, steady 5 tx/s for ${quick ? 20 : 60} s (issue: 10 min): landed; time to land p99`,
+      metric: `relay, steady 5 tx/s for ${quick ? 15 : 60} s (issue: 10 min): landed; time to land p99`,
       target: '>= 99.5 %; <= 10 s',
       measured: `${st5.landed_pct_of_submitted} %; ${fmtMs(st5.time_to_land_ms.p99)} s`,
       met: st5.landed_pct_of_submitted >= 99.5 && st5.time_to_land_ms.p99 <= 10_000,
