@@ -1,7 +1,7 @@
 /**
- * `pnpm bench [name ...] [--quick]`: runs relay's five benchmarks one after another (never in parallel: they share
+ * `pnpm bench [name ...] [--quick]`: runs relay's six benchmarks one after another (never in parallel: they share
  * two cores), writes `bench/results/<name>.json` (quick runs: `bench/results/quick/`) and regenerates the root
- * BENCHMARKS.md from the full-mode results.
+ * BENCHMARKS.md from the full-mode results. `--report` only regenerates BENCHMARKS.md.
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,11 +11,19 @@ import { coldStart } from './benchmarks/cold-start';
 import { decisionLatency } from './benchmarks/decision-latency';
 import { landingEconomics } from './benchmarks/landing-economics';
 import { memoryScale } from './benchmarks/memory-scale';
+import { submissionBudget } from './benchmarks/submission-budget';
 import { loadAverage, machineInfo } from './lib/machine';
 import { REPO_ROOT } from './lib/processes';
 import { writeBenchmarksMd, writeResult, type BenchResult } from './lib/report';
 
-const BENCHMARKS: Benchmark[] = [decisionLatency, apiFanout, landingEconomics, memoryScale, coldStart];
+const BENCHMARKS: Benchmark[] = [
+  decisionLatency,
+  apiFanout,
+  submissionBudget,
+  landingEconomics,
+  memoryScale,
+  coldStart,
+];
 const BENCH_DIR = fileURLToPath(new URL('../', import.meta.url));
 const RESULTS_DIR = join(BENCH_DIR, 'results');
 
@@ -23,14 +31,31 @@ async function main(): Promise<number> {
   const args = process.argv.slice(2).filter((a) => a !== '--');
   const quick = args.includes('--quick');
   const profile = args.includes('--profile');
-  const unknownFlags = args.filter((a) => a.startsWith('--') && a !== '--quick' && a !== '--profile');
+  // `--seed=<n|random>` and `--scenarios=a,b` reach the benchmarks as BENCH_SEED / BENCH_SCENARIOS (turbo passes no
+  // environment variables through to the task, so flags are how `pnpm bench` takes them).
+  for (const arg of args) {
+    const m = /^--(seed|scenarios)=(.+)$/.exec(arg);
+    if (m) process.env[m[1] === 'seed' ? 'BENCH_SEED' : 'BENCH_SCENARIOS'] = m[2];
+  }
+  const unknownFlags = args.filter(
+    (a) =>
+      a.startsWith('--') &&
+      !['--quick', '--profile', '--report'].includes(a) &&
+      !/^--(seed|scenarios)=/.test(a),
+  );
   const names = args.filter((a) => !a.startsWith('--'));
   const unknown = names.filter((n) => !BENCHMARKS.some((b) => b.name === n));
   if (unknownFlags.length || unknown.length) {
     process.stderr.write(
-      `bench: unknown ${[...unknownFlags, ...unknown].join(', ')}; usage: pnpm bench [--quick] [--profile] [${BENCHMARKS.map((b) => b.name).join('|')} ...]\n`,
+      `bench: unknown ${[...unknownFlags, ...unknown].join(', ')}; usage: pnpm bench [--quick] [--profile] [--report] [--seed=<n|random>] [--scenarios=<id,...>] [${BENCHMARKS.map((b) => b.name).join('|')} ...]\n`,
     );
     return 2;
+  }
+  if (args.includes('--report')) {
+    // Only regenerate BENCHMARKS.md from the results on disk (after editing FINDINGS.md or the report's layout).
+    await writeBenchmarksMd(RESULTS_DIR, join(BENCH_DIR, 'FINDINGS.md'), join(REPO_ROOT, 'BENCHMARKS.md'));
+    process.stdout.write('bench: BENCHMARKS.md regenerated from bench/results\n');
+    return 0;
   }
   const selected = names.length ? BENCHMARKS.filter((b) => names.includes(b.name)) : BENCHMARKS;
   const started = performance.now();

@@ -7,7 +7,7 @@ import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { SimnetChildOptions, SimnetRequest } from './simnet-process';
+import type { SimnetChildOptions, SimnetRequest, SimnetStarted } from './simnet-process';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 export const SIDECAR_MAIN = join(REPO_ROOT, 'apps/sidecar/dist/main.cjs');
@@ -38,6 +38,8 @@ export interface SimnetChild {
   pid: number;
   env: Record<string, string>;
   keypairPath: string;
+  /** Endpoints, the tipper and capabilities the child reported at start. */
+  started: SimnetStarted;
   request<T = unknown>(request: SimnetRequest): Promise<T>;
   stop(): Promise<void>;
 }
@@ -65,8 +67,9 @@ export async function startSimnetChild(options: SimnetChildOptions): Promise<Sim
       waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
       child.send({ id, ...r });
     });
-  const started = await request<{ env: Record<string, string>; pid: number }>({ op: 'start', options });
+  const started = await request<SimnetStarted>({ op: 'start', options });
   return {
+    started,
     pid: started.pid,
     env: started.env,
     keypairPath: options.keypairPath,

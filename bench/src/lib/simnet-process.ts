@@ -14,6 +14,28 @@ export interface SimnetChildOptions {
   regime?: 'calm' | 'busy' | 'spike' | null;
   /** Where to write the funded tipper keypair (Solana CLI JSON). */
   keypairPath: string;
+  /** The block engine's per-IP rate limit (1 req/s per region): off unless asked, as the older benchmarks ran. */
+  rateLimit?: boolean;
+  /** Regional block engines (default: the simnet's default, all eight). */
+  regions?: number;
+}
+
+/** What a started simnet child reports back. */
+export interface SimnetStarted {
+  env: Record<string, string>;
+  pid: number;
+  /** The funded tipper written to keypairPath (base58). */
+  tipper: string;
+  rpcUrl: string;
+  adminUrl: string;
+  tipFloorUrl: string;
+  /** Each region's block engine base URL (JSON-RPC under /api/v1). */
+  engineUrls: string[];
+  /**
+   * The block engine's hot (contended) accounts, or null when it models none. The auction-model branch adds
+   * write-lock groups and hot accounts; until it lands, scenarios that need them are skipped, not faked.
+   */
+  hotAccounts: string[] | null;
 }
 
 export type SimnetRequest =
@@ -23,9 +45,13 @@ export type SimnetRequest =
   | { op: 'slot' }
   | { op: 'auction'; regime: 'calm' | 'busy' | 'spike' | null; fixedClearingTip: number | null }
   | { op: 'llmLatency'; ms: number }
+  | { op: 'balances'; addresses: string[] }
+  | { op: 'slotTimes' }
   | { op: 'stop' };
 
 let simnet: Simnet | null = null;
+/** Wall-clock ms (this machine's Date.now()) at which each slot was first produced (processed). */
+const slotSeenAt = new Map<number, number>();
 
 async function handle(request: SimnetRequest): Promise<unknown> {
   switch (request.op) {
@@ -34,14 +60,30 @@ async function handle(request: SimnetRequest): Promise<unknown> {
       simnet = await startSimnet({
         seed: o.seed,
         slotMs: o.slotMs,
-        rateLimit: false,
+        rateLimit: o.rateLimit ?? false,
+        ...(o.regions !== undefined ? { regions: o.regions } : {}),
         ...(o.bundleEngineShare !== undefined ? { bundleEngineShare: o.bundleEngineShare } : {}),
       });
       simnet.engine.auction.setFixedClearingTip(o.fixedClearingTip);
       if (o.regime) simnet.engine.auction.setRegime(o.regime);
       const tipper = simnet.fundedKeypair(1_000_000_000_000);
       writeFileSync(o.keypairPath, JSON.stringify([...tipper.secretKey]), { mode: 0o600 });
-      return { env: simnet.env(), pid: process.pid };
+      simnet.cluster.on('slot', (event) => {
+        if (event.status === 'processed' && !slotSeenAt.has(event.slot))
+          slotSeenAt.set(event.slot, Date.now());
+      });
+      const endpoints = simnet.endpoints;
+      const started: SimnetStarted = {
+        env: simnet.env(),
+        pid: process.pid,
+        tipper: tipper.publicKey.toBase58(),
+        rpcUrl: endpoints.rpcUrl,
+        adminUrl: endpoints.adminUrl,
+        tipFloorUrl: endpoints.tipFloorUrl,
+        engineUrls: endpoints.regions.map((r) => r.engineUrl),
+        hotAccounts: hotAccountsOf(simnet),
+      };
+      return started;
     }
     case 'fund':
       for (const address of request.addresses) need().cluster.airdrop(address, request.lamports);
@@ -57,11 +99,31 @@ async function handle(request: SimnetRequest): Promise<unknown> {
     case 'llmLatency':
       need().llm.setLatency(request.ms);
       return null;
+    case 'balances':
+      return request.addresses.map((address) => need().cluster.getBalance(address));
+    case 'slotTimes':
+      return [...slotSeenAt.entries()];
     case 'stop':
       await simnet?.stop();
       setImmediate(() => process.exit(0));
       return null;
   }
+}
+
+/**
+ * `simnet.engine.hotAccounts` as addresses, whichever shape it takes (an array, a Set or Map of addresses, or a
+ * function returning one); null when the engine has none.
+ */
+function hotAccountsOf(sim: Simnet): string[] | null {
+  let value: unknown = (sim.engine as unknown as { hotAccounts?: unknown }).hotAccounts;
+  if (typeof value === 'function') value = (value as () => unknown).call(sim.engine);
+  if (value instanceof Map) value = [...value.keys()];
+  if (value instanceof Set) value = [...value];
+  if (!Array.isArray(value)) return null;
+  const addresses = value.map((v) =>
+    typeof v === 'string' ? v : String((v as { address?: unknown }).address ?? v),
+  );
+  return addresses.length ? addresses : null;
 }
 
 function need(): Simnet {

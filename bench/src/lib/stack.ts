@@ -20,6 +20,8 @@ export interface RelayStackOptions {
   /** Run the sidecar under `node --cpu-prof`, writing the profile into the stack's directory on exit. */
   cpuProfile?: boolean;
   dir?: string;
+  /** Called once the simnet is up, before the sidecar starts (e.g. to pin the auction's regime). */
+  onSimnet?: (simnet: SimnetChild) => Promise<void>;
 }
 
 /** A simnet process plus the real sidecar process over loopback, every file in a fresh temp directory. */
@@ -27,6 +29,12 @@ export async function startRelayStack(options: RelayStackOptions): Promise<Relay
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'relay-bench-'));
   const keypairPath = join(dir, 'tipper.json');
   const simnet = await startSimnetChild({ ...options.simnet, keypairPath });
+  try {
+    await options.onSimnet?.(simnet);
+  } catch (error) {
+    await simnet.stop();
+    throw error;
+  }
   writeFileSync(join(dir, 'relay.policy.json'), JSON.stringify(options.policy));
   const env: Record<string, string> = {
     ...simnet.env,

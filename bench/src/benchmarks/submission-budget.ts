@@ -1,0 +1,323 @@
+/**
+ * Submission under the engine's budget, end to end: real processes over loopback, a simnet child per strategy with
+ * the block engine's rate limit on (1 request/s per IP per region), 400 ms slots and eight regions (or one), and
+ * four ways of sending the same user transactions: a naive jito-js-rpc sender (tip p75), the same sender at p95, a
+ * Helius-smart-transaction-style sender, and relay (the real sidecar and agent processes). The strategies of one
+ * scenario run at the same time, each on its own simnet (same seed), so each has the whole budget to itself.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Benchmark, BenchContext } from '../benchmark';
+import { pinAndWarmUp, summarize, type StrategyRun, type StrategySummary } from '../lib/e2e-run';
+import { runBaseline, type BaselineKind } from '../lib/jito-senders';
+import { startSimnetChild } from '../lib/processes';
+import { runRelay } from '../lib/relay-submitter';
+import type { SummaryRow } from '../lib/report';
+import { round } from '../lib/stats';
+import { UserTxFactory, type UserTxKind } from '../lib/usertx';
+
+type Strategy = BaselineKind | 'relay';
+type Regime = 'calm' | 'busy' | 'spike';
+
+interface Scenario {
+  id: string;
+  description: string;
+  regions: number;
+  regime: Regime;
+  kind: UserTxKind;
+  arrivalsMs: number[];
+  strategies: Strategy[];
+}
+
+const ALL: Strategy[] = ['naive-p75', 'always-p95', 'helius-style', 'relay'];
+
+function burst(n: number): number[] {
+  return Array.from({ length: n }, () => 0);
+}
+
+function steady(perSecond: number, seconds: number): number[] {
+  return Array.from({ length: Math.round(perSecond * seconds) }, (_, i) =>
+    Math.round((i * 1000) / perSecond),
+  );
+}
+
+function scenarios(quick: boolean): Scenario[] {
+  const steadyS = quick ? 15 : 60;
+  const list: Scenario[] = [
+    s('burst-100', 'burst of 100', 8, 'calm', burst(100), ALL),
+    s('steady-5', `steady 5 tx/s for ${steadyS} s`, 8, 'calm', steady(5, steadyS), ALL),
+    s(
+      'burst-100-one-region',
+      'burst of 100, one region',
+      1,
+      'calm',
+      burst(100),
+      quick ? ['relay'] : ['naive-p75', 'relay'],
+    ),
+  ];
+  if (!quick) {
+    list.push(
+      s('burst-500', 'burst of 500', 8, 'calm', burst(500), ALL),
+      s('steady-1', `steady 1 tx/s for ${steadyS} s`, 8, 'calm', steady(1, steadyS), ['naive-p75', 'relay']),
+      s('steady-20', `steady 20 tx/s for ${steadyS} s`, 8, 'calm', steady(20, steadyS), ALL),
+      s('burst-100-busy', 'burst of 100, busy', 8, 'busy', burst(100), ALL),
+      s('burst-100-spike', 'burst of 100, spike', 8, 'spike', burst(100), ALL),
+    );
+  }
+  list.push({ ...s('burst-100-hot', 'burst of 100, hot account', 8, 'calm', burst(100), ALL), kind: 'hot' });
+  return list;
+}
+
+function s(
+  id: string,
+  description: string,
+  regions: number,
+  regime: Regime,
+  arrivalsMs: number[],
+  strategies: Strategy[],
+): Scenario {
+  return { id, description, regions, regime, kind: 'uncontended', arrivalsMs, strategies };
+}
+
+/** A simnet child as the baselines meet it: 400 ms slots, the seeded market, 1 request/s per IP per region. */
+function rateLimitedSimnet(seed: number, regions: number): ReturnType<typeof startSimnetChild> {
+  const dir = mkdtempSync(join(tmpdir(), 'relay-bench-simnet-'));
+  return startSimnetChild({
+    seed,
+    slotMs: 400,
+    fixedClearingTip: null,
+    rateLimit: true,
+    regions,
+    keypairPath: join(dir, 'tipper.json'),
+  });
+}
+
+async function runBaselineCell(
+  strategy: BaselineKind,
+  scenario: Scenario,
+  seed: number,
+  warmupSlots: number,
+): Promise<StrategyRun> {
+  const simnet = await rateLimitedSimnet(seed, scenario.regions);
+  try {
+    await pinAndWarmUp(simnet, scenario.regime, warmupSlots);
+    const factory = new UserTxFactory(scenario.kind, seed, {
+      hotAccounts: simnet.started.hotAccounts ?? [],
+    });
+    return await runBaseline(strategy, simnet, factory, scenario.arrivalsMs, seed);
+  } finally {
+    await simnet.stop();
+  }
+}
+
+/** Does this simnet model hot accounts? Asked of a throwaway child, so no scenario fakes them. */
+async function probeHotAccounts(seed: number): Promise<boolean> {
+  const simnet = await rateLimitedSimnet(seed, 8);
+  try {
+    return simnet.started.hotAccounts !== null;
+  } finally {
+    await simnet.stop();
+  }
+}
+
+export interface CellResult {
+  scenario: string;
+  description: string;
+  regions: number;
+  regime: Regime;
+  kind: UserTxKind;
+  summary: StrategySummary;
+  extra?: Record<string, unknown>;
+  refusal_codes?: Record<string, number>;
+}
+
+async function runScenario(ctx: BenchContext, scenario: Scenario, seed: number): Promise<CellResult[]> {
+  const warmupSlots = ctx.quick ? 20 : 30;
+  const t0 = performance.now();
+  const runs = await Promise.all(
+    scenario.strategies.map((strategy) =>
+      strategy === 'relay'
+        ? runRelay({
+            seed,
+            regions: scenario.regions,
+            regime: scenario.regime,
+            kind: scenario.kind,
+            arrivalsMs: scenario.arrivalsMs,
+            warmupSlots,
+          })
+        : runBaselineCell(strategy, scenario, seed, warmupSlots),
+    ),
+  );
+  const cells = runs.map((run) => {
+    const codes: Record<string, number> = {};
+    for (const o of run.outcomes) if (o.refusalCode) codes[o.refusalCode] = (codes[o.refusalCode] ?? 0) + 1;
+    return {
+      scenario: scenario.id,
+      description: scenario.description,
+      regions: scenario.regions,
+      regime: scenario.regime,
+      kind: scenario.kind,
+      summary: summarize(run),
+      ...(run.extra ? { extra: run.extra } : {}),
+      ...(Object.keys(codes).length ? { refusal_codes: codes } : {}),
+    };
+  });
+  for (const c of cells) {
+    const x = c.summary;
+    ctx.progress(
+      `${scenario.id} ${x.strategy}: ${x.accepted}/${x.submitted} accepted, ${x.refused} refused, ${x.landed} landed (${x.landed_pct_of_submitted}%), ${x.accepted_then_expired} accepted-then-expired, land p50/p90/p99 ${x.time_to_land_ms.p50}/${x.time_to_land_ms.p90}/${x.time_to_land_ms.p99} ms, ${x.lamports_per_landed} lamports/landed, ${x.engine_requests} engine requests (${x.engine_429s} 429), slot ${x.observed_slot_ms} ms`,
+    );
+  }
+  ctx.progress(`${scenario.id}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  return cells;
+}
+
+function fmtMs(v: number): string {
+  return (v / 1000).toFixed(1);
+}
+
+function row(c: CellResult): string {
+  const x = c.summary;
+  const refused = x.refused ? `${x.refused} (${x.refused_with_retry_after} with Retry-After)` : '0';
+  return `| ${c.description} | ${x.strategy} | ${x.submitted} | ${x.accepted} | ${refused} | ${x.landed_pct_of_submitted} / ${x.landed_pct_of_accepted} | ${x.accepted_then_expired} | ${fmtMs(x.time_to_land_ms.p50)} / ${fmtMs(x.time_to_land_ms.p90)} / ${fmtMs(x.time_to_land_ms.p99)} | ${x.time_to_land_slots.p50} / ${x.time_to_land_slots.p90} / ${x.time_to_land_slots.p99} | ${x.throughput_per_s} | ${x.lamports_per_landed.toLocaleString('en-US')} | ${x.engine_requests_per_landed} | ${x.engine_429s} |`;
+}
+
+function find(cells: CellResult[], scenario: string, strategy: Strategy): StrategySummary | undefined {
+  return cells.find((c) => c.scenario === scenario && c.summary.strategy === strategy)?.summary;
+}
+
+function targetRows(cells: CellResult[], quick: boolean): SummaryRow[] {
+  const rows: SummaryRow[] = [];
+  const b100 = find(cells, 'burst-100', 'relay');
+  if (b100) {
+    const ok = b100.accepted / b100.submitted >= 0.99 && b100.landed / b100.submitted >= 0.99;
+    rows.push({
+      metric: 'relay, burst of 100, 8 regions: accepted; landed',
+      target: '>= 99 %; >= 99 %',
+      measured: `${b100.accepted}/${b100.submitted}; ${b100.landed_pct_of_submitted} %`,
+      met: ok,
+    });
+    rows.push({
+      metric: 'relay, burst of 100, 8 regions: accepted-then-expired',
+      target: '0',
+      measured: String(b100.accepted_then_expired),
+      met: b100.accepted_then_expired === 0,
+    });
+    rows.push({
+      metric: 'relay, burst of 100, 8 regions: time to land p50; p90',
+      target: '<= 8 s; <= 14 s',
+      measured: `${fmtMs(b100.time_to_land_ms.p50)} s; ${fmtMs(b100.time_to_land_ms.p90)} s`,
+      met: b100.time_to_land_ms.p50 <= 8_000 && b100.time_to_land_ms.p90 <= 14_000,
+    });
+  }
+  const b500 = find(cells, 'burst-500', 'relay');
+  if (b500) {
+    const acceptedLanded = b500.accepted - b500.accepted_then_expired;
+    rows.push({
+      metric: 'relay, burst of 500: every accepted lands; the rest refused at once with Retry-After',
+      target: 'all; all',
+      measured: `${acceptedLanded}/${b500.accepted} accepted landed; ${b500.refused_with_retry_after}/${b500.submitted - b500.accepted} refused with Retry-After (slowest answer ${b500.refusal_answer_max_ms ?? 0} ms)`,
+      met:
+        b500.accepted_then_expired === 0 && b500.refused_with_retry_after === b500.submitted - b500.accepted,
+    });
+  }
+  const st5 = find(cells, 'steady-5', 'relay');
+  if (st5) {
+    rows.push({
+      metric: `relay, steady 5 tx/s for ${quick ? 15 : 60} s (issue: 10 min): landed; time to land p99`,
+      target: '>= 99.5 %; <= 10 s',
+      measured: `${st5.landed_pct_of_submitted} %; ${fmtMs(st5.time_to_land_ms.p99)} s`,
+      met: st5.landed_pct_of_submitted >= 99.5 && st5.time_to_land_ms.p99 <= 10_000,
+    });
+  }
+  for (const scenario of ['burst-100', 'burst-500', 'steady-20']) {
+    const relay = find(cells, scenario, 'relay');
+    const naive = find(cells, scenario, 'naive-p75');
+    if (!relay || !naive) continue;
+    const ratio = naive.throughput_per_s ? relay.throughput_per_s / naive.throughput_per_s : Infinity;
+    rows.push({
+      metric: `relay vs naive jito-js-rpc (one region), ${scenario}: throughput; landed % of accepted vs naive's of submitted`,
+      target: '>= 8x; >= naive',
+      measured: `${round(ratio, 1)}x (${relay.throughput_per_s} vs ${naive.throughput_per_s} landed/s); ${relay.landed_pct_of_accepted} % vs ${naive.landed_pct_of_submitted} % (relay of submitted: ${relay.landed_pct_of_submitted} %)`,
+      met: ratio >= 8 && relay.landed_pct_of_accepted >= naive.landed_pct_of_submitted,
+    });
+  }
+  for (const scenario of ['burst-100', 'burst-100-busy', 'burst-100-spike', 'steady-5']) {
+    const relay = find(cells, scenario, 'relay');
+    const p95 = find(cells, scenario, 'always-p95');
+    if (!relay || !p95 || !p95.lamports_per_landed) continue;
+    const ratio = relay.lamports_per_landed / p95.lamports_per_landed;
+    rows.push({
+      metric: `relay lamports per landed vs always-p95, ${scenario}`,
+      target: '<= 50 %',
+      measured: `${round(ratio * 100, 1)} % (${relay.lamports_per_landed.toLocaleString('en-US')} vs ${p95.lamports_per_landed.toLocaleString('en-US')})`,
+      met: ratio <= 0.5,
+    });
+  }
+  const one = find(cells, 'burst-100-one-region', 'relay');
+  if (one) {
+    rows.push({
+      metric: 'relay, one region, burst of 100: accepted-then-expired (refusals instead)',
+      target: '0',
+      measured: `${one.accepted_then_expired} (${one.accepted} accepted, ${one.refused} refused, ${one.refused_with_retry_after} with Retry-After)`,
+      met: one.accepted_then_expired === 0,
+    });
+  }
+  return rows;
+}
+
+export const submissionBudget: Benchmark = {
+  name: 'submission-budget',
+  title: "3. Landing economics end to end: submission under the engine's budget",
+  async run(ctx) {
+    const seed =
+      process.env.BENCH_SEED === 'random'
+        ? Math.floor(Math.random() * 1e9)
+        : Number(process.env.BENCH_SEED ?? 7);
+    ctx.progress(
+      `seed ${seed}${process.env.BENCH_SEED === 'random' ? ' (random; --seed=<n> replays it)' : ''}`,
+    );
+    // BENCH_SCENARIOS=burst-100,steady-5 runs only those (for a look at one cell; the results file then holds only them).
+    const only = process.env.BENCH_SCENARIOS?.split(',').filter(Boolean);
+    const list = scenarios(ctx.quick).filter((x) => !only || only.includes(x.id));
+    const hot = await probeHotAccounts(seed);
+    const cells: CellResult[] = [];
+    const skipped: Array<{ scenario: string; reason: string }> = [];
+    for (const scenario of list) {
+      if (scenario.kind === 'hot' && !hot) {
+        const reason =
+          'skipped: this simnet has no hot accounts (simnet.engine.hotAccounts); the auction-model branch adds them';
+        skipped.push({ scenario: scenario.id, reason });
+        ctx.progress(`${scenario.id}: ${reason}`);
+        continue;
+      }
+      ctx.progress(
+        `${scenario.id}: ${scenario.arrivalsMs.length} tx, ${scenario.regions} region(s), ${scenario.regime}, ${scenario.strategies.join(', ')}`,
+      );
+      cells.push(...(await runScenario(ctx, scenario, seed)));
+    }
+    const markdown = [
+      '| scenario | strategy | submitted | accepted | refused at admission | landed % (of submitted / of accepted) | accepted, then expired | time to land p50 / p90 / p99 (s) | slots p50 / p90 / p99 | landed/s | lamports per landed | engine requests per landed | 429s received |',
+      '|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+      ...cells.map(row),
+    ];
+    if (skipped.length) markdown.push('', ...skipped.map((x) => `- \`${x.scenario}\`: ${x.reason}.`));
+    const notes = [
+      `Seed ${seed} for every simnet (\`pnpm bench submission-budget --seed=random\` for a fresh one). Every strategy of a scenario runs at the same time on its own simnet child (same seed: same leaders, validators' regions and auction draws), so each has the whole 1 request/s per region budget to itself; the simnets' slot clocks are measured (observed_slot_ms in the JSON) to show the shared 2 cores kept 400 ms slots.`,
+      'Simnet: rate limit on (1 request/s per IP per region, the default), 400 ms slots, 8 regions (one in the one-region scenario), 90% of leaders on the bundle engine, the regime pinned with `POST /admin/auction {regime}`. Bursts arrive at once; steady rates are open-loop (one transaction every 1/rate s). Full mode runs steady rates for 60 s, quick for 15 s; 30 slots of the pinned regime (quick: 20) pass before the first arrival, so the tip floor, empty when a simnet starts, reflects it.',
+      'User transaction: a system transfer from one of 32 seeded, funded payers (uncontended). The hot-account variant (a write to a contended account) is built into the transaction generator and skipped until the simnet models hot accounts.',
+      '**naive-p75** (a): `new JitoJsonRpcClient(<first region>/api/v1)` (jito-js-rpc 0.2.2); `getTipAccounts` once; per transaction: web3.js `getLatestBlockhash`, `GET tip_floor`, tip = `landed_tips_75th_percentile`, `sendBundle([[userTx, tipTx], {encoding: "base64"}])` with the tip transaction signed by the user\'s tipper wallet; then every 2 s `getSignatureStatuses` and, unless it shows the transfer (processed or better), the same bundle again, until `getBlockHeight` passes the blockhash\'s `lastValidBlockHeight`. A 429 is an exception it ignores; the next resend is 2 s later. **always-p95** (b): the same with `landed_tips_95th_percentile`.',
+      "**helius-style** (c): helius-sdk's `sendTransactionWithSender` shape: tip = tip floor p75 fetched once per transaction (the SDK floors it at Sender's tier minimum, 0.001 SOL dual / 0.000005 SOL SWQOS-only; not applied here, there is no Sender), as a transfer inside the user's own transaction; sent once (`sendTxn(..., bundleOnly=true)`, a one-transaction bundle), then statuses polled every 2 s (the SDK's default interval) and the same bytes re-sent after each poll that does not show `confirmed`, until `lastValidBlockHeight`. Its simulate-for-compute-units and priority-fee steps are left out (the simnet charges no priority fee).",
+      '**relay** (d): the real sidecar (`apps/sidecar/dist/main.cjs`) and the real agent process (`apps/agents/dist/main.cjs`, `AGENT_DECISION_MODE=reflex`), `BUNDLE_ENGINE_RPS=1` (the real budget), all regions configured, JSON-RPC transport; policy file `{"rate-limit": 1000000, "max-queue": 1000000, "spend-limit": 0}` so none of them binds, every other key the default (tip p75, max-retries 3, expiry-slots 150). Each transaction: `getLatestBlockhash`, sign, `POST /tx/enqueue`; 202 or 429 (+ `Retry-After`) recorded; each accepted one followed on `/internal/events` to confirmed or a terminal state.',
+      "Landed = the user transfer has a status in getSignatureStatuses after the run (the chain's truth, any commitment). Time to land = from the moment the user's code got the transaction (relay: before `getLatestBlockhash` and the POST) to the wall-clock time the simnet produced the landing slot; slots likewise. Throughput = landed / (last landing − first arrival). Lamports per landed = what the payers and the tipper lost, less what the landed transfers moved (tips + fees from the chain), over landed. Accepted for the baselines = at least one send got a bundle id (a 200); a baseline transaction every send of which got 429 counts as not accepted.",
+      'Engine requests: every JSON-RPC request a baseline made to the block engine (sends, resends, the one getTipAccounts; the tip floor and the Solana RPC are not rate-limited and not counted). relay: `relay_engine_requests_total` (sendBundle requests over all regions; its gRPC leader and result streams spend no send budget); its 429s are the `transport` result (429s, 5xx and timeouts; the simnet injects no 5xx here).',
+    ];
+    return {
+      rows: targetRows(cells, ctx.quick),
+      notes,
+      markdown,
+      details: { seed, quick: ctx.quick, cells, skipped },
+    };
+  },
+};

@@ -1,0 +1,83 @@
+import { Rng, TestKeypair, createTransferTx, signatureOf } from '@solrelay/simnet';
+
+/**
+ * What a user transaction touches. `uncontended`: a transfer from a funded payer to one of 64 recipients, locking
+ * nothing anyone else bids on. `hot`: the same transfer plus a write to one of the engine's hot accounts (the
+ * swap-on-a-busy-pool case of the write-lock-group auction). `hot` needs a simnet whose engine models hot
+ * accounts (`simnet.engine.hotAccounts`); until then a scenario asking for it is skipped, never faked.
+ */
+export type UserTxKind = 'uncontended' | 'hot';
+
+export interface UserTx {
+  wire: Uint8Array;
+  base64: string;
+  signature: string;
+  payer: string;
+  /** Lamports moved to the recipient (and hot account), so fees can be read from the payer's balance delta. */
+  moved: number;
+}
+
+export class HotAccountsUnavailable extends Error {
+  constructor() {
+    super(
+      'this simnet has no hot accounts (simnet.engine.hotAccounts); hot scenarios need the auction-model branch',
+    );
+  }
+}
+
+/**
+ * Signed user transactions from seeded payers (node:crypto Ed25519, so a burst of 500 is signed in milliseconds).
+ * Every transaction moves a distinct amount, so every signature is distinct.
+ */
+export class UserTxFactory {
+  readonly payers: TestKeypair[];
+  private readonly recipients: string[];
+  private counter = 0;
+
+  constructor(
+    readonly kind: UserTxKind,
+    seed: number,
+    options: { payers?: number; hotAccounts?: readonly string[] } = {},
+  ) {
+    if (kind === 'hot' && !options.hotAccounts?.length) throw new HotAccountsUnavailable();
+    const rng = new Rng(seed);
+    this.payers = Array.from({ length: options.payers ?? 32 }, () => TestKeypair.generate(rng));
+    this.recipients = Array.from({ length: 64 }, () => TestKeypair.generate(rng).publicKey);
+    this.hotAccounts = options.hotAccounts ?? [];
+  }
+
+  private readonly hotAccounts: readonly string[];
+
+  /** One transfer; `tip` adds a transfer to a Jito tip account inside the same transaction (tip included). */
+  make(blockhash: string, tip?: { account: string; lamports: number }): UserTx {
+    const n = this.counter++;
+    const payer = this.payers[n % this.payers.length] as TestKeypair;
+    // Above the rent-exempt minimum, so a new recipient account is valid when the transfer executes.
+    const amount = 891_000 + n;
+    const transfers = [{ to: this.recipients[n % this.recipients.length] as string, lamports: amount }];
+    let moved = amount;
+    if (this.kind === 'hot') {
+      transfers.push({ to: this.hotAccounts[n % this.hotAccounts.length] as string, lamports: 1 });
+      moved += 1;
+    }
+    if (tip) transfers.push({ to: tip.account, lamports: tip.lamports });
+    const wire = createTransferTx({ from: payer, transfers, recentBlockhash: blockhash });
+    return {
+      wire,
+      base64: Buffer.from(wire).toString('base64'),
+      signature: signatureOf(wire),
+      payer: payer.publicKey,
+      moved,
+    };
+  }
+
+  /** A tip transaction (a transfer to a tip account) signed by `tipper`, for a bundle [user tx, tip tx]. */
+  static tipTx(tipper: TestKeypair, account: string, lamports: number, blockhash: string): string {
+    const wire = createTransferTx({
+      from: tipper,
+      transfers: [{ to: account, lamports }],
+      recentBlockhash: blockhash,
+    });
+    return Buffer.from(wire).toString('base64');
+  }
+}
