@@ -1,9 +1,14 @@
+import { ComputeBudgetProgram, PublicKey, SystemProgram, Transaction } from '@solana/web3.js';
 import { Rng, TestKeypair, createTransferTx, signatureOf } from '@solrelay/simnet';
+
+/** What a `hot` transaction asks (SetComputeUnitLimit): a swap's budget, so it ranks per CU as the pool's swaps do. */
+export const HOT_TX_COMPUTE_UNITS = 200_000;
 
 /**
  * What a user transaction touches. `uncontended`: a transfer from a funded payer to one of 64 recipients, locking
- * nothing anyone else bids on. `hot`: the same transfer plus a write to one of the engine's hot accounts (the
- * swap-on-a-busy-pool case of the write-lock-group auction). `hot` needs a simnet whose engine models hot
+ * nothing anyone else bids on. `hot`: the same transfer plus a write to one of the engine's hot accounts, asking a
+ * swap's compute (SetComputeUnitLimit 200,000): the swap-on-a-busy-pool case of the tip-per-CU auction. Without the
+ * limit it would ask ~6,000 CU and outrank the pool's swaps 30 to 1 per lamport, so "hot" would measure nothing. `hot` needs a simnet whose engine models hot
  * accounts (`simnet.engine.hotAccounts`); until then a scenario asking for it is skipped, never faked.
  */
 export type UserTxKind = 'uncontended' | 'hot';
@@ -61,7 +66,10 @@ export class UserTxFactory {
       moved += 1;
     }
     if (tip) transfers.push({ to: tip.account, lamports: tip.lamports });
-    const wire = createTransferTx({ from: payer, transfers, recentBlockhash: blockhash });
+    const wire =
+      this.kind === 'hot'
+        ? swapLike(payer, transfers, blockhash)
+        : createTransferTx({ from: payer, transfers, recentBlockhash: blockhash });
     return {
       wire,
       base64: Buffer.from(wire).toString('base64'),
@@ -80,4 +88,21 @@ export class UserTxFactory {
     });
     return Buffer.from(wire).toString('base64');
   }
+}
+
+/** The transfers of a `hot` transaction with a swap's compute-unit limit in front, signed by the payer. */
+function swapLike(
+  payer: TestKeypair,
+  transfers: ReadonlyArray<{ to: string; lamports: number }>,
+  blockhash: string,
+): Uint8Array {
+  const signer = payer.toWeb3();
+  const tx = new Transaction({ feePayer: signer.publicKey, recentBlockhash: blockhash });
+  tx.add(ComputeBudgetProgram.setComputeUnitLimit({ units: HOT_TX_COMPUTE_UNITS }));
+  for (const t of transfers)
+    tx.add(
+      SystemProgram.transfer({ fromPubkey: signer.publicKey, toPubkey: new PublicKey(t.to), lamports: t.lamports }),
+    );
+  tx.sign(signer);
+  return tx.serialize();
 }
