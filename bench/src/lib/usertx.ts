@@ -101,7 +101,11 @@ function swapLike(
   tx.add(ComputeBudgetProgram.setComputeUnitLimit({ units: HOT_TX_COMPUTE_UNITS }));
   for (const t of transfers)
     tx.add(
-      SystemProgram.transfer({ fromPubkey: signer.publicKey, toPubkey: new PublicKey(t.to), lamports: t.lamports }),
+      SystemProgram.transfer({
+        fromPubkey: signer.publicKey,
+        toPubkey: new PublicKey(t.to),
+        lamports: t.lamports,
+      }),
     );
   tx.sign(signer);
   return tx.serialize();
