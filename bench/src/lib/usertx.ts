@@ -62,8 +62,10 @@ export class UserTxFactory {
     const transfers = [{ to: this.recipients[n % this.recipients.length] as string, lamports: amount }];
     let moved = amount;
     if (this.kind === 'hot') {
-      transfers.push({ to: this.hotAccounts[n % this.hotAccounts.length] as string, lamports: 1 });
-      moved += 1;
+      // Above the rent-exempt minimum: a hot account the chain has not funded yet is created by the first write (1
+      // lamport to an unfunded account fails with InsufficientFundsForRent, and nothing lands).
+      transfers.push({ to: this.hotAccounts[n % this.hotAccounts.length] as string, lamports: 891_000 });
+      moved += 891_000;
     }
     if (tip) transfers.push({ to: tip.account, lamports: tip.lamports });
     const wire =
