@@ -189,24 +189,21 @@ function engineAddresses(
   env: Env,
   transport: 'jsonrpc' | 'grpc',
 ): { bundleEngineUrls: string[]; bundleEngineGrpcUrls: string[] } {
-  const jsonSet = value(env, 'BUNDLE_ENGINE_URL') !== undefined;
-  const grpcSet = value(env, 'BUNDLE_ENGINE_GRPC_URL') !== undefined;
   // One list given alone names the regions for both: Jito serves each region's JSON-RPC (https) and gRPC (:443) on
   // the same host. Plain-http addresses (a local engine) have no such pairing: both lists must then be given.
-  const bundleEngineUrls = urlList(
-    env,
-    'BUNDLE_ENGINE_URL',
-    !jsonSet && grpcSet
-      ? pairedAddresses(env, 'BUNDLE_ENGINE_GRPC_URL', 'BUNDLE_ENGINE_URL', '')
-      : DEFAULTS.bundleEngineUrls,
-  );
-  const bundleEngineGrpcUrls = urlList(
-    env,
-    'BUNDLE_ENGINE_GRPC_URL',
-    jsonSet && !grpcSet
-      ? pairedAddresses(env, 'BUNDLE_ENGINE_URL', 'BUNDLE_ENGINE_GRPC_URL', ':443')
-      : DEFAULTS.bundleEngineGrpcUrls,
-  );
+  const json = value(env, 'BUNDLE_ENGINE_URL') === undefined ? null : urlList(env, 'BUNDLE_ENGINE_URL');
+  const grpc =
+    value(env, 'BUNDLE_ENGINE_GRPC_URL') === undefined ? null : urlList(env, 'BUNDLE_ENGINE_GRPC_URL');
+  const bundleEngineUrls =
+    json ??
+    (grpc
+      ? pairedAddresses(grpc, 'BUNDLE_ENGINE_GRPC_URL', 'BUNDLE_ENGINE_URL', '')
+      : urlList({}, 'BUNDLE_ENGINE_URL', DEFAULTS.bundleEngineUrls));
+  const bundleEngineGrpcUrls =
+    grpc ??
+    (json
+      ? pairedAddresses(json, 'BUNDLE_ENGINE_URL', 'BUNDLE_ENGINE_GRPC_URL', ':443')
+      : urlList({}, 'BUNDLE_ENGINE_GRPC_URL', DEFAULTS.bundleEngineGrpcUrls));
   if (
     transport === 'jsonrpc' &&
     bundleEngineGrpcUrls.length !== 1 &&
@@ -220,20 +217,20 @@ function engineAddresses(
   return { bundleEngineUrls, bundleEngineGrpcUrls };
 }
 
-/** `https://host[:port]` addresses of `from`'s hosts, as the other list of a pair (`port` appended: '' or ':443'). */
-function pairedAddresses(env: Env, from: string, to: string, port: string): string {
-  return urlList(env, from)
-    .map((u) => {
-      const parsed = new URL(u);
-      if (parsed.protocol !== 'https:') {
-        throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
-          name: to,
-          reason: `is needed with ${from}=${u}: only https addresses (Jito's) give the other address on the same host`,
-        });
-      }
-      return `https://${parsed.hostname}${port}`;
-    })
-    .join(',');
+/** `https://host[:port]` addresses of `urls`' hosts (the list `from`), as the list `to` (`port`: '' or ':443'). */
+function pairedAddresses(urls: readonly string[], from: string, to: string, port: string): string[] {
+  const paired = urls.map((u) => {
+    const parsed = new URL(u);
+    if (parsed.protocol !== 'https:') {
+      throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+        name: to,
+        reason: `is needed with ${from}=${u}: only https addresses (Jito's) give the other address on the same host`,
+      });
+    }
+    return `https://${parsed.hostname}${port}`;
+  });
+  // Checked as a given list would be (two addresses on one host pair to one).
+  return urlList({ [to]: paired.join(',') }, to);
 }
 
 /**

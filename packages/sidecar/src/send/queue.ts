@@ -116,9 +116,8 @@ export class SendQueue {
 
   /** Milliseconds until each region can take a request. */
   private regionWaits(now: number): number[] {
-    return this.buckets.map((bucket, i) =>
-      Math.max(bucket.waitMs(now), (this.cooledUntil[i] as number) - now),
-    );
+    const cooling = this.coolingMs(now);
+    return this.buckets.map((bucket, i) => Math.max(bucket.waitMs(now), cooling[i] as number));
   }
 
   /** Jobs waiting (not yet on the wire). */

@@ -1,7 +1,7 @@
 import { isTerminalTxState, relayErrorJson } from '@solrelay/core';
 import type { RelayContext } from '../context';
 import type { Settler, TargetWindow } from '../settle/settle';
-import type { SendBundleResult } from '../upstream/block-engine';
+import { sendAnswer, type SendBundleResult } from '../upstream/block-engine';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import type { SendJob, SendQueue } from './queue';
 
@@ -56,7 +56,7 @@ export class Sender {
     else this.queue.answered(region);
     this.ctx.o.metrics.engineRequests.inc({
       region: this.ctx.o.engine.regions[region]?.name ?? String(region),
-      result: result.ok ? 'accepted' : result.kind,
+      result: sendAnswer(result),
     });
     await this.ctx.locks.run(job.txId, () => this.recordSendResult(job, region, result));
   }

@@ -27,6 +27,11 @@ export type SendBundleResult =
     }
   | { ok: false; kind: 'rejected'; rejection: BundleRejection; message: string };
 
+/** What a send came to: an id back, a verdict on the bundle, or a transport failure. */
+export function sendAnswer(result: SendBundleResult): 'accepted' | 'rejected' | 'transport' {
+  return result.ok ? 'accepted' : result.kind;
+}
+
 export type InflightStatus = 'Invalid' | 'Pending' | 'Failed' | 'Landed';
 
 export interface InflightBundleStatus {

@@ -1,4 +1,4 @@
-import type { BlockEngineTransport, SendBundleResult } from './block-engine';
+import { sendAnswer, type BlockEngineTransport, type SendBundleResult } from './block-engine';
 import { GrpcBlockEngine } from './block-engine-grpc';
 import { JsonRpcBlockEngine } from './block-engine-jsonrpc';
 
@@ -103,10 +103,6 @@ export class EngineRegions {
     return this.regions.length;
   }
 
-  get kind(): 'jsonrpc' | 'grpc' {
-    return (this.regions[0] as EngineRegion).transport.kind;
-  }
-
   get names(): string[] {
     return this.regions.map((r) => r.name);
   }
@@ -121,7 +117,7 @@ export class EngineRegions {
   async sendBundle(transactions: Uint8Array[], region: number): Promise<SendBundleResult> {
     const target = this.regions[region] ?? (this.regions[0] as EngineRegion);
     const result = await target.transport.sendBundle(transactions);
-    target.answers[result.ok ? 'accepted' : result.kind === 'transport' ? 'transport' : 'rejected'] += 1;
+    target.answers[sendAnswer(result)] += 1;
     return result;
   }
 
