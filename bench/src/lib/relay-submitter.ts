@@ -21,6 +21,8 @@ export interface RelayRunOptions {
   arrivalsMs: readonly number[];
   /** Slots of the pinned regime before the first arrival (see pinAndWarmUp). */
   warmupSlots: number;
+  /** Sidecar environment besides the defaults (e.g. BUNDLE_PACK_MAX). */
+  env?: Record<string, string>;
 }
 
 const FOLLOWED = new Set(['confirmed', 'finalized', 'failed', 'expired']);
@@ -38,7 +40,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
     // DESIGN §5: a benchmark sets the load-shaping keys itself; everything else (tip p75, max-retries 3,
     // expiry-slots 150, max-tip, escalation) is the sidecar's default.
     policy: benchPolicy(),
-    env: { BUNDLE_ENGINE_RPS: '1', AGENT_DECISION_MODE: 'reflex' },
+    env: { BUNDLE_ENGINE_RPS: '1', AGENT_DECISION_MODE: 'reflex', ...options.env },
     // Pinned before the sidecar starts, so the warm-up below is all of the pinned regime.
     onSimnet: (simnet) => {
       if (options.regime) {

@@ -19,3 +19,4 @@ export * from './vocabulary';
 export * from './webhooks';
 export * from './regions';
 export * from './admission';
+export * from './packing';

@@ -18,6 +18,8 @@ export interface SidecarConfig {
   bundleEngineGrpcUrls: string[];
   /** Send budget per region, requests per second. */
   bundleEngineRps: number;
+  /** Most user transactions per bundle when packing waiting transactions together (1: no packing). */
+  bundlePackMax: number;
   tipFloorUrl: string;
   /** The tipper pool: `KEYPAIR_PATH`'s files (comma-separated), resolved, in order; at least one. */
   keypairPaths: string[];
@@ -72,6 +74,7 @@ export const DEFAULTS = {
   agentGraceSeconds: 10,
   sseBufferBytes: 4 * 1024 * 1024,
   bundleEngineRps: 1,
+  bundlePackMax: 1,
   verifyThreads: 1,
   journalCompactBytes: 64 * 1024 * 1024,
 } as const;
@@ -301,6 +304,7 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     bundleEngineUuid: value(env, 'BUNDLE_ENGINE_UUID'),
     bundleEngineTransport,
     bundleEngineRps: integer(env, 'BUNDLE_ENGINE_RPS', DEFAULTS.bundleEngineRps, 1, 10_000),
+    bundlePackMax: integer(env, 'BUNDLE_PACK_MAX', DEFAULTS.bundlePackMax, 1, 4),
     verifyThreads: integer(env, 'RELAY_VERIFY_THREADS', DEFAULTS.verifyThreads, 0, 16),
     journalCompactBytes: integer(
       env,

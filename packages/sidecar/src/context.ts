@@ -36,6 +36,8 @@ export interface RelayOptions {
   agentGraceMs: number;
   /** Send budget per region (requests per second). */
   bundleEngineRps: number;
+  /** Most user transactions one bundle carries, packing other waiting transactions in (1 or absent: no packing). */
+  packMaxTransactions?: number;
   /** Crash-test hook: called at named points; inert unless a test sets it. */
   crashPoint?: (name: CrashPointName) => void;
   /** Signature checks off the event loop; inline checks when absent. */

@@ -48,6 +48,16 @@ export class Metrics {
     help: 'Tip transactions signed again on a fresh blockhash before their first send (they aged while queued for the engines budget)',
     registers: [this.registry],
   });
+  readonly packedBundles = new Counter({
+    name: 'relay_packed_bundles_total',
+    help: 'Bundles that carried other waiting transactions besides their own (packing, BUNDLE_PACK_MAX > 1)',
+    registers: [this.registry],
+  });
+  readonly packedPassengers = new Counter({
+    name: 'relay_packed_passengers_total',
+    help: 'Transactions that rode in another transaction’s bundle (packing)',
+    registers: [this.registry],
+  });
   readonly engineRequests = new Counter({
     name: 'relay_engine_requests_total',
     help: 'sendBundle requests per regional block engine, by answer: accepted (an id), rejected (a verdict on the bundle), transport (429, 5xx, timeouts)',

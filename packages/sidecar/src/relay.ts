@@ -20,6 +20,7 @@ import { Operator, type AgentConnection } from './operator/operator';
 import { TipperPool, type TipperReading } from './operator/tippers';
 import { Recovery } from './recovery/resume';
 import { SEND_PACING, SendQueue } from './send/queue';
+import { Packer } from './send/packer';
 import { Sender } from './send/sender';
 import { Expiry } from './settle/expiry';
 import { Settler } from './settle/settle';
@@ -55,6 +56,7 @@ export class Relay {
   private readonly operator: Operator;
   private readonly tippers: TipperPool;
   private readonly queue: SendQueue;
+  private readonly packer: Packer;
   private readonly settler: Settler;
   private readonly attempts: AttemptBuilder;
   private readonly tracker: Tracker;
@@ -87,9 +89,20 @@ export class Relay {
     });
     this.attempts = new AttemptBuilder(ctx, this.operator, this.tippers, queue);
     const attempts = this.attempts;
-    const sender = new Sender(ctx, this.settler, queue, (tx, attempt) =>
-      attempts.freshenTipBeforeFirstSend(tx, attempt),
+    const packer = new Packer(ctx, queue, o.packMaxTransactions ?? 1, (txId, n) =>
+      attempts.isUnsent(txId, n),
     );
+    this.packer = packer;
+    const sender = new Sender(ctx, this.settler, queue, async (tx, attempt) => {
+      if (!attempts.takeFirstSend(tx.tx_id, attempt.attempt)) return attempt;
+      await attempts.freshenTipBeforeFirstSend(tx, attempt);
+      return packer.pack(tx, attempt);
+    });
+    // An attempt that settled is never sent: forget it, and let go of the passengers it carried.
+    this.settler.signals.on('attempt-ended', ({ txId, attempt }) => {
+      attempts.forget(txId, attempt);
+      packer.release(txId, attempt);
+    });
     this.queue = queue;
     this.bypassDecider = new BypassDecider(ctx, this.attempts);
     // Settlement never calls a decider: bypass listens for transactions put back to pending.
@@ -101,11 +114,15 @@ export class Relay {
     this.tracker = new Tracker(
       ctx,
       this.settler,
-      new Evaluator(ctx, this.settler, tipFailed),
+      new Evaluator(ctx, this.settler, tipFailed, {
+        passengerFailed: (txId) => packer.exclude(txId),
+        carrierOf: (txId) => packer.carrierOf(txId),
+      }),
       new Expiry(ctx, this.settler),
       tipFailed,
+      (txId) => packer.exclude(txId),
     );
-    this.recovery = new Recovery(ctx, queue, this.bypassDecider);
+    this.recovery = new Recovery(ctx, queue, this.bypassDecider, packer);
   }
 
   // ---------------------------------------------------------------- views
@@ -339,5 +356,6 @@ export class Relay {
   close(): void {
     this.ctx.closed = true;
     this.queue.close();
+    this.packer.close();
   }
 }

@@ -215,6 +215,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     now: () => clock.now(),
     agentGraceMs: config.agentGraceSeconds * 1000,
     bundleEngineRps: config.bundleEngineRps,
+    packMaxTransactions: config.bundlePackMax,
     ...(crashPoint ? { crashPoint: (name: CrashPointName) => crashPoint(name) } : {}),
     ...(verifier ? { verifier } : {}),
   });

@@ -220,3 +220,21 @@ describe('one token bucket per region', () => {
     close();
   });
 });
+
+test('takeReady hands the packer the most valuable ready jobs it accepts, and removes only those', () => {
+  const { queue, sent, close } = rig({ rps: 1 });
+  queue.push(job('first', 1, 100)); // takes the one token at once
+  queue.push(job('low', 2, 50));
+  queue.push(job('high-late', 0, 300));
+  queue.push(job('high-soon', 0, 200));
+  queue.push(job('not-ready', 0, 10, Date.now() + 5_000));
+  queue.push(job('refused', 0, 1));
+  expect(sent).toEqual(['first']);
+  const taken = queue.takeReady((j) => j.txId !== 'refused', 2);
+  expect(taken.map((j) => j.txId)).toEqual(['high-soon', 'high-late']);
+  expect(queue.length).toBe(3);
+  // What was not taken is sent in its order as tokens come.
+  jest.advanceTimersByTime(1_000);
+  expect(sent).toEqual(['first', 'refused']);
+  close();
+});

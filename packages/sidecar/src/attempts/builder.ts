@@ -214,16 +214,35 @@ export class AttemptBuilder {
     return { tx_id: tx.tx_id, bundle_id: bundleId, tip_lamports: request.tip_lamports };
   }
 
+  /** Whether attempt `n` of `txId` was built by this process and its bytes have not gone to any engine yet. */
+  isUnsent(txId: string, n: number): boolean {
+    return this.unsent.has(`${txId}#${n}`);
+  }
+
   /**
-   * Called under the transaction's lock as an attempt's bytes go to the engine. The first time, if the tip
-   * transaction's blockhash has aged {@link TIP_REFRESH_AGE_BLOCKS} or more while the bundle queued for the engines'
-   * budget, the same tipper signs the same tip again on the newest blockhash and the attempt is journaled with it
-   * (new tip signature, new bundle id) before anything is sent: the old bytes never left relay, so only one of the
-   * two can ever be on the wire. Any later call (a resend after a transport error) sends the journaled bytes as they
-   * are. A failure to refresh keeps the old bytes.
+   * Called under the transaction's lock as an attempt's bytes go to the engine: true the first time (the attempt
+   * counts as sent from now on), false for a resend or an attempt built before a restart (its bytes may be out).
+   */
+  takeFirstSend(txId: string, n: number): boolean {
+    return this.unsent.delete(`${txId}#${n}`);
+  }
+
+  /**
+   * An attempt that settles before its first send (its transaction landed another way, or expired) will never be
+   * sent: forget it.
+   */
+  forget(txId: string, n: number): void {
+    this.unsent.delete(`${txId}#${n}`);
+  }
+
+  /**
+   * Before an attempt's first send (`takeFirstSend`): if the tip transaction's blockhash has aged
+   * {@link TIP_REFRESH_AGE_BLOCKS} or more while the bundle queued for the engines' budget, the same tipper signs the
+   * same tip again on the newest blockhash and the attempt is journaled with it (new tip signature, new bundle id)
+   * before anything is sent: the old bytes never left relay, so only one of the two can ever be on the wire. A resend
+   * (after a transport error) sends the journaled bytes as they are. A failure to refresh keeps the old bytes.
    */
   async freshenTipBeforeFirstSend(tx: StoredTx, attempt: StoredAttempt): Promise<void> {
-    if (!this.unsent.delete(`${tx.tx_id}#${attempt.attempt}`)) return;
     if (attempt.tip_last_valid_block_height === null || attempt.tip_account === null) return;
     const tipBlockHeight = attempt.tip_last_valid_block_height - BLOCKHASH_MAX_AGE_BLOCKS;
     if (this.ctx.chain.blockHeight - tipBlockHeight < TIP_REFRESH_AGE_BLOCKS) return;

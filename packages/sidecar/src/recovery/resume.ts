@@ -1,6 +1,7 @@
 import { isTerminalTxState } from '@solrelay/core';
 import type { RelayContext } from '../context';
 import type { BypassDecider } from '../deciders/bypass';
+import type { Packer } from '../send/packer';
 import type { SendQueue } from '../send/queue';
 import { inFlight } from '../store/queries';
 
@@ -10,6 +11,7 @@ export class Recovery {
     private readonly ctx: RelayContext,
     private readonly queue: SendQueue,
     private readonly bypass: Pick<BypassDecider, 'submit'>,
+    private readonly packer: Pick<Packer, 'adoptAfterRestart'>,
   ) {}
 
   /**
@@ -20,10 +22,14 @@ export class Recovery {
     const relogged = this.relogLostLifecycleEntries();
     let resent = 0;
     let tracked = 0;
+    // Passengers of a pack still in flight wait for it, held, rather than go out alone beside it.
+    const held = this.packer.adoptAfterRestart();
     for (const tx of this.ctx.state.records.values()) {
       if (isTerminalTxState(tx.state)) continue;
       const flying = inFlight(tx);
-      if (flying?.stage === 'journaled' && tx.wires) {
+      if (held.has(tx.tx_id)) {
+        tracked++;
+      } else if (flying?.stage === 'journaled' && tx.wires) {
         this.queue.queueSend(tx, flying.attempt);
         resent++;
       } else if (tx.attempts.length > 0) {

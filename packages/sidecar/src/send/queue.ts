@@ -11,6 +11,11 @@ export interface SendJob {
 }
 
 export const PRIORITY_RANK = { high: 0, normal: 1, low: 2 } as const;
+
+/** The send order: priority, then the nearest deadline, then the earliest ready. */
+function byValue(x: SendJob, y: SendJob): number {
+  return x.priority - y.priority || x.deadline - y.deadline || x.notBefore - y.notBefore;
+}
 /** Bundles on the wire to the engine at once (the token bucket still sets the rate). */
 export const MAX_CONCURRENT_SENDS = 16;
 /**
@@ -131,13 +136,36 @@ export class SendQueue {
     attempt: number,
     delayMs = 0,
   ): void {
-    this.push({
+    this.push(this.jobFor(tx, attempt, delayMs));
+  }
+
+  /** The job that sends an attempt of `tx` after `delayMs`. */
+  jobFor(
+    tx: Pick<StoredTx, 'tx_id' | 'priority' | 'expires_at_slot'>,
+    attempt: number,
+    delayMs = 0,
+  ): SendJob {
+    return {
       txId: tx.tx_id,
       attempt,
       priority: PRIORITY_RANK[effectivePriority(this.d.policy(), tx.priority)],
       deadline: tx.expires_at_slot,
       notBefore: this.d.now() + delayMs,
-    });
+    };
+  }
+
+  /**
+   * Take out up to `max` jobs ready now that `accept` takes, most valuable first (the order tokens go in): the
+   * packer's candidates. The caller pushes back what it does not use.
+   */
+  takeReady(accept: (job: SendJob) => boolean, max: number): SendJob[] {
+    const now = this.d.now();
+    const taken = this.jobs
+      .filter((j) => j.notBefore <= now && accept(j))
+      .sort(byValue)
+      .slice(0, max);
+    for (const job of taken) this.jobs.splice(this.jobs.indexOf(job), 1);
+    return taken;
   }
 
   push(job: SendJob): void {
@@ -164,7 +192,7 @@ export class SendQueue {
         this.arm(choice.waitMs);
         return;
       }
-      ready.sort((x, y) => x.priority - y.priority || x.deadline - y.deadline || x.notBefore - y.notBefore);
+      ready.sort(byValue);
       const job = ready[0] as SendJob;
       this.jobs.splice(this.jobs.indexOf(job), 1);
       (this.buckets[choice.region] as TokenBucket).take(now);

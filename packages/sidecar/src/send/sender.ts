@@ -18,9 +18,14 @@ export class Sender {
     private readonly ctx: RelayContext,
     private readonly settle: Settler,
     private readonly queue: SendQueue,
-    /** Signs an aged tip again before an attempt's first send (the attempt builder's). */
-    private readonly freshenTip: (tx: StoredTx, attempt: StoredAttempt) => Promise<void> = () =>
-      Promise.resolve(),
+    /**
+     * Before an attempt's first send: sign an aged tip again, and pack passengers into its bundle (the attempt
+     * builder's and the packer's). Returns the attempt as it goes out.
+     */
+    private readonly prepareFirstSend: (tx: StoredTx, attempt: StoredAttempt) => Promise<StoredAttempt> = (
+      _tx,
+      attempt,
+    ) => Promise.resolve(attempt),
   ) {}
 
   /** Send `job`'s bundle to the regional engine `region` (the queue chose it and spent its token). */
@@ -28,10 +33,11 @@ export class Sender {
     // Under the lock: is this attempt still to be sent, and with which bytes?
     const wires = await this.ctx.locks.run(job.txId, async () => {
       const tx = this.ctx.state.records.get(job.txId);
-      const attempt = tx?.attempts.find((a) => a.attempt === job.attempt);
-      if (!tx || !attempt || attempt.stage !== 'journaled' || isTerminalTxState(tx.state)) return null;
-      // Timing is checked again as the bundle goes out: a tip that aged in the queue is signed again first.
-      await this.freshenTip(tx, attempt);
+      const journaled = tx?.attempts.find((a) => a.attempt === job.attempt);
+      if (!tx || !journaled || journaled.stage !== 'journaled' || isTerminalTxState(tx.state)) return null;
+      // Timing is checked again as the bundle goes out: a tip that aged in the queue is signed again first, and
+      // waiting transactions may ride along (packing).
+      const attempt = await this.prepareFirstSend(tx, journaled);
       // The tip transaction's blockhash died before the engine took the bundle: these bytes can never land.
       if (
         attempt.tip_last_valid_block_height !== null &&
@@ -45,6 +51,7 @@ export class Sender {
       }
       return [
         ...(tx.wires ?? []).map((w) => Buffer.from(w, 'base64')),
+        ...(attempt.passenger_wires ?? []).map((w) => Buffer.from(w, 'base64')),
         ...(attempt.tip_tx ? [Buffer.from(attempt.tip_tx, 'base64')] : []),
       ];
     });

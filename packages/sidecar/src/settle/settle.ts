@@ -282,6 +282,7 @@ export class Settler {
       retries,
       ts: now,
     });
+    this.signals.emit('attempt-ended', { txId: tx.tx_id, attempt: attempt.attempt });
     // Settlement never calls a decider: it tells whoever listens (bypass retries at once) that the transaction is
     // pending again. Listeners run synchronously here, after the journal commit, as fire-and-forget work.
     if (backToPending && !fails) this.signals.emit('back-to-pending', { txId: tx.tx_id });

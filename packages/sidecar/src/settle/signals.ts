@@ -9,12 +9,14 @@ export interface SettleSignalMap {
    * work with `void`.
    */
   'back-to-pending': { txId: string };
+  /** An attempt settled without landing (journaled first): whatever waited on it (packed passengers) may go. */
+  'attempt-ended': { txId: string; attempt: number };
 }
 
 export class SettleSignals {
   private readonly listeners: {
     [K in keyof SettleSignalMap]: Array<(data: SettleSignalMap[K]) => void>;
-  } = { 'back-to-pending': [] };
+  } = { 'back-to-pending': [], 'attempt-ended': [] };
 
   /** Subscribe; returns the unsubscribe function. */
   on<K extends keyof SettleSignalMap>(name: K, listener: (data: SettleSignalMap[K]) => void): () => void {

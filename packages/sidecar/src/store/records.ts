@@ -78,6 +78,13 @@ export interface StoredAttempt {
   timeline: LifecycleTimeline;
   /** Transport failures while sending these bytes (not retries). */
   send_errors: number;
+  /**
+   * Other transactions riding in this attempt's bundle (packing), after the user transactions and before the tip;
+   * absent or empty for a bundle of this transaction alone. Their own attempts stay journaled, unsent.
+   */
+  passengers?: Array<{ tx_id: string; signatures: string[] }>;
+  /** The passengers' wire bytes (base64, bundle order), so a resend needs no other record; dropped when terminal. */
+  passenger_wires?: string[] | null;
 }
 
 export interface StoredTx {
@@ -329,7 +336,10 @@ function isWaiting(tx: Pick<StoredTx, 'state' | 'stopped'>): boolean {
 /** A terminal record keeps its signatures and history but not its payload; the oldest beyond retention go. */
 function retire(state: StoreState, tx: StoredTx, retainTerminal: number): void {
   tx.wires = null;
-  for (const a of tx.attempts) a.tip_tx = null;
+  for (const a of tx.attempts) {
+    a.tip_tx = null;
+    if (a.passenger_wires) a.passenger_wires = null;
+  }
   state.terminalOrder.push(tx.tx_id);
   while (state.terminalOrder.length - state.terminalHead > retainTerminal) {
     const oldId = state.terminalOrder[state.terminalHead++] as string;

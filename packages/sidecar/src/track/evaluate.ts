@@ -36,6 +36,11 @@ export class Evaluator {
     private readonly settle: Settler,
     /** Relay's own tip transaction is why an attempt did not land (an operator fault). */
     private readonly onTipFailed: TipFailedHandler = () => undefined,
+    /** Packing: a passenger sank the pack it rode in (it rides no more); the bundle a passenger rode in. */
+    private readonly packing: {
+      passengerFailed(txId: string): void;
+      carrierOf(txId: string): string | null;
+    } = { passengerFailed: () => undefined, carrierOf: () => null },
   ) {}
 
   /**
@@ -155,6 +160,18 @@ export class Evaluator {
           });
           return;
         }
+        // A passenger that cannot execute sank the pack: the lead loses no retry, the passenger rides no more.
+        for (const p of flying.passengers ?? []) {
+          const rider = this.ctx.state.records.get(p.tx_id);
+          const riderFault = rider?.wires ? await diagnoseUserTransactions(this.ctx.o.rpc, rider) : null;
+          if (!riderFault) continue;
+          this.packing.passengerFailed(p.tx_id);
+          await this.settle.settleFailed(tx, flying, 'dropped', {
+            countRetry: false,
+            detail: `transaction ${p.tx_id} riding in this bundle cannot execute: ${riderFault.detail}`,
+          });
+          return;
+        }
         // Then relay's own tip transaction: a tipper that cannot pay it is an operator fault. The attempt ends
         // without a retry counted, and the tipper is held until it is funded (the transaction waits meanwhile).
         const tipFault = await diagnoseTipTransaction(this.ctx.o.rpc, flying);
@@ -180,7 +197,8 @@ export class Evaluator {
     );
     if (TX_PROGRESS_PATH.indexOf(target) <= TX_PROGRESS_PATH.indexOf(tx.state)) return; // a null or lower never demotes
     await this.settle.moveTo(tx, target, slot, now, {
-      bundleId: credited?.bundle_id ?? null,
+      // A transaction that rode in another's packed bundle names that bundle.
+      bundleId: credited?.bundle_id ?? this.packing.carrierOf(tx.tx_id),
       landedSlot: slot,
       attempt: credited,
       inDoubt: credit.unresolved,

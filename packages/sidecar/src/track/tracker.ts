@@ -54,6 +54,8 @@ export class Tracker {
     private readonly expiry: Expiry,
     /** Relay's own tip transaction failed in the engine's simulation (an operator fault). */
     private readonly onTipFailed: TipFailedHandler = () => undefined,
+    /** A passenger sank the pack it rode in (it rides no more). */
+    private readonly onPassengerFailed: (txId: string) => void = () => undefined,
   ) {}
 
   /**
@@ -154,6 +156,17 @@ export class Tracker {
         await this.settle.settleFailed(tx, attempt, 'dropped', {
           countRetry: false,
           detail: `engine: relay's tip transaction failed in simulation: ${report.detail}`,
+        });
+        return;
+      }
+      // A passenger's transaction sank the pack: the lead loses nothing, not even a retry (the passenger goes
+      // alone from now on and meets its own verdict).
+      const rider = failed ? attempt.passengers?.find((p) => p.signatures.includes(failed)) : undefined;
+      if (rider) {
+        this.onPassengerFailed(rider.tx_id);
+        await this.settle.settleFailed(tx, attempt, 'dropped', {
+          countRetry: false,
+          detail: `engine: transaction ${rider.tx_id} riding in this bundle failed in simulation: ${report.detail}`,
         });
         return;
       }

@@ -1,6 +1,6 @@
 import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
-import { counterValue, startRelayStack } from '../helpers/relay-stack';
+import { counterValue, startRelayStack, waitAllFinalized } from '../helpers/relay-stack';
 
 /**
  * A tip that aged while its bundle queued for the engine's budget is signed again on a fresh blockhash as the bundle
@@ -48,14 +48,7 @@ test('tips aged in the queue are signed again before the first send; each transa
       `an attempt of ${id}`,
     );
   }
-  await waitUntil(
-    async () => {
-      for (const id of ids) if ((await get(url, `/tx/${id}`)).body.state !== 'finalized') return false;
-      return true;
-    },
-    60_000,
-    'all eight finalized',
-  );
+  await waitAllFinalized(url, ids, 60_000);
 
   expect(await counterValue(url, 'relay_tips_refreshed_total')).toBeGreaterThan(0);
   const { engine, cluster } = stack.simnet;

@@ -37,6 +37,22 @@ export async function counterValue(sidecarUrl: string, name: string): Promise<nu
   return line ? Number(line.split(' ')[1]) : 0;
 }
 
+/** Wait until every one of `ids` is finalized. */
+export async function waitAllFinalized(
+  sidecarUrl: string,
+  ids: readonly string[],
+  ms: number,
+): Promise<void> {
+  await waitUntil(
+    async () => {
+      for (const id of ids) if ((await get(sidecarUrl, `/tx/${id}`)).body.state !== 'finalized') return false;
+      return true;
+    },
+    ms,
+    `all ${ids.length} finalized`,
+  );
+}
+
 /** Rent-exempt minimum of a 0-byte system account (what a tipper must keep). */
 export const RENT_EXEMPT_MINIMUM = 890_880;
 

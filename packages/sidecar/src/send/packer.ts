@@ -1,0 +1,309 @@
+import { choosePassengers, deriveBundleId, isTerminalTxState, type PackCandidate } from '@solrelay/core';
+import type { RelayContext } from '../context';
+import { inFlight } from '../store/queries';
+import type { StoredAttempt, StoredTx } from '../store/records';
+import { isWritableIndex, parseTransaction } from '../wire/transaction';
+import type { SendJob, SendQueue } from './queue';
+
+/** Waiting bundles looked at (and simulated) for one pack: the most valuable ones, in the queue's order. */
+const CANDIDATES_PER_PACK = 8;
+/** A passenger whose transaction expires within this many slots rides with no one (its deadline is near). */
+const PASSENGER_MIN_SLOTS_LEFT = 20;
+/** Passengers (and excluded transactions) remembered, most recent. */
+const MEMORY = 10_000;
+/** How often held passengers are checked against their carrier (a release the signals missed, a landing). */
+const HOLD_CHECK_MS = 1_000;
+
+interface Held {
+  leadTxId: string;
+  leadAttempt: number;
+  jobs: SendJob[];
+  since: number;
+}
+
+/** A carrier that landed keeps its passengers held this long at most, while their own attempts are settled. */
+const LANDED_HOLD_MS = 30_000;
+const LANDED_STAGES: ReadonlySet<string> = new Set(['landed', 'processed', 'confirmed', 'finalized']);
+
+/**
+ * Packing (`BUNDLE_PACK_MAX` > 1): as a bundle first goes out, waiting transactions of other callers ride in it, up
+ * to four user transactions under the lead's one tip. A region takes one bundle a second, so under a backlog a pack
+ * sends several transactions for one request of the budget.
+ *
+ * The passenger model keeps every money rule of a single bundle:
+ * - only the lead's attempt changes: its bundle gains the passengers' transactions (journaled with their bytes
+ *   before the send, so a resend after a crash sends the same pack). The tip is the lead's, checked against policy
+ *   and reserved as it was; a passenger's own attempt stays journaled and unsent, its tip reserved.
+ * - a passenger's own bundle is held (out of the queue) while the pack can land. If the pack lands, the passenger's
+ *   transactions landed with it and its own attempt settles as "landed in another bundle" without paying a tip. If
+ *   the pack fails, the passengers are released and go out alone. Either way at most one of the two bundles can land:
+ *   a bundle is atomic, and the second one's copy of the transaction is already processed.
+ * - a passenger is chosen only when it write-locks nothing the others write, has no address-table lookups (its locks
+ *   would be unknown), its simulation and the lead's pass, its attempt was never sent, and it is not near expiry.
+ *   One that sinks a pack (the engine names it, or it alone fails simulation after the window) never rides again.
+ */
+export class Packer {
+  /** Passengers held out of the queue, by the lead attempt that carries them (`tx_id#n`). */
+  private readonly held = new Map<string, Held>();
+  /** Transactions that sank a pack: they go alone from now on. */
+  private readonly excluded = new Set<string>();
+  /** The packed bundle each recent passenger rode in (what its status events name when it lands). */
+  private readonly carriers = new Map<string, string>();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly ctx: RelayContext,
+    private readonly queue: SendQueue,
+    /** Most user transactions per bundle (1: no packing). */
+    readonly maxTransactions: number,
+    /** Whether an attempt's bytes have never gone to an engine (the attempt builder knows). */
+    private readonly isUnsent: (txId: string, attempt: number) => boolean,
+  ) {}
+
+  get enabled(): boolean {
+    return this.maxTransactions > 1;
+  }
+
+  /** Passengers currently held by a pack in flight. */
+  get heldCount(): number {
+    let n = 0;
+    for (const group of this.held.values()) n += group.jobs.length;
+    return n;
+  }
+
+  /** `txId` sank a pack: it never rides again. */
+  exclude(txId: string): void {
+    this.excluded.add(txId);
+    if (this.excluded.size > MEMORY) this.excluded.delete(this.excluded.values().next().value as string);
+  }
+
+  /** The packed bundle `txId` last rode in, if it did (recent passengers only). */
+  carrierOf(txId: string): string | null {
+    return this.carriers.get(txId) ?? null;
+  }
+
+  private rode(txId: string, bundleId: string): void {
+    this.carriers.delete(txId);
+    this.carriers.set(txId, bundleId);
+    if (this.carriers.size > MEMORY) this.carriers.delete(this.carriers.keys().next().value as string);
+  }
+
+  /**
+   * Under the lead's lock, before its attempt's first send: choose passengers, journal the pack on the lead's
+   * attempt, hold the passengers. Returns the attempt as it will be sent.
+   */
+  async pack(tx: StoredTx, attempt: StoredAttempt): Promise<StoredAttempt> {
+    if (!this.enabled || tx.tip === 'included' || !attempt.tip_tx || !tx.wires) return attempt;
+    if (this.excluded.has(tx.tx_id) || (attempt.passengers?.length ?? 0) > 0) return attempt;
+    const lead = lockProfile(tx.wires);
+    if (!lead || lead.lookups || lead.transactions >= this.maxTransactions) return attempt;
+    const jobs = this.queue.takeReady((job) => this.mayRide(job), CANDIDATES_PER_PACK);
+    if (jobs.length === 0) return attempt;
+    let chosen: SendJob[] = [];
+    try {
+      const candidates: Array<PackCandidate<SendJob>> = [];
+      for (const job of jobs) {
+        const record = this.ctx.state.records.get(job.txId);
+        const profile = record?.wires ? lockProfile(record.wires) : null;
+        if (profile) candidates.push({ item: job, ...profile });
+      }
+      const passing = await this.simulateAll(tx, candidates);
+      if (passing) chosen = choosePassengers(lead, passing, this.maxTransactions);
+    } catch (error) {
+      this.ctx.o.log.debug({ err: error, tx_id: tx.tx_id }, 'packing skipped');
+      chosen = [];
+    }
+    // Whatever does not ride goes back to the queue as it was.
+    for (const job of jobs) if (!chosen.includes(job)) this.queue.push(job);
+    if (chosen.length === 0) return attempt;
+    const riders = chosen.map((job) => this.ctx.state.records.get(job.txId) as StoredTx);
+    const passengers = riders.map((r) => ({ tx_id: r.tx_id, signatures: [...r.signatures] }));
+    const passengerWires = riders.flatMap((r) => r.wires ?? []);
+    const bundleSignatures = [
+      ...tx.signatures,
+      ...passengers.flatMap((p) => p.signatures),
+      attempt.tip_signature as string,
+    ];
+    const bundleId = deriveBundleId(bundleSignatures);
+    // Held before the journal write: nothing else may send a passenger from here on.
+    this.held.set(key(tx.tx_id, attempt.attempt), {
+      leadTxId: tx.tx_id,
+      leadAttempt: attempt.attempt,
+      jobs: chosen,
+      since: this.ctx.now(),
+    });
+    this.arm();
+    try {
+      await this.ctx.store.update({
+        id: tx.tx_id,
+        attempts: [
+          {
+            n: attempt.attempt,
+            set: {
+              bundle_id: bundleId,
+              bundle_signatures: bundleSignatures,
+              passengers,
+              passenger_wires: passengerWires,
+            },
+          },
+        ],
+      });
+    } catch (error) {
+      this.release(tx.tx_id, attempt.attempt);
+      throw error;
+    }
+    for (const p of passengers) this.rode(p.tx_id, bundleId);
+    this.ctx.o.metrics.packedBundles.inc();
+    this.ctx.o.metrics.packedPassengers.inc(passengers.length);
+    this.ctx.o.log.debug(
+      { tx_id: tx.tx_id, bundle_id: bundleId, passengers: passengers.map((p) => p.tx_id) },
+      'bundle packed',
+    );
+    return (
+      this.ctx.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt
+    );
+  }
+
+  /** A waiting job that may ride: a first send of relay-tipped transactions, not near its deadline. */
+  private mayRide(job: SendJob): boolean {
+    if (this.excluded.has(job.txId) || !this.isUnsent(job.txId, job.attempt)) return false;
+    const record = this.ctx.state.records.get(job.txId);
+    if (!record || isTerminalTxState(record.state) || record.tip === 'included' || !record.wires)
+      return false;
+    const flying = inFlight(record);
+    if (!flying || flying.attempt !== job.attempt || flying.stage !== 'journaled') return false;
+    if ((flying.passengers?.length ?? 0) > 0) return false;
+    return record.expires_at_slot - this.ctx.chain.slot >= PASSENGER_MIN_SLOTS_LEFT;
+  }
+
+  /**
+   * Simulate the lead and the candidates at once; null when the lead fails or RPC cannot say (the lead then goes
+   * alone: a pack must not be sunk by a lead that cannot execute). Candidates that fail stay out.
+   */
+  private async simulateAll(
+    lead: StoredTx,
+    candidates: Array<PackCandidate<SendJob>>,
+  ): Promise<Array<PackCandidate<SendJob>> | null> {
+    const wiresOf = (t: StoredTx) => (t.wires ?? []).map((w) => Buffer.from(w, 'base64'));
+    const runs = async (wires: Buffer[]) => {
+      for (const wire of wires) if ((await this.ctx.o.rpc.simulate(wire)) !== null) return false;
+      return true;
+    };
+    const [leadOk, ...results] = await Promise.all([
+      runs(wiresOf(lead)),
+      ...candidates.map((c) => {
+        const record = this.ctx.state.records.get(c.item.txId);
+        return record ? runs(wiresOf(record)).catch(() => false) : Promise.resolve(false);
+      }),
+    ]);
+    if (!leadOk) return null;
+    return candidates.filter((_, i) => results[i] === true);
+  }
+
+  /** The lead's attempt ended (settled failed): its passengers go back to the queue at once. */
+  release(leadTxId: string, leadAttempt: number): void {
+    const group = this.held.get(key(leadTxId, leadAttempt));
+    if (!group) return;
+    this.held.delete(key(leadTxId, leadAttempt));
+    for (const job of group.jobs) this.requeueIfWaiting(job);
+  }
+
+  /**
+   * After a restart: a journaled or submitted pack still carries its passengers. They are held again rather than
+   * sent alone beside it. Returns the transactions held.
+   */
+  adoptAfterRestart(): Set<string> {
+    const heldIds = new Set<string>();
+    for (const tx of this.ctx.state.records.values()) {
+      const flying = inFlight(tx);
+      if (!flying?.passengers?.length) continue;
+      const jobs: SendJob[] = [];
+      for (const p of flying.passengers) {
+        const rider = this.ctx.state.records.get(p.tx_id);
+        const own = rider ? inFlight(rider) : null;
+        if (!rider || !own || own.stage !== 'journaled') continue;
+        jobs.push(this.queue.jobFor(rider, own.attempt));
+        this.rode(rider.tx_id, flying.bundle_id);
+        heldIds.add(rider.tx_id);
+      }
+      if (jobs.length)
+        this.held.set(key(tx.tx_id, flying.attempt), {
+          leadTxId: tx.tx_id,
+          leadAttempt: flying.attempt,
+          jobs,
+          since: this.ctx.now(),
+        });
+    }
+    if (this.held.size) this.arm();
+    return heldIds;
+  }
+
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  /** Whether a held passenger's own attempt is still journaled, unsent (its transaction still waiting on it). */
+  private ownAttemptWaiting(job: SendJob): boolean {
+    const record = this.ctx.state.records.get(job.txId);
+    const own = record ? inFlight(record) : null;
+    return (
+      !!record &&
+      !isTerminalTxState(record.state) &&
+      own?.attempt === job.attempt &&
+      own.stage === 'journaled'
+    );
+  }
+
+  private requeueIfWaiting(job: SendJob): void {
+    if (this.ownAttemptWaiting(job)) this.queue.push({ ...job, notBefore: this.ctx.now() });
+  }
+
+  /**
+   * Each second: a group whose carrier failed or is gone lets its passengers go (the settle signal usually did it
+   * first). One whose carrier landed waits until the passengers' own attempts are settled by their landing, so their
+   * own bundles are not sent for nothing; a passenger still waiting after LANDED_HOLD_MS (a block broken up, its
+   * transactions re-broadcast alone) goes back to the queue.
+   */
+  private arm(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => {
+      if (this.ctx.closed) return this.close();
+      const now = this.ctx.now();
+      for (const group of [...this.held.values()]) {
+        const lead = this.ctx.state.records.get(group.leadTxId);
+        const carrier = lead?.attempts.find((a) => a.attempt === group.leadAttempt);
+        if (carrier && (carrier.stage === 'journaled' || carrier.stage === 'submitted')) continue;
+        if (carrier && LANDED_STAGES.has(carrier.stage) && now - group.since < LANDED_HOLD_MS) {
+          const waiting = group.jobs.some((job) => this.ownAttemptWaiting(job));
+          if (waiting) continue;
+        }
+        this.release(group.leadTxId, group.leadAttempt);
+      }
+      if (this.held.size === 0) this.close();
+    }, HOLD_CHECK_MS);
+    this.timer.unref();
+  }
+}
+
+function key(txId: string, attempt: number): string {
+  return `${txId}#${attempt}`;
+}
+
+/** What a transaction list write-locks (static keys), for packing; null when a wire does not parse. */
+function lockProfile(wires: readonly string[]): Omit<PackCandidate<never>, 'item'> | null {
+  try {
+    const writeLocks: string[] = [];
+    let lookups = false;
+    for (const wire of wires) {
+      const parsed = parseTransaction(Buffer.from(wire, 'base64'));
+      if (parsed.addressTableLookups > 0) lookups = true;
+      parsed.accountKeys.forEach((account, index) => {
+        if (isWritableIndex(parsed, index)) writeLocks.push(account);
+      });
+    }
+    return { transactions: wires.length, writeLocks, lookups };
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,112 @@
+import type { Keypair } from '@solana/web3.js';
+import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
+import type { Sidecar } from '../../src/service';
+import { counterValue, startRelayStack, waitAllFinalized } from '../helpers/relay-stack';
+
+/**
+ * Packing (#17): with BUNDLE_PACK_MAX=4, transactions waiting for the one region's budget (1 bundle a second) ride in
+ * the bundle that goes out next, under its one tip. Eight transfers from eight payers (no common write lock) land in
+ * fewer bundles than eight; every one finalizes; a passenger's own attempt is never sent and pays nothing; the tipper
+ * pays exactly the tips and fees of the bundles that landed.
+ */
+let stack: Stack<Sidecar>;
+let url: string;
+
+beforeAll(async () => {
+  stack = await startRelayStack({
+    simnet: { slotMs: 150, rateLimit: true, regions: 1 },
+    env: {
+      BYPASS_AGENT: '1',
+      BYPASS_TIP_LAMPORTS: '20000',
+      BUNDLE_ENGINE_RPS: '1',
+      BUNDLE_PACK_MAX: '4',
+    },
+  });
+  url = stack.sidecar.url;
+  await waitUntil(async () => (await get(url, '/readyz')).status === 200, 15_000, 'ready');
+}, 30_000);
+
+afterAll(async () => {
+  await stack?.close();
+});
+
+interface AttemptView {
+  attempt: number;
+  bundle_id: string;
+  tip_lamports: number;
+  stage: string;
+  outcome: string | null;
+}
+
+test('waiting transactions ride in one bundle under one tip; all finalize, each tip paid once', async () => {
+  const connection = stack.connection();
+  const tipper = stack.tipper.publicKey;
+  const before = await connection.getBalance(tipper, 'confirmed');
+  const payers: Keypair[] = Array.from({ length: 8 }, () => stack.simnet.fundedKeypair(10_000_000));
+  const enqueued = await Promise.all(
+    payers.map((payer, i) => post(url, '/tx/enqueue', { transaction: stack.transfer(400 + i, payer) })),
+  );
+  const ids = enqueued.map((r) => {
+    expect(r.status).toBe(202);
+    return r.body.tx_id as string;
+  });
+  await waitAllFinalized(url, ids, 60_000);
+
+  const packs = await counterValue(url, 'relay_packed_bundles_total');
+  const passengers = await counterValue(url, 'relay_packed_passengers_total');
+  expect(packs).toBeGreaterThan(0);
+  expect(passengers).toBeGreaterThan(0);
+
+  const { engine } = stack.simnet;
+  const landedBundles = new Set<string>();
+  let tipsAndFees = 0;
+  let rode = 0;
+  for (const id of ids) {
+    const record = (await get(url, `/tx/${id}`)).body;
+    const attempts = record.attempts as AttemptView[];
+    const finalized = attempts.filter((a) => a.stage === 'finalized');
+    if (finalized.length === 1) {
+      const carrier = finalized[0] as AttemptView;
+      landedBundles.add(carrier.bundle_id);
+      tipsAndFees += carrier.tip_lamports + 5_000;
+      // The engine got the pack whole: this transaction's signatures, then its passengers', then the tip.
+      const bundle = engine.getBundle(carrier.bundle_id);
+      expect(bundle?.state).toBe('landed');
+      expect(bundle?.signatures.length).toBeLessThanOrEqual(5);
+      continue;
+    }
+    // A passenger: landed in another transaction's bundle; its own attempt never went out and paid nothing.
+    expect(finalized).toHaveLength(0);
+    rode++;
+    for (const a of attempts) {
+      expect(a.stage).toBe('failed');
+      expect(engine.getBundle(a.bundle_id)).toBeUndefined();
+    }
+  }
+  expect(rode).toBe(passengers);
+  // Fewer bundles than transactions, each with at most four user transactions.
+  expect(landedBundles.size).toBe(8 - rode);
+  expect(landedBundles.size).toBeLessThan(8);
+  // Every transaction's signature is in exactly one landed bundle.
+  const carried = new Map<string, number>();
+  for (const bundleId of landedBundles)
+    for (const signature of engine.getBundle(bundleId)?.signatures ?? [])
+      carried.set(signature, (carried.get(signature) ?? 0) + 1);
+  for (const id of ids) {
+    const signature = (await get(url, `/tx/${id}`)).body.tx_signatures[0] as string;
+    expect(carried.get(signature)).toBe(1);
+  }
+  // The tipper paid the landed bundles' tips and fees, nothing for a passenger's own (unsent) tip.
+  await waitUntil(
+    async () => before - (await connection.getBalance(tipper, 'confirmed')) === tipsAndFees,
+    10_000,
+    `the tipper's balance to drop by ${tipsAndFees}`,
+  );
+  // The lifecycle log lists every transaction of a pack under its bundle.
+  const { entries } = (await get(url, '/lifecycle?last=100')).body as {
+    entries: Array<{ bundle_id: string; stage: string; transactions: string[] }>;
+  };
+  const packed = entries.filter((e) => landedBundles.has(e.bundle_id) && e.transactions.length > 2);
+  expect(packed.length).toBeGreaterThan(0);
+  for (const entry of packed) expect(entry.stage).toBe('finalized');
+}, 90_000);
