@@ -89,8 +89,9 @@ export interface RelayErrorContext {
   RELAY_E_QUEUE_FULL: { limit: number; retry_after_s: number };
   RELAY_E_RATE_LIMITED: { limit: number; retry_after_s: number };
   /**
-   * `ahead`: transactions waiting to be sent before it; `send_rate_per_s`: bundles relay can send a second (regions ×
-   * BUNDLE_ENGINE_RPS); `expected_wait_s`: when its turn would come; `deadline_s`: time it has before attempts stop.
+   * `ahead`: transactions waiting to be sent before it; `send_rate_per_s`: transactions relay can send a second
+   * (regions × BUNDLE_ENGINE_RPS × pacing × the transactions a bundle recently carried with packing, 1 without);
+   * `expected_wait_s`: when its turn would come; `deadline_s`: time it has before attempts stop.
    */
   RELAY_E_CAPACITY_EXCEEDED: {
     ahead: number;

@@ -96,7 +96,9 @@ export class Relay {
     const sender = new Sender(ctx, this.settler, queue, async (tx, attempt) => {
       if (!attempts.takeFirstSend(tx.tx_id, attempt.attempt)) return attempt;
       await attempts.freshenTipBeforeFirstSend(tx, attempt);
-      return packer.pack(tx, attempt);
+      const packed = await packer.pack(tx, attempt);
+      packer.observeSend(1 + (packed.passengers?.length ?? 0));
+      return packed;
     });
     // An attempt that settled is never sent: forget it, and let go of the passengers it carried.
     this.settler.signals.on('attempt-ended', ({ txId, attempt }) => {
@@ -108,7 +110,12 @@ export class Relay {
     // Settlement never calls a decider: bypass listens for transactions put back to pending.
     this.bypassDecider.subscribe(this.settler.signals);
     this.fallback = new FallbackDecider(ctx, this.attempts);
-    this.intake = new Intake(ctx, this.bypassDecider, () => queue.regionsTakingBundles());
+    this.intake = new Intake(
+      ctx,
+      this.bypassDecider,
+      () => queue.regionsTakingBundles(),
+      () => packer.transactionsPerBundle,
+    );
     // Relay's own tip transaction failing is an operator fault: its tipper is held, the user's transaction waits.
     const tipFailed = (attempt: StoredAttempt, detail: string) => this.tippers.tipFailed(attempt, detail);
     this.tracker = new Tracker(

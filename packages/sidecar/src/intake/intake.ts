@@ -47,6 +47,8 @@ export class Intake {
     private readonly bypass: Pick<BypassDecider, 'submit'>,
     /** Regional engines taking bundles now (not cooling after a failure): the send capacity counts these. */
     private readonly regionsTakingBundles: () => number = () => ctx.o.engine.size,
+    /** Relay transactions a bundle carries on average (packing; 1 without). */
+    private readonly transactionsPerBundle: () => number = () => 1,
   ) {}
 
   /** Accept a transaction (1 to 4 signed transactions that land together). */
@@ -144,11 +146,14 @@ export class Intake {
    */
   capacity(priority?: Priority): {
     sendRatePerSecond: number;
+    /** Transactions a second: the bundles times what a bundle carries on average (packing). */
+    txRatePerSecond: number;
     waiting: number;
     ahead: number;
     expectedWaitMs: number;
   } {
     const sendRatePerSecond = this.regionsTakingBundles() * this.ctx.o.bundleEngineRps * SEND_PACING;
+    const txRatePerSecond = sendRatePerSecond * this.transactionsPerBundle();
     const policy = this.ctx.o.policy();
     const byPriority = this.ctx.state.waiting;
     const rank = (p: Priority) => PRIORITY_RANK[effectivePriority(policy, p)];
@@ -160,9 +165,10 @@ export class Intake {
     }
     return {
       sendRatePerSecond,
+      txRatePerSecond,
       waiting,
       ahead,
-      expectedWaitMs: Math.round((waiting / sendRatePerSecond) * 1000),
+      expectedWaitMs: Math.round((waiting / txRatePerSecond) * 1000),
     };
   }
 
@@ -172,14 +178,14 @@ export class Intake {
    * later. Deadlines are at most a blockhash's life (150 blocks): no attempt lands after the user's blockhash dies.
    */
   private admitAgainstCapacity(policy: Policy, priority: Priority, expirySlots: number | null): void {
-    const { sendRatePerSecond, ahead, waiting } = this.capacity(priority);
+    const { txRatePerSecond, ahead, waiting } = this.capacity(priority);
     const slotMs = this.ctx.chain.slotMs;
     const slot = this.ctx.chain.slot;
     const slotsLeft = Math.min(expiresAtSlot(slot, policy, expirySlots) - slot, BLOCKHASH_MAX_AGE_BLOCKS);
     const decision = admissionDecision({
       ahead,
       waiting,
-      sendRatePerSecond,
+      sendRatePerSecond: txRatePerSecond,
       slotMs,
       slotsLeft,
       backlogSlots: Math.min(policy['expiry-slots'], BLOCKHASH_MAX_AGE_BLOCKS),
@@ -190,7 +196,7 @@ export class Intake {
     this.ctx.o.metrics.enqueues.inc({ result: 'refused_capacity' });
     throw new RelayError('RELAY_E_CAPACITY_EXCEEDED', {
       ahead,
-      send_rate_per_s: sendRatePerSecond,
+      send_rate_per_s: Math.round(txRatePerSecond * 100) / 100,
       expected_wait_s: Math.ceil(decision.expectedWaitMs / 1000),
       deadline_s: Math.floor((slotsLeft * slotMs) / 1000),
       retry_after_s: Math.ceil(decision.retryAfterMs / 1000),

@@ -64,6 +64,22 @@ export class Packer {
     return this.maxTransactions > 1;
   }
 
+  /** Relay transactions per bundle over recent first sends (a moving average; 1 with packing off). */
+  private perBundle = 1;
+
+  /** A bundle went out for the first time carrying `transactions` of relay's transactions. */
+  observeSend(transactions: number): void {
+    this.perBundle += (transactions - this.perBundle) / 16;
+  }
+
+  /**
+   * What admission may count on per bundle: the recent average, never above what was seen. It starts at 1, so a
+   * burst from idle is admitted as if nothing packs; sustained backlog that does pack raises it.
+   */
+  get transactionsPerBundle(): number {
+    return this.enabled ? Math.max(1, this.perBundle) : 1;
+  }
+
   /** Passengers currently held by a pack in flight. */
   get heldCount(): number {
     let n = 0;

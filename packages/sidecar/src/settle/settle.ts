@@ -207,7 +207,7 @@ export class Settler {
         if (other.stage === 'journaled' || other.stage === 'submitted') {
           await this.settleFailed(tx, other, 'dropped', {
             countRetry: false,
-            detail: 'another attempt of this transaction landed',
+            detail: 'the user transactions landed (another attempt, or a bundle they rode in)',
             final: false,
           });
         }
