@@ -65,7 +65,18 @@ function scenarios(quick: boolean): Scenario[] {
       s('burst-100-spike', 'burst of 100, spike', 8, 'spike', burst(100), ALL),
     );
   }
-  list.push({ ...s('burst-100-hot', 'burst of 100, hot account', 8, 'calm', burst(100), ALL), kind: 'hot' });
+  // The hot-account cell under each regime: the same burst write-locking the engine's hot accounts.
+  list.push(
+    { ...s('burst-100-hot', 'burst of 100, hot account', 8, 'calm', burst(100), ALL), kind: 'hot' },
+    {
+      ...s('burst-100-hot-busy', 'burst of 100, hot account, busy', 8, 'busy', burst(100), ALL),
+      kind: 'hot',
+    },
+    {
+      ...s('burst-100-hot-spike', 'burst of 100, hot account, spike', 8, 'spike', burst(100), ALL),
+      kind: 'hot',
+    },
+  );
   return list;
 }
 
@@ -303,9 +314,10 @@ export const submissionBudget: Benchmark = {
     ];
     if (skipped.length) markdown.push('', ...skipped.map((x) => `- \`${x.scenario}\`: ${x.reason}.`));
     const notes = [
-      `Seed ${seed} for every simnet (\`pnpm bench submission-budget --seed=random\` for a fresh one). Every strategy of a scenario runs at the same time on its own simnet child (same seed: same leaders, validators' regions and auction draws), so each has the whole 1 request/s per region budget to itself; the simnets' slot clocks are measured (observed_slot_ms in the JSON) to show the shared 2 cores kept 400 ms slots.`,
+      `Seed ${seed} for every simnet (\`pnpm bench submission-budget --seed=random\` for a fresh one). Every strategy of a scenario runs at the same time on its own simnet child (same seed: same leader schedule and validators' regions), so each has the whole 1 request/s per region budget to itself; the simnets' slot clocks are measured (observed_slot_ms in the JSON) to show the shared 2 cores kept 400 ms slots.`,
+      "Identical market draws: the simnet draws a pinned slot's background market (arrivals, tips, compute, non-bundle load) from (seed, regime, slots since the pin), not from one stream consumed slot by slot, and `POST /admin/auction` answers the pin's first slot; each strategy waits until exactly the warm-up's number of slots after its own pin before its first arrival, so every strategy of a scenario meets the same background bids at the same offset, whatever slot its child had reached when pinned (the children start a few slots apart). What still differs between children: the slot numbers, hence which leader (and region) holds each slot, and the unpinned slots before the pin that the tip floor's 150-slot window still holds (the same per slot number, shifted by the difference in pin slots).",
       'Simnet: rate limit on (1 request/s per IP per region, the default), 400 ms slots, 8 regions (one in the one-region scenario), 90% of leaders on the bundle engine, the regime pinned with `POST /admin/auction {regime}`. Bursts arrive at once; steady rates are open-loop (one transaction every 1/rate s). Full mode runs steady rates for 60 s, quick for 15 s; 30 slots of the pinned regime (quick: 20) pass before the first arrival, so the tip floor, empty when a simnet starts, reflects it.',
-      "User transaction: a system transfer from one of 32 seeded, funded payers (uncontended, ~6,000 CU asked). The hot-account variant (`burst-100-hot`) adds an 891,000-lamport write to one of the engine's 20 hot accounts (round-robin; above the rent-exempt minimum, since the first write creates the account) and asks a swap's compute (SetComputeUnitLimit 200,000), so it ranks per CU against the pool's background swaps.",
+      "User transaction: a system transfer from one of 32 seeded, funded payers (uncontended, ~6,000 CU asked). The hot-account variant (`burst-100-hot` calm, `burst-100-hot-busy`, `burst-100-hot-spike`) adds an 891,000-lamport write to one of the engine's 20 hot accounts (round-robin; above the rent-exempt minimum, since the first write creates the account) and asks a swap's compute (SetComputeUnitLimit 200,000), so it ranks per CU against the pool's background swaps.",
       '**naive-p75** (a): `new JitoJsonRpcClient(<first region>/api/v1)` (jito-js-rpc 0.2.2); `getTipAccounts` once; per transaction: web3.js `getLatestBlockhash`, `GET tip_floor`, tip = `landed_tips_75th_percentile`, `sendBundle([[userTx, tipTx], {encoding: "base64"}])` with the tip transaction signed by the user\'s tipper wallet; then every 2 s `getSignatureStatuses` and, unless it shows the transfer (processed or better), the same bundle again, until `getBlockHeight` passes the blockhash\'s `lastValidBlockHeight`. A 429 is an exception it ignores; the next resend is 2 s later. **always-p95** (b): the same with `landed_tips_95th_percentile`.',
       "**helius-style** (c): helius-sdk's `sendTransactionWithSender` shape: tip = tip floor p75 fetched once per transaction (the SDK floors it at Sender's tier minimum, 0.001 SOL dual / 0.000005 SOL SWQOS-only; not applied here, there is no Sender), as a transfer inside the user's own transaction; sent once (`sendTxn(..., bundleOnly=true)`, a one-transaction bundle), then statuses polled every 2 s (the SDK's default interval) and the same bytes re-sent after each poll that does not show `confirmed`, until `lastValidBlockHeight`. Its simulate-for-compute-units and priority-fee steps are left out (the simnet charges no priority fee).",
       '**relay** (d): the real sidecar (`apps/sidecar/dist/main.cjs`) and the real agent process (`apps/agents/dist/main.cjs`, `AGENT_DECISION_MODE=reflex`), `BUNDLE_ENGINE_RPS=1` (the real budget), all regions configured, JSON-RPC transport; policy file `{"rate-limit": 1000000, "max-queue": 1000000, "spend-limit": 0}` so none of them binds, every other key the default (tip p75, max-retries 3, expiry-slots 150). Each transaction: `getLatestBlockhash`, sign, `POST /tx/enqueue`; 202 or 429 (+ `Retry-After`) recorded; each accepted one followed on `/internal/events` to confirmed or a terminal state.',

@@ -189,6 +189,9 @@ export function spentLamports(before: number[], after: number[], outcomes: reado
 /**
  * Pin the regime (`POST /admin/auction {regime}`) and let `warmupSlots` slots of it pass, so the tip floor (landed
  * tips over a trailing window, empty at a fresh simnet's start) reflects the pinned market before the first arrival.
+ * The simnet draws a pinned slot's background market from (seed, regime, slots since the pin) and answers the pin's
+ * first slot (`pinnedFromSlot`); waiting until exactly `warmupSlots` slots after it makes every strategy's first
+ * arrival meet the same market draws slot for slot, whatever slot its own simnet child had reached when pinned.
  */
 export async function pinAndWarmUp(simnet: SimnetChild, regime: string, warmupSlots: number): Promise<void> {
   const res = await fetch(`${simnet.started.adminUrl}/auction`, {
@@ -197,8 +200,10 @@ export async function pinAndWarmUp(simnet: SimnetChild, regime: string, warmupSl
     body: JSON.stringify({ regime }),
   });
   if (!res.ok) throw new Error(`POST /admin/auction: ${res.status} ${await res.text()}`);
-  const from = await simnet.request<number>({ op: 'slot' });
-  while ((await simnet.request<number>({ op: 'slot' })) < from + warmupSlots) await sleep(100);
+  const answer = (await res.json()) as { pinnedFromSlot?: number | null };
+  const from = answer.pinnedFromSlot ?? (await simnet.request<number>({ op: 'slot' }));
+  // Polled finely so each child's first arrival comes early in the same slot after the pin (slots are 400 ms).
+  while ((await simnet.request<number>({ op: 'slot' })) < from + warmupSlots) await sleep(20);
 }
 
 export function sleep(ms: number): Promise<void> {

@@ -104,6 +104,8 @@ export function adminRoutes(targets: AdminTargets): RouteHandler {
       return {
         fixedClearingTip: engine.auction.fixedClearingTipValue,
         regime: engine.auction.pinnedRegimeValue,
+        // The pinned market's offset 0: slot pinnedFromSlot + k meets the same draws for one seed and regime.
+        pinnedFromSlot: engine.auction.pinnedFromSlot,
       };
     },
     'POST /admin/rate-limit': async (req) => {

@@ -4,6 +4,7 @@ import {
   MAX_BLOCK_UNITS,
   MAX_WRITABLE_ACCOUNT_UNITS,
   SlotBudget,
+  arrivalTick,
   groupBids,
   rankBids,
   requestedComputeUnits,
@@ -30,6 +31,8 @@ function bid(
 }
 
 const ids = (bids: readonly Bid[]) => bids.map((b) => b.id);
+/** The loss of a bid outbid on `account` (an account or an opportunity) by `winner`. */
+const outbid = (account: string, winner: string) => ({ reason: 'outbid', account, winner: { id: winner } });
 
 describe('requested compute units (Agave compute budget, SIMD-0170)', () => {
   test('SetComputeUnitLimit wins; capped at 1.4M', () => {
@@ -101,11 +104,7 @@ describe('CU limits (Agave block_cost_limits: 60M per block, 12M per writable ac
       budget,
     );
     expect(ids(outcome.included)).toEqual(['high', 'mid', 'elsewhere']);
-    expect(outcome.lost.get('low')).toMatchObject({
-      reason: 'outbid',
-      account: 'pool',
-      winner: { id: 'mid' },
-    });
+    expect(outcome.lost.get('low')).toMatchObject(outbid('pool', 'mid'));
     expect(budget.accountUnitsUsed('pool')).toBe(11_800_000);
   });
 
@@ -123,7 +122,7 @@ describe('CU limits (Agave block_cost_limits: 60M per block, 12M per writable ac
     const budget = new SlotBudget(800_000, 8);
     const first = bid('first', 9_000, 100_000, ['p1']);
     const second = bid('second', 8_000, 100_000, ['p2']);
-    const resolution = resolveSlot([[], [], []], [first, second], budget);
+    const resolution = resolveSlot([first, second], 3, budget);
     expect(resolution.included.map((e) => [e.bid.id, e.tick])).toEqual([
       ['first', 0],
       ['second', 1],
@@ -137,7 +136,7 @@ describe('CU limits (Agave block_cost_limits: 60M per block, 12M per writable ac
       bid('r2', 8_000, 1_000, ['b']),
       bid('r3', 7_000, 1_000, ['c']),
     ];
-    const resolution = resolveSlot([[], []], real, budget, new Set(), null, 2);
+    const resolution = resolveSlot(real, 2, budget, { maxReal: 2 });
     expect(resolution.included.map((e) => e.bid.id)).toEqual(['r1', 'r2']);
     expect(resolution.lost.get('r3')).toMatchObject({ reason: 'block_full' });
     expect(budget.remaining).toBe(MAX_BLOCK_UNITS - 2_000);
@@ -158,8 +157,7 @@ describe('CU limits (Agave block_cost_limits: 60M per block, 12M per writable ac
         bid('bg', 1_000, 9, ['hot']),
       ],
       budget,
-      new Set(),
-      5_000,
+      { pinnedTip: 5_000 },
     );
     expect(ids(outcome.included)).toEqual(['at']);
     expect(outcome.lost.get('below')).toMatchObject({ reason: 'pinned' });
@@ -184,15 +182,143 @@ describe('CU limits (Agave block_cost_limits: 60M per block, 12M per writable ac
     const budget = new SlotBudget(MAX_BLOCK_UNITS, 1);
     const resolution = resolveSlot(
       [
-        [
-          bid('p1', 20_000, 200_000, ['pool']),
-          bid('p2', 10_000, 200_000, ['pool']),
-          bid('q', 1_000, 10_000, ['q']),
-        ],
+        bid('p1', 20_000, 200_000, ['pool']),
+        bid('p2', 10_000, 200_000, ['pool']),
+        bid('q', 1_000, 10_000, ['q']),
       ],
-      [],
+      1,
       budget,
     );
     expect(resolution.lowestWinning).toEqual({ contended: 0.05, uncontended: 0.1 });
+  });
+});
+
+describe('exclusion within a lock group (assumption: sequential simulation in rank order, per tick)', () => {
+  const HOT = new Set(['pool']);
+  const rules = { ignored: new Set([TIP]), contended: HOT };
+
+  test('a lower-ranked bundle on a hot account is excluded in a tick and included in the next', () => {
+    const budget = new SlotBudget(MAX_BLOCK_UNITS, 2);
+    const high = bid('high', 40_000, 200_000, ['payer-a', 'pool', TIP]);
+    const low = bid('low', 20_000, 200_000, ['payer-b', 'pool', TIP]);
+    const tick0 = runTick([low, high], budget, rules);
+    expect(ids(tick0.included)).toEqual(['high']);
+    expect(tick0.lost.get('low')).toMatchObject(outbid('pool', 'high'));
+
+    const resolution = resolveSlot([low, high], 2, new SlotBudget(MAX_BLOCK_UNITS, 2), rules);
+    expect(resolution.included.map((e) => [e.bid.id, e.tick])).toEqual([
+      ['high', 0],
+      ['low', 1],
+    ]);
+    expect(resolution.lost.size).toBe(0);
+  });
+
+  test('an excluded bundle with no tick left loses the slot, told which account and who took it', () => {
+    const resolution = resolveSlot(
+      [bid('high', 40_000, 200_000, ['pool']), bid('low', 20_000, 200_000, ['pool'])],
+      1,
+      new SlotBudget(MAX_BLOCK_UNITS, 1),
+      rules,
+    );
+    expect(resolution.included.map((e) => e.bid.id)).toEqual(['high']);
+    expect(resolution.lost.get('low')).toMatchObject({
+      reason: 'outbid',
+      account: 'pool',
+      winner: { id: 'high' },
+      tick: 0,
+    });
+  });
+
+  test('two bundles sharing only a fee payer, or only a plain recipient, are both included in one tick', () => {
+    const payer = runTick(
+      [
+        bid('a', 40_000, 200_000, ['payer', 'pool', TIP]),
+        bid('b', 20_000, 200_000, ['payer', 'pool-2', TIP]),
+      ],
+      new SlotBudget(MAX_BLOCK_UNITS, 1),
+      { ...rules, contended: new Set(['pool', 'pool-2']) },
+    );
+    expect(ids(payer.included)).toEqual(['a', 'b']);
+    expect(payer.groups).toHaveLength(1); // one auction (they share a written account), and no exclusion
+    const recipient = runTick(
+      [
+        bid('c', 40_000, 6_000, ['payer-c', 'recipient', TIP]),
+        bid('d', 20_000, 6_000, ['payer-d', 'recipient']),
+      ],
+      new SlotBudget(MAX_BLOCK_UNITS, 1),
+      rules,
+    );
+    expect(ids(recipient.included)).toEqual(['c', 'd']);
+  });
+
+  test('a read of a hot account does not exclude; the same opportunity still does, whatever the accounts', () => {
+    const outcome = runTick(
+      [
+        bid('writer', 40_000, 200_000, ['pool']),
+        bid('reader', 20_000, 200_000, ['mine'], ['pool']),
+        { ...bid('arb-1', 30_000, 200_000, ['x']), opportunity: 'arb' },
+        { ...bid('arb-2', 25_000, 200_000, ['y']), opportunity: 'arb' },
+      ],
+      new SlotBudget(MAX_BLOCK_UNITS, 1),
+      rules,
+    );
+    expect(ids(outcome.included)).toEqual(['writer', 'arb-1', 'reader']);
+    expect(outcome.lost.get('arb-2')).toMatchObject(outbid('arb', 'arb-1'));
+  });
+});
+
+describe('tick symmetry: every bid competes from the tick it arrives until included or the slot ends', () => {
+  const HOT = { contended: new Set(['pool']) };
+  const at = (b: Bid, arrivalMs: number, kind: Bid['kind'] = b.kind): Bid => ({ ...b, kind, arrivalMs });
+
+  test('a tie in tip per CU goes to the earlier arrival, whatever the kind', () => {
+    for (const [first, second] of [
+      ['background', 'real'],
+      ['real', 'background'],
+    ] as const) {
+      const early = at(bid('early', 10_000, 200_000, ['payer-1', 'pool']), 10, first);
+      const late = at(bid('late', 10_000, 200_000, ['payer-2', 'pool']), 30, second);
+      // Input order puts the later one first: only the arrival decides.
+      const outcome = runTick([late, early], new SlotBudget(MAX_BLOCK_UNITS, 1), HOT);
+      expect(ids(outcome.included)).toEqual(['early']);
+      expect(outcome.lost.get('late')).toMatchObject({ reason: 'outbid', winner: { id: 'early' } });
+    }
+    // Arriving before the slot started (negative) is earlier than any arrival in it.
+    const before = at(bid('before', 10_000, 200_000, ['pool']), -120, 'background');
+    const during = at(bid('during', 10_000, 200_000, ['pool']), 0, 'real');
+    expect(ids(rankBids([during, before]))).toEqual(['before', 'during']);
+  });
+
+  test('a real bundle arriving at tick 5 cannot win ticks 0-4, even as the best bid', () => {
+    const budget = new SlotBudget(MAX_BLOCK_UNITS, 8);
+    const late = at(bid('late-real', 5_000_000, 200_000, ['payer', 'pool']), 5 * 50 + 7);
+    const background = [0, 1, 2, 3, 4, 5, 6, 7].map((tick) =>
+      at(bid(`bg-${tick}`, 10_000, 200_000, [`bg-payer-${tick}`, 'pool']), tick * 50 + 1, 'background'),
+    );
+    const resolution = resolveSlot([late, ...background], 8, budget, HOT);
+    const tickOf = new Map(resolution.included.map((e) => [e.bid.id, e.tick]));
+    expect(arrivalTick(late, 8)).toBe(5);
+    expect(tickOf.get('late-real')).toBe(5);
+    // Ticks 0-4 went to the background bids there; the late one took tick 5 from bg-5, which then won tick 6.
+    expect([0, 1, 2, 3, 4].map((tick) => tickOf.get(`bg-${tick}`))).toEqual([0, 1, 2, 3, 4]);
+    expect(tickOf.get('bg-5')).toBe(6);
+  });
+
+  test('a background bid that loses its arrival tick stays and can win a later tick of the slot', () => {
+    const high = at(bid('high', 40_000, 200_000, ['p1', 'pool']), 0, 'background');
+    const low = at(bid('low', 20_000, 200_000, ['p2', 'pool']), 0, 'background');
+    const resolution = resolveSlot([low, high], 3, new SlotBudget(MAX_BLOCK_UNITS, 3), HOT);
+    expect(resolution.included.map((e) => [e.bid.id, e.tick])).toEqual([
+      ['high', 0],
+      ['low', 1],
+    ]);
+  });
+
+  test('arrival tick: the 50 ms it falls in, 0 before the slot, at most the last tick', () => {
+    expect(arrivalTick({ arrivalMs: -500 }, 8)).toBe(0);
+    expect(arrivalTick({}, 8)).toBe(0);
+    expect(arrivalTick({ arrivalMs: 49.9 }, 8)).toBe(0);
+    expect(arrivalTick({ arrivalMs: 50 }, 8)).toBe(1);
+    expect(arrivalTick({ arrivalMs: 410 }, 8)).toBe(7);
   });
 });

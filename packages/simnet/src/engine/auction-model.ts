@@ -9,15 +9,26 @@
  * auction bundles are ordered by tip per requested CU; the engine forwards the highest-paying combination up to some
  * CU limit.
  *
- * Decisions where the (closed-source) engine is not documented:
+ * Decisions where the (closed-source) engine is not documented (assumptions, stated as such):
  * - The eight tip accounts do not join auctions: every bundle must write-lock one, so counting them would put all
  *   bundles into at most eight auctions, against "parallel auctions". They still count against the per-account CU
  *   limit, as Agave's cost tracker charges every writable account.
+ * - Exclusion within a lock group: the engine simulates a tick's bundles in rank order, each on the state the
+ *   higher-ranked included ones leave. A bundle that write-locks a *state-contended* account (an AMM-pool-like
+ *   account whose change moves the price: the `contended` set, by default the background flow's hot accounts) that a
+ *   higher-ranked bundle included in the same tick already write-locks is excluded from that tick: its simulated
+ *   outcome is stale (loss `outbid`, `account` = that account, `winner` = the bundle that took it). It competes
+ *   again at the next tick, against the new state. Overlaps on any other account (a shared fee payer, a plain
+ *   recipient, a tip account) do not exclude: sequential simulation of both succeeds, so both are taken while the
+ *   CU limits allow. Bids carrying the same `opportunity` (searchers racing for one backrun/arb) also exclude each
+ *   other within a tick, whatever they lock.
  * - Inside an auction, bundles are taken in rank order while they fit the CU limits ("combination ... up to some CU
  *   limit"): a lower-ranked bundle in a contended group loses when the higher ones used up the tick's share of a
- *   shared account's CU (or the block's). Bundles in one group are not mutually exclusive by lock alone: two
- *   bundles that merely share a fee payer both land, as sequential simulation would allow. Only bundles carrying
- *   the same `opportunity` (background searchers racing for one backrun/arb) exclude each other within a tick.
+ *   shared account's CU (or the block's).
+ * - Arrival: every bid carries `arrivalMs`, when it reached the engine relative to the slot's start (at or before
+ *   0: before the slot started). It enters the slot's auction at the tick that time falls in (tick 0 if it came
+ *   earlier) and competes at every tick from there until it is included or the slot ends, whatever its kind. Equal
+ *   tips per CU go to the earlier arrival, never by kind (then input order, for determinism).
  * - Block space is spread over the slot's ticks: a tick may use (what is left) / (ticks left) of the slot's bundle
  *   CU budget and of each account's write-CU limit, so early ticks do not starve later arrivals. The first bundle
  *   touching an account in a tick always fits that account's share if the slot still has room (a 1.4M-CU
@@ -97,6 +108,17 @@ export interface Bid {
   readLocks: readonly string[];
   /** Bids with the same opportunity exclude each other within a tick (searchers racing for one arb). */
   opportunity?: string;
+  /**
+   * When it reached the engine, ms after the slot's start (default 0; negative: before the slot started). It enters
+   * the slot's auction at the tick this falls in and wins ties in tip per CU against later arrivals.
+   */
+  arrivalMs?: number;
+}
+
+/** The tick a bid enters a slot of `ticks` ticks: the 50 ms it arrived in, 0 if before the slot, at most the last. */
+export function arrivalTick(bid: Pick<Bid, 'arrivalMs'>, ticks: number): number {
+  const tick = Math.floor((bid.arrivalMs ?? 0) / AUCTION_TICK_MS);
+  return Math.min(Math.max(0, ticks - 1), Math.max(0, tick));
 }
 
 /** Tip per requested CU: the rank within an auction. */
@@ -104,11 +126,11 @@ export function tipPerCu(bid: Pick<Bid, 'tipLamports' | 'computeUnits'>): number
   return bid.tipLamports / Math.max(1, bid.computeUnits);
 }
 
-/** Higher tip per CU first; ties keep the input order (earlier arrival). */
+/** Higher tip per CU first; ties go to the earlier arrival (`arrivalMs`), then keep the input order. */
 export function rankBids<T extends Bid>(bids: readonly T[]): T[] {
   return bids
-    .map((bid, index) => ({ bid, index, rank: tipPerCu(bid) }))
-    .sort((a, b) => b.rank - a.rank || a.index - b.index)
+    .map((bid, index) => ({ bid, index, rank: tipPerCu(bid), arrival: bid.arrivalMs ?? 0 }))
+    .sort((a, b) => b.rank - a.rank || a.arrival - b.arrival || a.index - b.index)
     .map((entry) => entry.bid);
 }
 
@@ -229,9 +251,9 @@ export interface TickBudget {
 /** Why a bid was not included at a tick, and the bid that took its place when there was one. */
 export interface TickLoss {
   reason: 'outbid' | 'block_full' | 'pinned';
-  /** The account whose CU ran out (outbid) or the opportunity taken. */
+  /** The account whose CU ran out or whose state a higher-ranked bid changed (outbid), or the opportunity taken. */
   account: string | null;
-  /** The lowest-ranked included bid that used the space (or took the opportunity), if any. */
+  /** The lowest-ranked included bid that used the space, or the one that took the account's state or opportunity. */
   winner: Bid | null;
 }
 
@@ -242,24 +264,41 @@ export interface TickOutcome<T extends Bid> {
   groups: T[][];
 }
 
+/** What an auction applies besides the bids and the block: see the module comment. */
+export interface AuctionRules {
+  /** Accounts that join no auction (the tip accounts). */
+  ignored?: ReadonlySet<string>;
+  /** State-contended accounts: a second writer in one tick is excluded (see the module comment). */
+  contended?: ReadonlySet<string>;
+  /**
+   * The admin's fixed clearing tip: a competitor bidding that many lamports at the same requested CU in every
+   * auction, so any bid below it loses.
+   */
+  pinnedTip?: number | null;
+  /** Most real bids this tick (resolveSlot: this slot) may include; the rest wait without taking space. */
+  maxReal?: number;
+}
+
 /**
  * One tick: group, rank, then take bids in rank order (highest tip per CU across all groups first, which keeps
- * each group's order) while they fit the tick's CU shares. `pinnedTip` (the admin's fixed clearing tip) stands for
- * a competitor bidding that many lamports at the same requested CU in every auction: any bid below it loses.
+ * each group's order), each simulated on the state the ones before it leave: excluded when it writes a contended
+ * account an included bid of this tick writes (or races for a taken opportunity), else taken while it fits the
+ * tick's CU shares.
  */
 export function runTick<T extends Bid>(
   bids: readonly T[],
   budget: SlotBudget,
-  ignored: ReadonlySet<string> = new Set(),
-  pinnedTip: number | null = null,
-  /** Most real bids this tick may include (the engine's per-slot cap); the rest wait without taking space. */
-  maxReal = Number.POSITIVE_INFINITY,
+  rules: AuctionRules = {},
 ): TickOutcome<T> {
+  const { ignored = new Set<string>(), contended = new Set<string>(), pinnedTip = null } = rules;
+  const maxReal = rules.maxReal ?? Number.POSITIVE_INFINITY;
   const tick = budget.openTick();
   const groups = groupBids(bids, ignored);
   const lost = new Map<string, TickLoss>();
   const included: T[] = [];
   const opportunities = new Map<string, T>();
+  /** Contended accounts already written by a bid included this tick, and by which. */
+  const stateTaken = new Map<string, T>();
   let lastIncluded: T | null = null;
   let realIncluded = 0;
   for (const bid of rankBids(groups.flat())) {
@@ -271,12 +310,15 @@ export function runTick<T extends Bid>(
       lost.set(bid.id, { reason: 'pinned', account: null, winner: null });
       continue;
     }
-    if (bid.opportunity !== undefined) {
-      const taken = opportunities.get(bid.opportunity);
-      if (taken) {
-        lost.set(bid.id, { reason: 'outbid', account: bid.opportunity, winner: taken });
-        continue;
-      }
+    const race = bid.opportunity === undefined ? undefined : opportunities.get(bid.opportunity);
+    if (race) {
+      lost.set(bid.id, { reason: 'outbid', account: bid.opportunity ?? null, winner: race });
+      continue;
+    }
+    const stale = bid.writeLocks.find((key) => stateTaken.has(key));
+    if (stale !== undefined) {
+      lost.set(bid.id, { reason: 'outbid', account: stale, winner: stateTaken.get(stale) ?? null });
+      continue;
     }
     const full = tick.fits(bid);
     if (full !== null) {
@@ -293,6 +335,7 @@ export function runTick<T extends Bid>(
     if (bid.kind === 'real') realIncluded++;
     lastIncluded = bid;
     if (bid.opportunity !== undefined) opportunities.set(bid.opportunity, bid);
+    for (const key of bid.writeLocks) if (contended.has(key) && !ignored.has(key)) stateTaken.set(key, bid);
   }
   return { included, lost, groups };
 }
@@ -300,32 +343,34 @@ export function runTick<T extends Bid>(
 export interface SlotResolution<T extends Bid> {
   /** Included bids with the tick that took them. */
   included: Array<{ bid: T; tick: number }>;
-  /** Each real or background bid never included: its last tick's loss. */
+  /** Each bid never included: its last tick's loss. */
   lost: Map<string, TickLoss & { tick: number }>;
   /** Per tick, the lowest tip per CU included among contended groups (more than one bid) and uncontended ones. */
   lowestWinning: { contended: number | null; uncontended: number | null };
 }
 
 /**
- * Every tick of one slot. `ticks[k]` are the background bids present at tick k; `real` bids are present at every
- * tick until included. Returns who landed and who lost.
+ * Every tick of one slot of `ticks` ticks. Each bid, real or background, enters at its {@link arrivalTick} and
+ * competes at every tick from there until it is included or the slot ends. Returns who landed and who lost.
  */
 export function resolveSlot<T extends Bid>(
-  ticks: ReadonlyArray<readonly T[]>,
-  real: readonly T[],
+  bids: readonly T[],
+  ticks: number,
   budget: SlotBudget,
-  ignored: ReadonlySet<string> = new Set(),
-  pinnedTip: number | null = null,
-  maxReal = Number.POSITIVE_INFINITY,
+  rules: AuctionRules = {},
 ): SlotResolution<T> {
+  const maxReal = rules.maxReal ?? Number.POSITIVE_INFINITY;
   const included: Array<{ bid: T; tick: number }> = [];
   const lost = new Map<string, TickLoss & { tick: number }>();
-  let waiting = [...real];
+  const arrivals: T[][] = Array.from({ length: Math.max(1, ticks) }, () => []);
+  for (const bid of bids) arrivals[arrivalTick(bid, arrivals.length)]?.push(bid);
+  let waiting: T[] = [];
   let realIncluded = 0;
   let contended: number | null = null;
   let uncontended: number | null = null;
-  ticks.forEach((background, tick) => {
-    const outcome = runTick([...waiting, ...background], budget, ignored, pinnedTip, maxReal - realIncluded);
+  arrivals.forEach((arriving, tick) => {
+    waiting = [...waiting, ...arriving];
+    const outcome = runTick(waiting, budget, { ...rules, maxReal: maxReal - realIncluded });
     const taken = new Set<string>();
     for (const bid of outcome.included) {
       if (bid.kind === 'real') realIncluded++;

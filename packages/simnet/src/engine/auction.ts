@@ -2,11 +2,13 @@ import bs58 from 'bs58';
 import type { Rng } from '../rng';
 import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
 import {
+  AUCTION_TICK_MS,
   MAX_BLOCK_UNITS,
   MAX_WRITABLE_ACCOUNT_UNITS,
   SlotBudget,
   resolveSlot,
   ticksPerSlot,
+  type AuctionRules,
   type Bid,
 } from './auction-model';
 
@@ -50,9 +52,12 @@ export function tipQuantile(q: number): number {
 export interface RegimeParams {
   /** Scales every background tip of the regime. */
   multiplier: number;
-  /** Background bundles on hot accounts per 50 ms tick (Poisson mean), spread over the hot accounts by popularity. */
+  /**
+   * Background bundles on hot accounts arriving per 50 ms tick (Poisson mean; a slot's total is the sum over its
+   * ticks, each bundle's arrival time uniform over the slot), spread over the hot accounts by popularity.
+   */
   hotBundlesPerTick: number;
-  /** Background bundles on accounts nobody else touches per tick (Poisson mean). */
+  /** Background bundles on accounts nobody else touches arriving per tick (Poisson mean, spread likewise). */
   plainBundlesPerTick: number;
   /** Share of the block's CU taken by non-bundle transactions, drawn per slot uniformly in [min, max]. */
   nonBundleLoad: readonly [number, number];
@@ -69,15 +74,17 @@ export interface RegimeParams {
 
 /**
  * Calibration, measured (seed 7, 400 ms slots = 8 ticks, 120 windows of 4 slots; test/engine-auction.test.ts checks
- * the bands): a reference swap bundle (201,400 CU: a 200k swap plus its tip) bidding 10,000 lamports (0.05 per CU)
- * on the most popular hot account lands within its window in ≈ 93 % of calm, 47 % of busy and 22 % of spike windows
- * (the old single-clearing-tip model: 83 % / 44 % / 20 % of slots, ≈ 0.95 / 0.53 / 0.18 per window in the
- * agent-sdk.md §4 toy run). Contention concentrates on the top pool: on the 2nd–4th most popular the same bid lands
- * in ≥ 95 % of windows in every regime, on the rest and on uncontended accounts in all of them, so a swap on a pool
- * picked by popularity lands in ≈ 99 % / 87 % / 81 %. A 1,000-lamport bundle that contends with nobody lands in
- * every calm and busy window (≈ 98 % in spike, when block space runs short). The background's landed tips read, over
- * 600 slots: calm p25/p50/p75/p95/p99 ≈ 4k / 10k / 31k / 1.3M / 8.8M (close to the snapshots), busy ≈ 2x, spike ≈
- * 4-5x, with ≈ 115-150 background bundles landing per slot. These numbers were set by the parameters below, not
+ * the bands): a reference swap bundle (201,400 CU: a 200k swap plus its tip) bidding 10,000 lamports (0.05 per CU),
+ * there before the window starts, on the most popular hot account lands within its window in ≈ 63 % of calm, 12 %
+ * of busy and 2.5 % of spike windows; on the 2nd most popular in ≈ 99 % / 67 % / 33 %, from the 10th on in all of
+ * them; on a pool picked by popularity in ≈ 88 % / 71 % / 61 %. These rates are lower than the anchors the
+ * parameters below were first set to (93 % / 47 % / 22 % on the top pool, after the earlier toy model's ≈ 0.95 /
+ * 0.53 / 0.18 per window) because background bids now stay in the auction from their arrival until included or the
+ * slot ends instead of one tick (the parameters, and the arrivals per slot, are unchanged; on the top pool the
+ * within-tick exclusion changes nothing, its write-CU limit already let about one swap in per tick). A
+ * 1,000-lamport bundle that contends with nobody lands in every calm and busy window. The background's landed tips
+ * read, over 600 slots: calm p25/p50/p75/p95/p99 ≈ 4k / 10k / 32k / 1.4M / 8.9M (close to the snapshots), busy ≈
+ * 2x, spike ≈ 4-5x (see the simnet README for before/after). These numbers were set by the parameters below, not
  * fitted to relay's results. Mean stay: calm ≈ 200 slots (80 s at 400 ms), busy ≈ 67, spike ≈ 25.
  */
 export const DEFAULT_REGIMES: Readonly<Record<Regime, RegimeParams>> = {
@@ -117,6 +124,8 @@ export const REFERENCE_BUNDLE_CU = 201_400;
 
 export interface BackgroundBid extends Bid {
   kind: 'background';
+  /** Ms after the slot's start it reached the engine (uniform over the slot's ticks). */
+  arrivalMs: number;
   /** The hot account it writes, or null for an uncontended bundle. */
   hot: string | null;
 }
@@ -153,6 +162,11 @@ export interface AuctionOptions {
   slotMs?: number;
   /** Number of hot accounts (default 20). */
   hotAccounts?: number;
+  /**
+   * State-contended accounts: within one tick a bundle writing one that a higher-ranked included bundle writes is
+   * excluded (`auction-model.ts`). Default: the hot accounts.
+   */
+  contendedAccounts?: readonly string[];
   tipAccounts?: readonly string[];
 }
 
@@ -166,11 +180,14 @@ const MAX_HOT_ACCOUNT_PREFILL = 0.9;
 const RETAIN_BIDS_SLOTS = 64;
 
 /**
- * The background market of each slot: a Markov regime, background bundles per 50 ms tick on hot accounts (skewed
- * popularity) and on uncontended accounts, and the block space non-bundle traffic leaves. Slots are generated
- * strictly in order from the first one asked for, each from its own forked random streams, so the same seed always
- * yields the same background, whoever asks and when. What lands is decided by the auction (`auction-model.ts`) the
- * engine runs with the real bundles; `slot()` also resolves the background alone for a per-slot summary.
+ * The background market of each slot: a Markov regime, background bundles arriving over the slot's 50 ms ticks on
+ * hot accounts (skewed popularity) and on uncontended accounts, and the block space non-bundle traffic leaves. Slots
+ * are generated strictly in order from the first one asked for (the regime chain is one stream), each slot's market
+ * from a random stream of its own: unpinned, forked by the slot number; pinned, by (regime, slots since the pin), so
+ * a run that pins a regime meets the same draws at the same offset from the pin, whatever slot it pinned at. The
+ * same seed always yields the same background, whoever asks and when. What lands is decided by the auction
+ * (`auction-model.ts`) the engine runs with the real bundles; `slot()` also resolves the background alone for a
+ * per-slot summary.
  */
 export class Auction {
   /** The hot accounts, most popular first (base58 keys a scenario can write-lock to contend). */
@@ -178,9 +195,12 @@ export class Auction {
   /** Popularity weights of {@link hotAccounts} (Zipf, s = 1), summing to 1. */
   readonly hotPopularity: readonly number[];
   readonly ticksPerSlot: number;
+  /** Accounts whose second writer in a tick is excluded (default: the hot accounts). */
+  readonly contendedAccounts: ReadonlySet<string>;
   private readonly regimeRng: Rng;
-  private readonly clearingRng: Rng;
-  private readonly competitorRng: Rng;
+  /** Roots of the per-slot market streams: by slot number, and by (regime, offset) while pinned. */
+  private readonly flowRoot: Rng;
+  private readonly pinnedRoot: Rng;
   private readonly params: Record<Regime, RegimeParams>;
   private readonly retainSlots: number;
   private readonly tipAccounts: readonly string[];
@@ -194,12 +214,14 @@ export class Auction {
   /** Where the unpinned Markov chain is. */
   private chainRegime: Regime;
   private pinnedRegime: Regime | null = null;
+  /** First slot generated under the current pin (null until one is generated). */
+  private pinStart: number | null = null;
   private fixedClearingTip: number | null = null;
 
   constructor(rng: Rng, options: AuctionOptions = {}) {
     this.regimeRng = rng.fork('auction-regime');
-    this.clearingRng = rng.fork('auction-clearing');
-    this.competitorRng = rng.fork('auction-competitors');
+    this.flowRoot = rng.fork('auction-flow');
+    this.pinnedRoot = rng.fork('auction-pinned-flow');
     const hotRng = rng.fork('auction-hot-accounts');
     this.params = { ...DEFAULT_REGIMES, ...options.regimes };
     this.retainSlots = options.retainSlots ?? 4096;
@@ -213,6 +235,7 @@ export class Auction {
     const weights = this.hotAccounts.map((_, i) => 1 / (i + 1));
     const total = weights.reduce((a, b) => a + b, 0);
     this.hotPopularity = weights.map((w) => w / total);
+    this.contendedAccounts = new Set(options.contendedAccounts ?? this.hotAccounts);
     this.currentRegime = this.chainRegime = options.startRegime ?? 'calm';
   }
 
@@ -221,10 +244,21 @@ export class Auction {
     return this.pinnedRegime ?? this.currentRegime;
   }
 
-  /** Pin the regime for every slot generated from now on; null resumes the Markov chain. */
+  /**
+   * Pin the regime for every slot generated from now on; null resumes the Markov chain. A pinned slot's market is a
+   * function of (seed, regime, slots since the pin): the first slot generated under a new pin is offset 0. Pinning
+   * the regime already pinned changes nothing (the offsets run on).
+   */
   setRegime(regime: Regime | null): void {
     if (regime !== null && !REGIMES.includes(regime)) throw new Error(`unknown regime "${String(regime)}"`);
+    if (regime === this.pinnedRegime) return;
     this.pinnedRegime = regime;
+    this.pinStart = null;
+  }
+
+  /** The first slot generated under the current pin: the pinned market's offset 0 (null before one, or unpinned). */
+  get pinnedFromSlot(): number | null {
+    return this.pinnedRegime === null ? null : (this.pinStart ?? this.nextSlot);
   }
 
   get pinnedRegimeValue(): Regime | null {
@@ -255,7 +289,10 @@ export class Auction {
     return this.slots.get(slot) ?? null;
   }
 
-  /** Background bids of each tick of a recent slot (generating it first); empty when no longer retained. */
+  /**
+   * Background bids of a recent slot by the tick they arrive at, each tick's in arrival order (generating the slot
+   * first); empty when no longer retained. Each competes from its arrival tick until included or the slot ends.
+   */
   backgroundBids(slot: number): BackgroundBid[][] {
     this.slot(slot);
     return this.bids.get(slot) ?? [];
@@ -279,6 +316,15 @@ export class Auction {
 
   get tipAccountKeys(): ReadonlySet<string> {
     return this.tipAccountSet;
+  }
+
+  /** The rules every auction of this market applies: tip accounts ignored, contended accounts, the pinned tip. */
+  get rules(): AuctionRules {
+    return {
+      ignored: this.tipAccountSet,
+      contended: this.contendedAccounts,
+      pinnedTip: this.fixedClearingTip,
+    };
   }
 
   /** Most recent generated slots, oldest first (for /admin/state and determinism checks). */
@@ -308,56 +354,69 @@ export class Auction {
     }
     this.currentRegime = this.pinnedRegime ?? this.chainRegime;
     const params = this.params[this.currentRegime];
+    let market: Rng;
+    if (this.pinnedRegime !== null) {
+      this.pinStart ??= slot;
+      market = this.pinnedRoot.fork(`${this.pinnedRegime}:${slot - this.pinStart}`);
+    } else {
+      market = this.flowRoot.fork(`slot:${slot}`);
+    }
+    const clearingRng = market.fork('clearing');
+    const rng = market.fork('competitors');
     const [loadMin, loadMax] = params.nonBundleLoad;
-    const load = loadMin + this.clearingRng.next() * (loadMax - loadMin);
-    const heat = Math.exp(params.heatSigma * normal(this.clearingRng));
+    const load = loadMin + clearingRng.next() * (loadMax - loadMin);
+    const heat = Math.exp(params.heatSigma * normal(clearingRng));
     const bundleBlockUnits = Math.round(MAX_BLOCK_UNITS * (1 - load));
     const hotAccountUnits = this.hotAccountLoad(this.currentRegime);
 
-    const rng = this.competitorRng;
-    const ticks: BackgroundBid[][] = [];
+    // The slot's arrivals: as many as the per-tick rates give over its ticks, each at a uniform time in the slot.
+    const span = this.ticksPerSlot * AUCTION_TICK_MS;
+    let hot = 0;
+    let plain = 0;
     for (let tick = 0; tick < this.ticksPerSlot; tick++) {
-      const bids: BackgroundBid[] = [];
-      const hot = poisson(rng, params.hotBundlesPerTick);
-      for (let i = 0; i < hot; i++) {
-        const account = this.pickHot(rng.next());
-        // A swap/arb: 100k–400k CU plus its tip transaction, tipping from the heavy-tailed table, the slot's heat on top.
-        bids.push(
-          this.bid(
-            slot,
-            tick,
-            bids.length,
-            account,
-            rng.int(100_000, 400_000) + 1_400,
-            params.multiplier * heat,
-            rng.next(),
-          ),
-        );
-      }
-      const plain = poisson(rng, params.plainBundlesPerTick);
-      for (let i = 0; i < plain; i++) {
-        // Transfers, mints, one-off swaps on quiet pools: small, and mostly wallet-default tips (the lower table).
-        bids.push(
-          this.bid(
-            slot,
-            tick,
-            bids.length,
-            null,
-            rng.int(1_000, 300_000),
-            params.multiplier,
-            rng.next() * 0.75,
-          ),
-        );
-      }
-      ticks.push(bids);
+      hot += poisson(rng, params.hotBundlesPerTick);
+      plain += poisson(rng, params.plainBundlesPerTick);
     }
+    const bids: BackgroundBid[] = [];
+    for (let i = 0; i < hot; i++) {
+      const account = this.pickHot(rng.next());
+      // A swap/arb: 100k–400k CU plus its tip transaction, tipping from the heavy-tailed table, the slot's heat on top.
+      bids.push(
+        this.bid(
+          slot,
+          bids.length,
+          rng.next() * span,
+          account,
+          rng.int(100_000, 400_000) + 1_400,
+          params.multiplier * heat,
+          rng.next(),
+        ),
+      );
+    }
+    for (let i = 0; i < plain; i++) {
+      // Transfers, mints, one-off swaps on quiet pools: small, and mostly wallet-default tips (the lower table).
+      bids.push(
+        this.bid(
+          slot,
+          bids.length,
+          rng.next() * span,
+          null,
+          rng.int(1_000, 300_000),
+          params.multiplier,
+          rng.next() * 0.75,
+        ),
+      );
+    }
+    bids.sort((a, b) => a.arrivalMs - b.arrivalMs);
+    const ticks: BackgroundBid[][] = Array.from({ length: this.ticksPerSlot }, () => []);
+    for (const bid of bids)
+      ticks[Math.min(this.ticksPerSlot - 1, Math.floor(bid.arrivalMs / AUCTION_TICK_MS))]?.push(bid);
 
     const resolution = resolveSlot(
-      ticks,
-      [],
+      bids,
+      this.ticksPerSlot,
       new SlotBudget(bundleBlockUnits, this.ticksPerSlot, MAX_WRITABLE_ACCOUNT_UNITS, hotAccountUnits),
-      this.tipAccountSet,
-      this.fixedClearingTip,
+      this.rules,
     );
     const contended = resolution.lowestWinning.contended;
     this.slots.set(slot, {
@@ -380,18 +439,19 @@ export class Auction {
 
   private bid(
     slot: number,
-    tick: number,
     index: number,
+    arrivalMs: number,
     hot: string | null,
     computeUnits: number,
     scale: number,
     quantile: number,
   ): BackgroundBid {
-    const id = `bg-${slot}-${tick}-${index}`;
+    const id = `bg-${slot}-${index}`;
     const tipAccount = this.tipAccounts[index % this.tipAccounts.length] as string;
     return {
       id,
       kind: 'background',
+      arrivalMs,
       hot,
       tipLamports: Math.max(MIN_TIP_LAMPORTS, Math.round(scale * tipQuantile(quantile))),
       computeUnits,

@@ -119,8 +119,8 @@ export interface BlockEngineEvents {
  *
  * Competing window (decided): a bundle competes only in the slots of the first bundle-engine leader window it meets
  * (the first such slot within `leaderLookaheadSlots` after the current one, through the last consecutive slot of
- * that leader). It competes at every 50 ms tick of those slots (`auction-model.ts`) and lands in the slot of the first
- * tick it wins; if none, it has lost the auction (gRPC `rejected.stateAuctionBidRejected`, inflight `Failed`) and
+ * that leader). It competes at every 50 ms tick of those slots from the tick it arrives in (`auction-model.ts`; tick 0
+ * of each later slot) and lands in the slot of the first tick it wins; if none, it has lost the auction (gRPC `rejected.stateAuctionBidRejected`, inflight `Failed`) and
  * must be resent.
  */
 export class BlockEngine extends EventEmitter<BlockEngineEvents> implements BundleSource {
@@ -138,6 +138,8 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   private readonly tipAccountSet: ReadonlySet<string>;
   private readonly faultRng: Rng;
   private readonly maxBundlesPerSlot: number;
+  /** The cluster's slot length (400 ms unless it says otherwise): how long a running clock's slot lasts. */
+  private readonly slotMs: number;
   private readonly inflightLookbackMs: number;
   private readonly statusLookbackSlots: number;
   private readonly staleTipFloorAgeMs: number;
@@ -159,6 +161,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     this.cluster = options.cluster;
     this.faults = options.faults;
     const slotMs = (options.cluster as Cluster & { slotMs?: number }).slotMs;
+    this.slotMs = slotMs ?? 400;
     this.auction = new Auction(options.rng.fork('auction'), {
       ...(slotMs !== undefined ? { slotMs } : {}),
       tipAccounts: options.tipAccounts ?? MAINNET_TIP_ACCOUNTS,
@@ -504,9 +507,9 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   // ---- BundleSource: the chain asks while producing a bundle-engine leader's block ----
 
   /**
-   * The slot's auctions (`auction-model.ts`): at each 50 ms tick the pending bundles of this window compete with the
-   * background bids of that tick; a bundle included at a tick is handed to the leader, one that is not keeps
-   * competing at the next tick and slot of its window.
+   * The slot's auctions (`auction-model.ts`): the pending bundles of this window and the slot's background bids each
+   * enter at the tick they arrived in and compete at every tick from there; a bundle included at a tick is handed to
+   * the leader, one that is not keeps competing at the next tick and slot of its window.
    */
   bundlesForSlot(ctx: BlockContext): BundleCandidate[] {
     const eligible: TrackedBundle[] = [];
@@ -532,6 +535,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       eligible.push(bundle);
     }
     const byId = new Map(eligible.map((bundle) => [bundle.bundleId, bundle]));
+    const slotStartMs = this.slotStartMs();
     const realBids: Bid[] = eligible.map((bundle) => ({
       id: bundle.bundleId,
       kind: 'real',
@@ -539,14 +543,13 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       computeUnits: bundle.computeUnits,
       writeLocks: [...new Set(bundle.transactions.flatMap((tx) => tx.writableStaticKeys))],
       readLocks: [...new Set(bundle.transactions.flatMap((tx) => tx.readonlyStaticKeys))],
+      arrivalMs: bundle.arrivesAtMs - slotStartMs,
     }));
     const resolution = resolveSlot(
-      this.auction.backgroundBids(ctx.slot),
-      realBids,
+      [...realBids, ...this.auction.backgroundBids(ctx.slot).flat()],
+      this.auction.ticksPerSlot,
       this.auction.budget(ctx.slot),
-      this.auction.tipAccountKeys,
-      this.auction.fixedClearingTipValue,
-      this.maxBundlesPerSlot,
+      { ...this.auction.rules, maxReal: this.maxBundlesPerSlot },
     );
     const included: TrackedBundle[] = [];
     const background: number[] = [];
@@ -604,6 +607,16 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   }
 
   // ---- internals ----
+
+  /**
+   * When the slot being produced started, on the engine's clock: a running clock produces a slot's block at its
+   * end, so `slotMs` ago. A manual clock has no time inside a slot: it started now, and every bundle that has
+   * arrived came before it (tick 0, ordered by when each arrived).
+   */
+  private slotStartMs(): number {
+    const clock = this.cluster as Cluster & { running?: boolean };
+    return this.now() - (clock.running === true ? this.slotMs : 0);
+  }
 
   /** The slot the clock is at (SimCluster's `currentSlot` counts skipped slots; the interface's `slot` does not). */
   private clockSlot(): number {
