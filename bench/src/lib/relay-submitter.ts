@@ -23,6 +23,8 @@ export interface RelayRunOptions {
   warmupSlots: number;
   /** Sidecar environment besides the defaults (e.g. BUNDLE_PACK_MAX). */
   env?: Record<string, string>;
+  /** The strategy's name in the results (default `relay`). */
+  label?: string;
 }
 
 const FOLLOWED = new Set(['confirmed', 'finalized', 'failed', 'expired']);
@@ -150,7 +152,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
     const states: Record<string, number> = {};
     for (const o of outcomes) if (o.relayState) states[o.relayState] = (states[o.relayState] ?? 0) + 1;
     return {
-      strategy: 'relay',
+      strategy: options.label ?? 'relay',
       outcomes,
       counters: {
         engineRequests: requests,
