@@ -349,3 +349,66 @@ test('one sidecar per data directory: a second start refuses, naming it; after a
     if (first.child.exitCode === null && first.child.signalCode === null) await first.stop();
   }
 }, 60_000);
+
+test('SIGKILL with a packed bundle journaled: restart sends the same pack, its riders wait for it; one tip per bundle', async () => {
+  const { env, tipper, dir } = await setup();
+  const payers = Array.from({ length: 4 }, () => simnet.fundedKeypair(1_000_000_000));
+  const tipperKey = tipper.publicKey.toBase58();
+  const balanceBefore = simnet.cluster.getBalance(tipperKey);
+  // One bundle a second: the first transaction takes the token and goes alone; the next three, enqueued together,
+  // wait for the next token and go as one pack (distinct payers, nothing written in common).
+  // One regional engine (each region has its own bucket: with eight, all four would go out at once).
+  const packedEnv = {
+    ...env,
+    BUNDLE_ENGINE_URL: (env.BUNDLE_ENGINE_URL ?? '').split(',')[0] as string,
+    BUNDLE_ENGINE_GRPC_URL: (env.BUNDLE_ENGINE_GRPC_URL ?? '').split(',')[0] as string,
+    BUNDLE_ENGINE_RPS: '1',
+    BUNDLE_PACK_MAX: '4',
+  };
+  const first = await spawnSidecar({ ...packedEnv, RELAY_CRASH_AT: 'pack.journaled' });
+  const alone = await post(first.url, '/tx/enqueue', { transaction: transfer(payers[0] as Keypair) });
+  expect(alone.status).toBe(202);
+  const rest = await Promise.all(
+    payers.slice(1).map((p) => post(first.url, '/tx/enqueue', { transaction: transfer(p) })),
+  );
+  for (const r of rest) expect(r.status).toBe(202);
+  expect(await first.exited).toBe('SIGKILL');
+  expect(first.output()).toContain('crash point pack.journaled reached');
+
+  const second = await restartWithChainStopped(packedEnv);
+  try {
+    const ids = [alone.body.tx_id as string, ...rest.map((r) => r.body.tx_id as string)];
+    await waitUntil(
+      async () => {
+        for (const id of ids)
+          if ((await get(second.url, `/tx/${id}`)).body.state !== 'finalized') return false;
+        return true;
+      },
+      30_000,
+      'all four finalized after restart',
+    );
+    const records: TxRecord[] = await Promise.all(
+      ids.map(async (id) => (await get(second.url, `/tx/${id}`)).body),
+    );
+    // Two bundles landed: the first transaction's, and the pack carrying the other three.
+    const landed = records.flatMap((r) => r.attempts.filter((a) => a.stage === 'finalized'));
+    expect(landed).toHaveLength(2);
+    for (const r of records) expect(r.retries).toBe(0);
+    // Each user transaction is on chain once, and the tipper paid two tips and two fees, no more.
+    for (const r of records)
+      expect(simnet.cluster.signatureStatus(r.tx_signatures[0] as string)?.err).toBeNull();
+    await waitUntil(
+      () => balanceBefore - simnet.cluster.getBalance(tipperKey) === 2 * (BYPASS_TIP + 5000),
+      10_000,
+      'two tips paid',
+    );
+    const lifecycle = (await readFile(join(dir, 'lifecycle.jsonl'), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { bundle_id: string; stage: string; transactions: string[] });
+    const pack = lifecycle.find((e) => e.stage === 'finalized' && e.transactions.length === 4);
+    expect(pack).toBeDefined();
+  } finally {
+    await second.stop();
+  }
+}, 90_000);

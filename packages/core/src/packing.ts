@@ -6,8 +6,9 @@ import { MAX_USER_TRANSACTIONS } from './bundle-id';
  *
  * Conditions a passenger must meet (the caller checks the rest: each passed simulation, its attempt was never sent,
  * its tip is relay's):
- * - it write-locks no account that the lead or an earlier passenger write-locks: transactions of one bundle run in
- *   order, and two that write the same account could make each other fail (a failing member sinks the whole bundle);
+ * - it write-locks no account that the lead or an earlier passenger write-locks, and reads none they write:
+ *   transactions of one bundle run in order, and it was simulated against the state before them (a failing member
+ *   sinks the whole bundle);
  * - its accounts are all static (an address-table lookup hides what it locks);
  * - the bundle stays within {@link MAX_USER_TRANSACTIONS} user transactions (plus the tip).
  *
@@ -20,6 +21,8 @@ export interface PackCandidate<T> {
   transactions: number;
   /** Accounts its transactions write-lock (static keys). */
   writeLocks: readonly string[];
+  /** Accounts its transactions only read (static keys, programs included). */
+  readLocks?: readonly string[];
   /** Whether it has address-table lookups (its locks are not all known). */
   lookups: boolean;
 }
@@ -38,6 +41,7 @@ export function choosePassengers<T>(
     if (count >= limit) break;
     if (candidate.lookups || count + candidate.transactions > limit) continue;
     if (candidate.writeLocks.some((key) => locked.has(key))) continue;
+    if (candidate.readLocks?.some((key) => locked.has(key))) continue;
     for (const key of candidate.writeLocks) locked.add(key);
     count += candidate.transactions;
     chosen.push(candidate.item);

@@ -74,7 +74,7 @@ export const DEFAULTS = {
   agentGraceSeconds: 10,
   sseBufferBytes: 4 * 1024 * 1024,
   bundleEngineRps: 1,
-  bundlePackMax: 1,
+  bundlePackMax: 4,
   verifyThreads: 1,
   journalCompactBytes: 64 * 1024 * 1024,
 } as const;

@@ -44,7 +44,7 @@ export interface RelayOptions {
   verifier?: SignatureVerifier;
 }
 
-export type CrashPointName = 'enqueue.journaled' | 'attempt.journaled' | 'attempt.sent';
+export type CrashPointName = 'enqueue.journaled' | 'attempt.journaled' | 'attempt.sent' | 'pack.journaled';
 
 /**
  * What the stages of one relay share: its options (store, upstreams, policy, metrics, log, hub), one clock, the

@@ -93,12 +93,10 @@ export class Relay {
       attempts.isUnsent(txId, n),
     );
     this.packer = packer;
-    const sender = new Sender(ctx, this.settler, queue, async (tx, attempt) => {
+    const sender = new Sender(ctx, this.settler, queue, packer, async (tx, attempt) => {
       if (!attempts.takeFirstSend(tx.tx_id, attempt.attempt)) return attempt;
       await attempts.freshenTipBeforeFirstSend(tx, attempt);
-      const packed = await packer.pack(tx, attempt);
-      packer.observeSend(1 + (packed.passengers?.length ?? 0));
-      return packed;
+      return packer.pack(tx, attempt);
     });
     // An attempt that settled is never sent: forget it, and let go of the passengers it carried.
     this.settler.signals.on('attempt-ended', ({ txId, attempt }) => {
@@ -124,10 +122,11 @@ export class Relay {
       new Evaluator(ctx, this.settler, tipFailed, {
         passengerFailed: (txId) => packer.exclude(txId),
         carrierOf: (txId) => packer.carrierOf(txId),
+        passengerFault: (attempt) => packer.faultOf(attempt),
       }),
       new Expiry(ctx, this.settler),
       tipFailed,
-      (txId) => packer.exclude(txId),
+      packer,
     );
     this.recovery = new Recovery(ctx, queue, this.bypassDecider, packer);
   }

@@ -141,12 +141,35 @@ test.each([
 });
 
 test('with the block order, the tip right after the user transactions of a multi-transaction bundle, contiguous', () => {
-  const record = tx([attempt(1), attempt(2)], 'auto', ['user', 'user-2']);
+  const record = tx(
+    [
+      attempt(1, { bundle_signatures: ['user', 'user-2', 'tip-1'] }),
+      attempt(2, { bundle_signatures: ['user', 'user-2', 'tip-2'] }),
+    ],
+    'auto',
+    ['user', 'user-2'],
+  );
   const read = statuses({ user: 50, 'user-2': 50, 'tip-1': 50, 'tip-2': 50 });
   expect(creditedAttempt(record, read, ['user', 'user-2', 'tip-1', 'tip-2'])?.attempt).toBe(1);
   expect(creditedAttempt(record, read, ['x', 'user', 'user-2', 'tip-2', 'tip-1'])?.attempt).toBe(2);
   // Split by another transaction: no bundle of them landed whole.
   expect(creditedAttempt(record, read, ['user', 'tip-1', 'user-2', 'tip-2'])).toBeNull();
+});
+
+test('with the block order, a packed bundle: the user transactions, its passengers, then its tip, contiguous', () => {
+  // Attempt 2 carried two passengers (packing); attempt 1's tip was re-broadcast alone into the same slot.
+  const record = tx([
+    attempt(1, { stage: 'failed', outcome: 'dropped' }),
+    attempt(2, { bundle_signatures: ['user', 'rider-a', 'rider-b', 'tip-2'] }),
+  ]);
+  const read = statuses({ user: 50, 'tip-1': 50, 'tip-2': 50 });
+  expect(creditedAttempt(record, read, ['x', 'user', 'rider-a', 'rider-b', 'tip-2', 'tip-1'])?.attempt).toBe(
+    2,
+  );
+  // The tip not right after the passengers: not that bundle; attempt 1's tip alone after the user's is no bundle
+  // of attempt 1 either (its bundle is ['user', 'tip-1'], and that run is there: credited).
+  expect(creditedAttempt(record, read, ['user', 'rider-a', 'tip-2', 'rider-b'])).toBeNull();
+  expect(creditedAttempt(record, read, ['user', 'tip-1', 'rider-a', 'rider-b', 'tip-2'])?.attempt).toBe(1);
 });
 
 test.each<{ name: string; attempts: StoredAttempt[]; read: Record<string, number>; needed: boolean }>([

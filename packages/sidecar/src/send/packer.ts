@@ -1,6 +1,7 @@
 import { choosePassengers, deriveBundleId, isTerminalTxState, type PackCandidate } from '@solrelay/core';
 import type { RelayContext } from '../context';
 import { inFlight } from '../store/queries';
+import { diagnoseUserTransactions } from '../track/diagnose';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import { isWritableIndex, parseTransaction } from '../wire/transaction';
 import type { SendJob, SendQueue } from './queue';
@@ -9,8 +10,16 @@ import type { SendJob, SendQueue } from './queue';
 const CANDIDATES_PER_PACK = 8;
 /** A passenger whose transaction expires within this many slots rides with no one (its deadline is near). */
 const PASSENGER_MIN_SLOTS_LEFT = 20;
+/**
+ * A passenger accepted more than this many slots ago rides with no one: its blockhash (from a block at or before
+ * intake) may die inside the pack's window, and a dead member sinks the whole bundle (the lead then loses no retry,
+ * but its landing waits).
+ */
+const PASSENGER_MAX_AGE_SLOTS = 60;
 /** Passengers (and excluded transactions) remembered, most recent. */
 const MEMORY = 10_000;
+/** Time constant of the fading of the transactions-per-bundle average while nothing is sent. */
+const PER_BUNDLE_FADE_MS = 10_000;
 /** How often held passengers are checked against their carrier (a release the signals missed, a landing). */
 const HOLD_CHECK_MS = 1_000;
 
@@ -18,7 +27,8 @@ interface Held {
   leadTxId: string;
   leadAttempt: number;
   jobs: SendJob[];
-  since: number;
+  /** When the carrier was first seen landed (the hold for its passengers' own settlement counts from then). */
+  landedAt: number | null;
 }
 
 /** A carrier that landed keeps its passengers held this long at most, while their own attempts are settled. */
@@ -64,20 +74,26 @@ export class Packer {
     return this.maxTransactions > 1;
   }
 
-  /** Relay transactions per bundle over recent first sends (a moving average; 1 with packing off). */
+  /** Relay transactions per bundle the engine took recently (a moving average; 1 with packing off). */
   private perBundle = 1;
+  private perBundleAt = 0;
 
-  /** A bundle went out for the first time carrying `transactions` of relay's transactions. */
+  /** The engine took a bundle carrying `transactions` of relay's transactions. */
   observeSend(transactions: number): void {
-    this.perBundle += (transactions - this.perBundle) / 16;
+    this.perBundle = this.transactionsPerBundle + (transactions - this.transactionsPerBundle) / 16;
+    this.perBundleAt = this.ctx.now();
   }
 
   /**
-   * What admission may count on per bundle: the recent average, never above what was seen. It starts at 1, so a
-   * burst from idle is admitted as if nothing packs; sustained backlog that does pack raises it.
+   * What admission may count on per bundle: the recent average, fading back to 1 within seconds of idle (about
+   * 10 s to lose two thirds of what it had). A burst from idle is admitted as if nothing packs; one right after a
+   * packing backlog is admitted at what that backlog achieved, which a burst that cannot pack (one pool, one payer)
+   * does not reach: a known limit.
    */
   get transactionsPerBundle(): number {
-    return this.enabled ? Math.max(1, this.perBundle) : 1;
+    if (!this.enabled) return 1;
+    const idle = Math.max(0, this.ctx.now() - this.perBundleAt);
+    return 1 + Math.max(0, this.perBundle - 1) * Math.exp(-idle / PER_BUNDLE_FADE_MS);
   }
 
   /** Passengers currently held by a pack in flight. */
@@ -113,7 +129,7 @@ export class Packer {
     if (this.excluded.has(tx.tx_id) || (attempt.passengers?.length ?? 0) > 0) return attempt;
     const lead = lockProfile(tx.wires);
     if (!lead || lead.lookups || lead.transactions >= this.maxTransactions) return attempt;
-    const jobs = this.queue.takeReady((job) => this.mayRide(job), CANDIDATES_PER_PACK);
+    const jobs = this.queue.takeReady((job) => this.mayRide(job, attempt.tip_lamports), CANDIDATES_PER_PACK);
     if (jobs.length === 0) return attempt;
     let chosen: SendJob[] = [];
     try {
@@ -124,13 +140,15 @@ export class Packer {
         if (profile) candidates.push({ item: job, ...profile });
       }
       const passing = await this.simulateAll(tx, candidates);
-      if (passing) chosen = choosePassengers(lead, passing, this.maxTransactions);
+      // The simulations took time: a candidate may have landed, expired or been retired meanwhile.
+      const still = passing?.filter((c) => this.mayRide(c.item, attempt.tip_lamports)) ?? [];
+      chosen = choosePassengers(lead, still, this.maxTransactions);
     } catch (error) {
       this.ctx.o.log.debug({ err: error, tx_id: tx.tx_id }, 'packing skipped');
       chosen = [];
     }
-    // Whatever does not ride goes back to the queue as it was.
-    for (const job of jobs) if (!chosen.includes(job)) this.queue.push(job);
+    // Whatever does not ride goes back to the queue as it was (if it still waits).
+    for (const job of jobs) if (!chosen.includes(job)) this.requeueIfWaiting(job);
     if (chosen.length === 0) return attempt;
     const riders = chosen.map((job) => this.ctx.state.records.get(job.txId) as StoredTx);
     const passengers = riders.map((r) => ({ tx_id: r.tx_id, signatures: [...r.signatures] }));
@@ -146,7 +164,7 @@ export class Packer {
       leadTxId: tx.tx_id,
       leadAttempt: attempt.attempt,
       jobs: chosen,
-      since: this.ctx.now(),
+      landedAt: null,
     });
     this.arm();
     try {
@@ -168,6 +186,7 @@ export class Packer {
       this.release(tx.tx_id, attempt.attempt);
       throw error;
     }
+    this.ctx.o.crashPoint?.('pack.journaled');
     for (const p of passengers) this.rode(p.tx_id, bundleId);
     this.ctx.o.metrics.packedBundles.inc();
     this.ctx.o.metrics.packedPassengers.inc(passengers.length);
@@ -180,16 +199,65 @@ export class Packer {
     );
   }
 
-  /** A waiting job that may ride: a first send of relay-tipped transactions, not near its deadline. */
-  private mayRide(job: SendJob): boolean {
+  /**
+   * A waiting job that may ride under a tip of `leadTip`: a first send of a relay-tipped transaction whose own tip is
+   * no higher (it would bid less than it chose), no durable nonce (it can advance under it), accepted recently (its
+   * blockhash is young) and not near its deadline.
+   */
+  private mayRide(job: SendJob, leadTip: number): boolean {
     if (this.excluded.has(job.txId) || !this.isUnsent(job.txId, job.attempt)) return false;
     const record = this.ctx.state.records.get(job.txId);
-    if (!record || isTerminalTxState(record.state) || record.tip === 'included' || !record.wires)
-      return false;
+    if (!record || record.state !== 'pending' || record.tip === 'included' || !record.wires) return false;
+    if (record.nonce_accounts.some((n) => n !== null)) return false;
     const flying = inFlight(record);
     if (!flying || flying.attempt !== job.attempt || flying.stage !== 'journaled') return false;
-    if ((flying.passengers?.length ?? 0) > 0) return false;
+    if ((flying.passengers?.length ?? 0) > 0 || flying.tip_lamports > leadTip) return false;
+    if (this.ctx.chain.slot - record.enqueued_slot > PASSENGER_MAX_AGE_SLOTS) return false;
     return record.expires_at_slot - this.ctx.chain.slot >= PASSENGER_MIN_SLOTS_LEFT;
+  }
+
+  /** Why a passenger sank `attempt`'s pack, if one did (`passengerFault` with the user-transaction diagnosis). */
+  faultOf(attempt: StoredAttempt): Promise<{ txId: string; detail: string } | null> {
+    if (!attempt.passengers?.length) return Promise.resolve(null);
+    return this.passengerFault(attempt, (rider) => diagnoseUserTransactions(this.ctx.o.rpc, rider));
+  }
+
+  /**
+   * A pack was refused or failed in a way no member is named for: none of its transactions rides again (each goes
+   * alone and meets its own verdict).
+   */
+  excludeAll(txId: string, attempt: StoredAttempt): void {
+    this.exclude(txId);
+    for (const p of attempt.passengers ?? []) this.exclude(p.tx_id);
+  }
+
+  /**
+   * Why a passenger of `attempt` (which did not land) is to blame, if one is: it is gone or no longer waiting, its
+   * blockhash or nonce is dead, it was processed some other way, or it cannot execute. The lead then loses no retry.
+   */
+  async passengerFault(
+    attempt: StoredAttempt,
+    diagnose: (rider: StoredTx) => Promise<{ detail: string } | null>,
+  ): Promise<{ txId: string; detail: string } | null> {
+    for (const p of attempt.passengers ?? []) {
+      const rider = this.ctx.state.records.get(p.tx_id);
+      if (!rider || !rider.wires || rider.state !== 'pending')
+        return { txId: p.tx_id, detail: `it is ${rider ? rider.state : 'gone'}` };
+      try {
+        if (await this.ctx.blockhashes.anyUserBlockhashDead(rider))
+          return { txId: p.tx_id, detail: 'its blockhash (or nonce) is dead' };
+        const read = await this.ctx.o.rpc.getSignatureStatusesWithContext(rider.signatures, {
+          searchTransactionHistory: false,
+        });
+        if (read.statuses.some((status) => status !== null))
+          return { txId: p.tx_id, detail: 'it was processed outside the bundle' };
+      } catch {
+        /* RPC cannot say now: the simulation below may */
+      }
+      const fault = await diagnose(rider).catch(() => null);
+      if (fault) return { txId: p.tx_id, detail: fault.detail };
+    }
+    return null;
   }
 
   /**
@@ -247,7 +315,7 @@ export class Packer {
           leadTxId: tx.tx_id,
           leadAttempt: flying.attempt,
           jobs,
-          since: this.ctx.now(),
+          landedAt: null,
         });
     }
     if (this.held.size) this.arm();
@@ -290,9 +358,10 @@ export class Packer {
         const lead = this.ctx.state.records.get(group.leadTxId);
         const carrier = lead?.attempts.find((a) => a.attempt === group.leadAttempt);
         if (carrier && (carrier.stage === 'journaled' || carrier.stage === 'submitted')) continue;
-        if (carrier && LANDED_STAGES.has(carrier.stage) && now - group.since < LANDED_HOLD_MS) {
+        if (carrier && LANDED_STAGES.has(carrier.stage)) {
+          group.landedAt ??= now;
           const waiting = group.jobs.some((job) => this.ownAttemptWaiting(job));
-          if (waiting) continue;
+          if (waiting && now - group.landedAt < LANDED_HOLD_MS) continue;
         }
         this.release(group.leadTxId, group.leadAttempt);
       }
@@ -306,19 +375,20 @@ function key(txId: string, attempt: number): string {
   return `${txId}#${attempt}`;
 }
 
-/** What a transaction list write-locks (static keys), for packing; null when a wire does not parse. */
+/** What a transaction list locks (static keys), for packing; null when a wire does not parse. */
 function lockProfile(wires: readonly string[]): Omit<PackCandidate<never>, 'item'> | null {
   try {
     const writeLocks: string[] = [];
+    const readLocks: string[] = [];
     let lookups = false;
     for (const wire of wires) {
       const parsed = parseTransaction(Buffer.from(wire, 'base64'));
       if (parsed.addressTableLookups > 0) lookups = true;
       parsed.accountKeys.forEach((account, index) => {
-        if (isWritableIndex(parsed, index)) writeLocks.push(account);
+        (isWritableIndex(parsed, index) ? writeLocks : readLocks).push(account);
       });
     }
-    return { transactions: wires.length, writeLocks, lookups };
+    return { transactions: wires.length, writeLocks, readLocks, lookups };
   } catch {
     return null;
   }

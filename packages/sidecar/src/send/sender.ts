@@ -3,6 +3,7 @@ import type { RelayContext } from '../context';
 import type { Settler, TargetWindow } from '../settle/settle';
 import { sendAnswer, type SendBundleResult } from '../upstream/block-engine';
 import type { StoredAttempt, StoredTx } from '../store/records';
+import type { Packer } from './packer';
 import type { SendJob, SendQueue } from './queue';
 
 /** With no bundle-engine leader data, an attempt is judged after this many slots. */
@@ -18,6 +19,7 @@ export class Sender {
     private readonly ctx: RelayContext,
     private readonly settle: Settler,
     private readonly queue: SendQueue,
+    private readonly packer: Pick<Packer, 'faultOf' | 'exclude' | 'excludeAll' | 'observeSend'> | null,
     /**
      * Before an attempt's first send: sign an aged tip again, and pack passengers into its bundle (the attempt
      * builder's and the packer's). Returns the attempt as it goes out.
@@ -37,7 +39,18 @@ export class Sender {
       if (!tx || !journaled || journaled.stage !== 'journaled' || isTerminalTxState(tx.state)) return null;
       // Timing is checked again as the bundle goes out: a tip that aged in the queue is signed again first, and
       // waiting transactions may ride along (packing).
-      const attempt = await this.prepareFirstSend(tx, journaled);
+      let attempt: StoredAttempt;
+      try {
+        attempt = await this.prepareFirstSend(tx, journaled);
+      } catch (error) {
+        // The journal could not take the refreshed tip or the pack: the journaled bytes go out later, as they are.
+        this.ctx.o.log.warn(
+          { err: error, tx_id: tx.tx_id },
+          'preparing the first send failed; sending later',
+        );
+        this.queue.queueSend(tx, journaled.attempt, 1_000);
+        return null;
+      }
       // The tip transaction's blockhash died before the engine took the bundle: these bytes can never land.
       if (
         attempt.tip_last_valid_block_height !== null &&
@@ -95,6 +108,7 @@ export class Sender {
     // The engine answered (with an id or a verdict): it is reachable.
     this.ctx.lastErrors.engine = null;
     if (result.ok) {
+      this.packer?.observeSend(1 + (attempt.passengers?.length ?? 0));
       if (result.bundleId !== attempt.bundle_id) {
         this.ctx.o.log.warn(
           { tx_id: tx.tx_id, ours: attempt.bundle_id, engine: result.bundleId },
@@ -111,6 +125,16 @@ export class Sender {
         return;
       case 'blockhash_expired': {
         const userDead = await this.ctx.blockhashes.anyUserBlockhashDead(tx);
+        // A passenger's dead blockhash refused the pack: not the lead's, nor the tip's.
+        const rider = userDead ? null : await this.packer?.faultOf(attempt);
+        if (rider) {
+          this.packer?.exclude(rider.txId);
+          await this.settle.settleFailed(tx, attempt, 'dropped', {
+            countRetry: false,
+            detail: `transaction ${rider.txId} riding in this bundle: ${rider.detail}: ${result.message}`,
+          });
+          return;
+        }
         // Then the tip's blockhash was the one refused: the next attempt must not reuse the cached one.
         if (!userDead) this.ctx.o.rpc.forgetBlockhash();
         await this.settle.settleFailed(tx, attempt, 'dropped', {
@@ -121,6 +145,16 @@ export class Sender {
         return;
       }
       case 'invalid_bundle':
+        // A packed bundle refused for its form may be refused for a passenger's: nobody rides again, and the lead
+        // goes on alone rather than fail for what may not be its own.
+        if ((attempt.passengers?.length ?? 0) > 0) {
+          this.packer?.excludeAll(tx.tx_id, attempt);
+          await this.settle.settleFailed(tx, attempt, 'dropped', {
+            countRetry: false,
+            detail: `packed bundle refused (its transactions go alone from now): ${result.message}`,
+          });
+          return;
+        }
         await this.settle.settleFailed(tx, attempt, 'invalid_bundle', {
           countRetry: false,
           detail: result.message,

@@ -61,11 +61,13 @@ export function creditedAttempt(
 ): StoredAttempt | null {
   const candidates = tipsInUserSlot(tx, statuses);
   if (blockOrder) {
-    // The bundle's part in the block: the user transactions contiguous and in order, then its tip.
+    // The bundle's part in the block: its signatures contiguous and in order (the user transactions, any packed
+    // passengers', then its tip).
     const start = blockOrder.indexOf(tx.signatures[0] as string);
-    const whole = start >= 0 && tx.signatures.every((s, i) => blockOrder[start + i] === s);
-    const next = whole ? blockOrder[start + tx.signatures.length] : undefined;
-    const found = next === undefined ? undefined : candidates.find((a) => a.tip_signature === next);
+    const found =
+      start < 0
+        ? undefined
+        : candidates.find((a) => a.bundle_signatures.every((s, i) => blockOrder[start + i] === s));
     if (found) return found;
     if (tx.tip !== 'included') return null;
   } else if (candidates.length > 0) {

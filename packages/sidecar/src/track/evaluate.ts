@@ -40,7 +40,12 @@ export class Evaluator {
     private readonly packing: {
       passengerFailed(txId: string): void;
       carrierOf(txId: string): string | null;
-    } = { passengerFailed: () => undefined, carrierOf: () => null },
+      passengerFault(attempt: StoredAttempt): Promise<{ txId: string; detail: string } | null>;
+    } = {
+      passengerFailed: () => undefined,
+      carrierOf: () => null,
+      passengerFault: () => Promise.resolve(null),
+    },
   ) {}
 
   /**
@@ -160,15 +165,14 @@ export class Evaluator {
           });
           return;
         }
-        // A passenger that cannot execute sank the pack: the lead loses no retry, the passenger rides no more.
-        for (const p of flying.passengers ?? []) {
-          const rider = this.ctx.state.records.get(p.tx_id);
-          const riderFault = rider?.wires ? await diagnoseUserTransactions(this.ctx.o.rpc, rider) : null;
-          if (!riderFault) continue;
-          this.packing.passengerFailed(p.tx_id);
+        // A passenger that sank the pack (cannot execute, dead blockhash, processed apart): the lead loses no
+        // retry, the passenger rides no more.
+        const rider = await this.packing.passengerFault(flying);
+        if (rider) {
+          this.packing.passengerFailed(rider.txId);
           await this.settle.settleFailed(tx, flying, 'dropped', {
             countRetry: false,
-            detail: `transaction ${p.tx_id} riding in this bundle cannot execute: ${riderFault.detail}`,
+            detail: `transaction ${rider.txId} riding in this bundle sank it: ${rider.detail}`,
           });
           return;
         }

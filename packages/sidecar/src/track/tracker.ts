@@ -1,5 +1,6 @@
 import { classifyGrpcBundleResult, isTerminalTxState } from '@solrelay/core';
 import type { RelayContext } from '../context';
+import type { Packer } from '../send/packer';
 import type { Expiry } from '../settle/expiry';
 import type { Settler } from '../settle/settle';
 import { inFlight, signaturesOf } from '../store/queries';
@@ -54,8 +55,11 @@ export class Tracker {
     private readonly expiry: Expiry,
     /** Relay's own tip transaction failed in the engine's simulation (an operator fault). */
     private readonly onTipFailed: TipFailedHandler = () => undefined,
-    /** A passenger sank the pack it rode in (it rides no more). */
-    private readonly onPassengerFailed: (txId: string) => void = () => undefined,
+    /** Packing: who rides no more after a pack failed. */
+    private readonly packing: Pick<Packer, 'exclude' | 'excludeAll'> = {
+      exclude: () => undefined,
+      excludeAll: () => undefined,
+    },
   ) {}
 
   /**
@@ -160,13 +164,19 @@ export class Tracker {
         return;
       }
       // A passenger's transaction sank the pack: the lead loses nothing, not even a retry (the passenger goes
-      // alone from now on and meets its own verdict).
+      // alone from now on and meets its own verdict). A failing pack that names no member of its own: nobody
+      // rides again, and the lead goes on without a fatal verdict that may not be its own.
+      const packed = (attempt.passengers?.length ?? 0) > 0;
       const rider = failed ? attempt.passengers?.find((p) => p.signatures.includes(failed)) : undefined;
-      if (rider) {
-        this.onPassengerFailed(rider.tx_id);
+      const leadNamed = !!failed && tx.signatures.includes(failed);
+      if (rider || (packed && !leadNamed && report.outcome === 'simulation_failed')) {
+        if (rider) this.packing.exclude(rider.tx_id);
+        else this.packing.excludeAll(tx.tx_id, attempt);
         await this.settle.settleFailed(tx, attempt, 'dropped', {
           countRetry: false,
-          detail: `engine: transaction ${rider.tx_id} riding in this bundle failed in simulation: ${report.detail}`,
+          detail: rider
+            ? `engine: transaction ${rider.tx_id} riding in this bundle failed in simulation: ${report.detail}`
+            : `engine: the packed bundle failed with no member named: ${report.detail}`,
         });
         return;
       }
