@@ -131,7 +131,7 @@ export class Packer {
     if (!lead || lead.lookups || lead.transactions >= this.maxTransactions) return attempt;
     const jobs = this.queue.takeReady((job) => this.mayRide(job, attempt.tip_lamports), CANDIDATES_PER_PACK);
     if (jobs.length === 0) return attempt;
-    let chosen: SendJob[] = [];
+    let chosen: SendJob[];
     try {
       const candidates: Array<PackCandidate<SendJob>> = [];
       for (const job of jobs) {
