@@ -236,11 +236,13 @@ function strategyTargetRows(
       measured: String(b100.accepted_then_expired),
       met: b100.accepted_then_expired === 0,
     });
+    // The issue's targets: p50 <= 8 s, p90 <= 14 s without packing; p50 <= 4 s, p90 <= 8 s if packing is kept.
+    const [p50Target, p90Target] = strategy === 'relay-packed' ? [4_000, 8_000] : [8_000, 14_000];
     rows.push({
       metric: 'relay, burst of 100, 8 regions: time to land p50; p90',
-      target: '<= 8 s; <= 14 s',
+      target: `<= ${p50Target / 1000} s; <= ${p90Target / 1000} s`,
       measured: `${fmtMs(b100.time_to_land_ms.p50)} s; ${fmtMs(b100.time_to_land_ms.p90)} s`,
-      met: b100.time_to_land_ms.p50 <= 8_000 && b100.time_to_land_ms.p90 <= 14_000,
+      met: b100.time_to_land_ms.p50 <= p50Target && b100.time_to_land_ms.p90 <= p90Target,
     });
   }
   const b500 = find(cells, 'burst-500', strategy);
