@@ -119,11 +119,7 @@ export class Relay {
     this.tracker = new Tracker(
       ctx,
       this.settler,
-      new Evaluator(ctx, this.settler, tipFailed, {
-        passengerFailed: (txId) => packer.exclude(txId),
-        carrierOf: (txId) => packer.carrierOf(txId),
-        passengerFault: (attempt) => packer.faultOf(attempt),
-      }),
+      new Evaluator(ctx, this.settler, tipFailed, packer),
       new Expiry(ctx, this.settler),
       tipFailed,
       packer,

@@ -20,7 +20,7 @@ import type { Operator } from '../operator/operator';
 import { TipperPool, type TipReservation } from '../operator/tippers';
 import type { SendQueue } from '../send/queue';
 import { inFlight, lastSettled } from '../store/queries';
-import type { AttemptDecision, StoredAttempt, StoredTx } from '../store/records';
+import { attemptKey, type AttemptDecision, type StoredAttempt, type StoredTx } from '../store/records';
 import { spentInWindow } from './spend';
 
 /**
@@ -209,14 +209,14 @@ export class AttemptBuilder {
       leader,
       ts: this.ctx.now(), // emitted now: after the tip was built and the attempt journaled
     });
-    if (tip) this.unsent.add(`${tx.tx_id}#${n}`);
+    if (tip) this.unsent.add(attemptKey(tx.tx_id, n));
     this.queue.queueSend(tx, n);
     return { tx_id: tx.tx_id, bundle_id: bundleId, tip_lamports: request.tip_lamports };
   }
 
   /** Whether attempt `n` of `txId` was built by this process and its bytes have not gone to any engine yet. */
   isUnsent(txId: string, n: number): boolean {
-    return this.unsent.has(`${txId}#${n}`);
+    return this.unsent.has(attemptKey(txId, n));
   }
 
   /**
@@ -224,7 +224,7 @@ export class AttemptBuilder {
    * counts as sent from now on), false for a resend or an attempt built before a restart (its bytes may be out).
    */
   takeFirstSend(txId: string, n: number): boolean {
-    return this.unsent.delete(`${txId}#${n}`);
+    return this.unsent.delete(attemptKey(txId, n));
   }
 
   /**
@@ -232,7 +232,7 @@ export class AttemptBuilder {
    * sent: forget it.
    */
   forget(txId: string, n: number): void {
-    this.unsent.delete(`${txId}#${n}`);
+    this.unsent.delete(attemptKey(txId, n));
   }
 
   /**

@@ -2,7 +2,7 @@ import { choosePassengers, deriveBundleId, isTerminalTxState, type PackCandidate
 import type { RelayContext } from '../context';
 import { inFlight } from '../store/queries';
 import { diagnoseUserTransactions } from '../track/diagnose';
-import type { StoredAttempt, StoredTx } from '../store/records';
+import { attemptKey, type StoredAttempt, type StoredTx } from '../store/records';
 import { isWritableIndex, parseTransaction } from '../wire/transaction';
 import type { SendJob, SendQueue } from './queue';
 
@@ -96,13 +96,6 @@ export class Packer {
     return 1 + Math.max(0, this.perBundle - 1) * Math.exp(-idle / PER_BUNDLE_FADE_MS);
   }
 
-  /** Passengers currently held by a pack in flight. */
-  get heldCount(): number {
-    let n = 0;
-    for (const group of this.held.values()) n += group.jobs.length;
-    return n;
-  }
-
   /** `txId` sank a pack: it never rides again. */
   exclude(txId: string): void {
     this.excluded.add(txId);
@@ -160,7 +153,7 @@ export class Packer {
     ];
     const bundleId = deriveBundleId(bundleSignatures);
     // Held before the journal write: nothing else may send a passenger from here on.
-    this.held.set(key(tx.tx_id, attempt.attempt), {
+    this.held.set(attemptKey(tx.tx_id, attempt.attempt), {
       leadTxId: tx.tx_id,
       leadAttempt: attempt.attempt,
       jobs: chosen,
@@ -216,12 +209,6 @@ export class Packer {
     return record.expires_at_slot - this.ctx.chain.slot >= PASSENGER_MIN_SLOTS_LEFT;
   }
 
-  /** Why a passenger sank `attempt`'s pack, if one did (`passengerFault` with the user-transaction diagnosis). */
-  faultOf(attempt: StoredAttempt): Promise<{ txId: string; detail: string } | null> {
-    if (!attempt.passengers?.length) return Promise.resolve(null);
-    return this.passengerFault(attempt, (rider) => diagnoseUserTransactions(this.ctx.o.rpc, rider));
-  }
-
   /**
    * A pack was refused or failed in a way no member is named for: none of its transactions rides again (each goes
    * alone and meets its own verdict).
@@ -235,10 +222,7 @@ export class Packer {
    * Why a passenger of `attempt` (which did not land) is to blame, if one is: it is gone or no longer waiting, its
    * blockhash or nonce is dead, it was processed some other way, or it cannot execute. The lead then loses no retry.
    */
-  async passengerFault(
-    attempt: StoredAttempt,
-    diagnose: (rider: StoredTx) => Promise<{ detail: string } | null>,
-  ): Promise<{ txId: string; detail: string } | null> {
+  async faultOf(attempt: StoredAttempt): Promise<{ txId: string; detail: string } | null> {
     for (const p of attempt.passengers ?? []) {
       const rider = this.ctx.state.records.get(p.tx_id);
       if (!rider || !rider.wires || rider.state !== 'pending')
@@ -254,7 +238,7 @@ export class Packer {
       } catch {
         /* RPC cannot say now: the simulation below may */
       }
-      const fault = await diagnose(rider).catch(() => null);
+      const fault = await diagnoseUserTransactions(this.ctx.o.rpc, rider).catch(() => null);
       if (fault) return { txId: p.tx_id, detail: fault.detail };
     }
     return null;
@@ -286,9 +270,9 @@ export class Packer {
 
   /** The lead's attempt ended (settled failed): its passengers go back to the queue at once. */
   release(leadTxId: string, leadAttempt: number): void {
-    const group = this.held.get(key(leadTxId, leadAttempt));
+    const group = this.held.get(attemptKey(leadTxId, leadAttempt));
     if (!group) return;
-    this.held.delete(key(leadTxId, leadAttempt));
+    this.held.delete(attemptKey(leadTxId, leadAttempt));
     for (const job of group.jobs) this.requeueIfWaiting(job);
   }
 
@@ -305,13 +289,15 @@ export class Packer {
       for (const p of flying.passengers) {
         const rider = this.ctx.state.records.get(p.tx_id);
         const own = rider ? inFlight(rider) : null;
-        if (!rider || !own || own.stage !== 'journaled') continue;
-        jobs.push(this.queue.jobFor(rider, own.attempt));
+        if (!rider || !own) continue;
+        const job = this.queue.jobFor(rider, own.attempt);
+        if (!this.ownAttemptWaiting(job)) continue;
+        jobs.push(job);
         this.rode(rider.tx_id, flying.bundle_id);
         heldIds.add(rider.tx_id);
       }
       if (jobs.length)
-        this.held.set(key(tx.tx_id, flying.attempt), {
+        this.held.set(attemptKey(tx.tx_id, flying.attempt), {
           leadTxId: tx.tx_id,
           leadAttempt: flying.attempt,
           jobs,
@@ -369,10 +355,6 @@ export class Packer {
     }, HOLD_CHECK_MS);
     this.timer.unref();
   }
-}
-
-function key(txId: string, attempt: number): string {
-  return `${txId}#${attempt}`;
 }
 
 /** What a transaction list locks (static keys), for packing; null when a wire does not parse. */

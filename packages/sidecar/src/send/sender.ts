@@ -19,7 +19,7 @@ export class Sender {
     private readonly ctx: RelayContext,
     private readonly settle: Settler,
     private readonly queue: SendQueue,
-    private readonly packer: Pick<Packer, 'faultOf' | 'exclude' | 'excludeAll' | 'observeSend'> | null,
+    private readonly packer: Pick<Packer, 'faultOf' | 'exclude' | 'excludeAll' | 'observeSend'>,
     /**
      * Before an attempt's first send: sign an aged tip again, and pack passengers into its bundle (the attempt
      * builder's and the packer's). Returns the attempt as it goes out.
@@ -108,7 +108,7 @@ export class Sender {
     // The engine answered (with an id or a verdict): it is reachable.
     this.ctx.lastErrors.engine = null;
     if (result.ok) {
-      this.packer?.observeSend(1 + (attempt.passengers?.length ?? 0));
+      this.packer.observeSend(1 + (attempt.passengers?.length ?? 0));
       if (result.bundleId !== attempt.bundle_id) {
         this.ctx.o.log.warn(
           { tx_id: tx.tx_id, ours: attempt.bundle_id, engine: result.bundleId },
@@ -126,9 +126,9 @@ export class Sender {
       case 'blockhash_expired': {
         const userDead = await this.ctx.blockhashes.anyUserBlockhashDead(tx);
         // A passenger's dead blockhash refused the pack: not the lead's, nor the tip's.
-        const rider = userDead ? null : await this.packer?.faultOf(attempt);
+        const rider = userDead ? null : await this.packer.faultOf(attempt);
         if (rider) {
-          this.packer?.exclude(rider.txId);
+          this.packer.exclude(rider.txId);
           await this.settle.settleFailed(tx, attempt, 'dropped', {
             countRetry: false,
             detail: `transaction ${rider.txId} riding in this bundle: ${rider.detail}: ${result.message}`,
@@ -148,7 +148,7 @@ export class Sender {
         // A packed bundle refused for its form may be refused for a passenger's: nobody rides again, and the lead
         // goes on alone rather than fail for what may not be its own.
         if ((attempt.passengers?.length ?? 0) > 0) {
-          this.packer?.excludeAll(tx.tx_id, attempt);
+          this.packer.excludeAll(tx.tx_id, attempt);
           await this.settle.settleFailed(tx, attempt, 'dropped', {
             countRetry: false,
             detail: `packed bundle refused (its transactions go alone from now): ${result.message}`,

@@ -230,7 +230,8 @@ export class SpendLedger extends Map<string, [number, number]> {
   }
 }
 
-export function spendKey(txId: string, attempt: number): string {
+/** The key of one attempt of a transaction (`tx_id#n`): spend entries, unsent attempts, held packs. */
+export function attemptKey(txId: string, attempt: number): string {
   return `${txId}#${attempt}`;
 }
 
@@ -299,7 +300,7 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
         tx.attempts.push(op.attempt);
         state.byBundle.set(op.attempt.bundle_id, tx.tx_id);
         if (op.attempt.reserved_lamports > 0 && !op.attempt.released) {
-          state.spend.set(spendKey(tx.tx_id, op.attempt.attempt), [
+          state.spend.set(attemptKey(tx.tx_id, op.attempt.attempt), [
             op.attempt.created_at,
             op.attempt.reserved_lamports,
           ]);
@@ -311,7 +312,7 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
         Object.assign(attempt, change.set);
         // A tip signed again before its first send gives the attempt a new bundle id (the old one stays findable).
         if (change.set.bundle_id !== undefined) state.byBundle.set(change.set.bundle_id, tx.tx_id);
-        const key = spendKey(tx.tx_id, attempt.attempt);
+        const key = attemptKey(tx.tx_id, attempt.attempt);
         if (change.set.released === true) state.spend.delete(key);
         // A tip found paid after its reservation was released (a late landing, a leak) counts again.
         if (change.set.released === false && attempt.reserved_lamports > 0 && !state.spend.has(key)) {

@@ -1,5 +1,6 @@
 import { TX_PROGRESS_PATH, isTerminalTxState } from '@solrelay/core';
 import type { RelayContext } from '../context';
+import type { Packer } from '../send/packer';
 import type { Settler } from '../settle/settle';
 import { inFlight, signaturesOf } from '../store/queries';
 import type { StoredAttempt, StoredTx } from '../store/records';
@@ -36,15 +37,11 @@ export class Evaluator {
     private readonly settle: Settler,
     /** Relay's own tip transaction is why an attempt did not land (an operator fault). */
     private readonly onTipFailed: TipFailedHandler = () => undefined,
-    /** Packing: a passenger sank the pack it rode in (it rides no more); the bundle a passenger rode in. */
-    private readonly packing: {
-      passengerFailed(txId: string): void;
-      carrierOf(txId: string): string | null;
-      passengerFault(attempt: StoredAttempt): Promise<{ txId: string; detail: string } | null>;
-    } = {
-      passengerFailed: () => undefined,
+    /** Packing: who sank a pack, who rides no more, which pack a rider rode in. */
+    private readonly packing: Pick<Packer, 'exclude' | 'carrierOf' | 'faultOf'> = {
+      exclude: () => undefined,
       carrierOf: () => null,
-      passengerFault: () => Promise.resolve(null),
+      faultOf: () => Promise.resolve(null),
     },
   ) {}
 
@@ -167,9 +164,9 @@ export class Evaluator {
         }
         // A passenger that sank the pack (cannot execute, dead blockhash, processed apart): the lead loses no
         // retry, the passenger rides no more.
-        const rider = await this.packing.passengerFault(flying);
+        const rider = await this.packing.faultOf(flying);
         if (rider) {
-          this.packing.passengerFailed(rider.txId);
+          this.packing.exclude(rider.txId);
           await this.settle.settleFailed(tx, flying, 'dropped', {
             countRetry: false,
             detail: `transaction ${rider.txId} riding in this bundle sank it: ${rider.detail}`,
