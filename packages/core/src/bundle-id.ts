@@ -3,7 +3,10 @@ import { bytesToHex } from '@noble/hashes/utils';
 import bs58 from 'bs58';
 import { RelayError } from './errors';
 
-/** Most transactions the block engine accepts in one bundle. */
+/**
+ * Most transactions the block engine accepts in one bundle (jito-docs `lowlatencytxnsend.md`: up to 5, run in
+ * order, atomically, in one slot; more is refused with "exceeded maximum number of transactions").
+ */
 export const MAX_BUNDLE_TRANSACTIONS = 5;
 
 /** Most user transactions in one relay transaction (one bundle slot is the tip transaction). */

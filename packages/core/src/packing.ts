@@ -7,7 +7,7 @@ import { MAX_USER_TRANSACTIONS } from './bundle-id';
  * Conditions a passenger must meet (the caller checks the rest: each passed simulation, its attempt was never sent,
  * its tip is relay's):
  * - it write-locks no account that the lead or an earlier passenger write-locks, and reads none they write:
- *   transactions of one bundle run in order, and it was simulated against the state before them (a failing member
+ *   transactions of one bundle run in order and atomically (jito-docs `lowlatencytxnsend.md`), and it was simulated against the state before them (a failing member
  *   sinks the whole bundle);
  * - its accounts are all static (an address-table lookup hides what it locks);
  * - the bundle stays within {@link MAX_USER_TRANSACTIONS} user transactions (plus the tip).
