@@ -391,6 +391,9 @@ export function policyJsonSchema(): Record<string, unknown> {
 }
 
 /** The effective priority of a transaction: the policy pin when set, else the transaction's own. */
+/** Send order of the priorities: lower goes first. */
+export const PRIORITY_RANK: Readonly<Record<Priority, number>> = { high: 0, normal: 1, low: 2 };
+
 export function effectivePriority(policy: Pick<Policy, 'priority'>, own: Priority): Priority {
   return policy.priority ?? own;
 }

@@ -7,7 +7,6 @@ import { Announcer } from './events/announce';
 import type { EventHub } from './events/hub';
 import type { LifecycleLog } from './lifecycle/log';
 import type { Metrics } from './metrics';
-import type { StoreState } from './store/records';
 import type { TxStore } from './store/store';
 import type { EngineRegions } from './upstream/engine-regions';
 import type { SolanaRpc } from './upstream/solana-rpc';
@@ -63,8 +62,6 @@ export interface RelayContext {
   readonly lastErrors: { engine: string | null };
   /** The records: the only way any stage reads or changes them. */
   readonly store: TxStore;
-  /** The store's state. */
-  readonly state: StoreState;
   closed: boolean;
 }
 
@@ -73,6 +70,9 @@ export function createContext(o: RelayOptions): RelayContext {
   const store = o.store;
   const enqueuedAt = new Map<string, number>();
   const chain = new ChainPosition();
+  const announce = new Announcer({ hub: o.hub, lifecycle: o.lifecycle, log: o.log, enqueuedAt, now });
+  // What the store commits is announced from its change feed, in commit order, and nowhere else.
+  announce.follow(store.changes);
   return {
     o,
     now,
@@ -84,13 +84,10 @@ export function createContext(o: RelayOptions): RelayContext {
       () => chain.slot,
       () => chain.finalizedSlot,
     ),
-    announce: new Announcer({ hub: o.hub, lifecycle: o.lifecycle, log: o.log, now, enqueuedAt }),
+    announce,
     enqueuedAt,
     lastErrors: { engine: null },
     store,
-    get state() {
-      return store.state;
-    },
     closed: false,
   };
 }

@@ -23,7 +23,20 @@ export {
   type StoredAttempt,
   type StoredTx,
 } from './store/records';
-export { JournalTxStore, type TxPatch, type TxStore } from './store/store';
+export {
+  ChangeFeed,
+  InMemoryTxStore,
+  JournalTxStore,
+  StoreConflict,
+  isStoreConflict,
+  type StoreChange,
+  type StoreCounts,
+  type TxChange,
+  type TxEvent,
+  type TxExpectation,
+  type TxQueries,
+  type TxStore,
+} from './store/store';
 
 // Building blocks, each usable on its own.
 export {

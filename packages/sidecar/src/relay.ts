@@ -19,15 +19,17 @@ import { Intake } from './intake/intake';
 import { Operator, type AgentConnection } from './operator/operator';
 import { TipperPool, type TipperReading } from './operator/tippers';
 import { Recovery } from './recovery/resume';
-import { SEND_PACING, SendQueue } from './send/queue';
+import { SendQueue } from './send/queue';
 import { Packer } from './send/packer';
 import { Sender } from './send/sender';
 import { Expiry } from './settle/expiry';
 import { Settler } from './settle/settle';
-import type { AttemptDecision, StoreState, StoredAttempt, StoredTx } from './store/records';
+import type { AttemptDecision, StoredAttempt, StoredTx } from './store/records';
+import type { StoreCounts } from './store/store';
 import { Evaluator } from './track/evaluate';
 import { Tracker, type TrackKind } from './track/tracker';
 import type { BundleResultMessage } from './upstream/block-engine';
+import { SEND_PACING } from './upstream/engine-regions';
 import { includedPayers, queueView, txRecordOf } from './views/views';
 
 export type { CrashPointName, RelayOptions } from './context';
@@ -95,8 +97,7 @@ export class Relay {
     this.packer = packer;
     const sender = new Sender(ctx, this.settler, queue, packer, async (tx, attempt) => {
       if (!attempts.takeFirstSend(tx.tx_id, attempt.attempt)) return attempt;
-      await attempts.freshenTipBeforeFirstSend(tx, attempt);
-      return packer.pack(tx, attempt);
+      return packer.pack(tx, await attempts.freshenTipBeforeFirstSend(tx, attempt));
     });
     // An attempt that settled is never sent: forget it, and let go of the passengers it carried.
     this.settler.signals.on('attempt-ended', ({ txId, attempt }) => {
@@ -107,7 +108,7 @@ export class Relay {
     this.bypassDecider = new BypassDecider(ctx, this.attempts);
     // Settlement never calls a decider: bypass listens for transactions put back to pending.
     this.bypassDecider.subscribe(this.settler.signals);
-    this.fallback = new FallbackDecider(ctx, this.attempts);
+    this.fallback = new FallbackDecider(ctx, this.attempts, this.settler);
     this.intake = new Intake(
       ctx,
       this.bypassDecider,
@@ -129,8 +130,9 @@ export class Relay {
 
   // ---------------------------------------------------------------- views
 
-  get state(): StoreState {
-    return this.ctx.state;
+  /** What the store counts: live transactions, those waiting for an attempt, evictions. */
+  counts(): Promise<StoreCounts> {
+    return this.ctx.store.counts();
   }
 
   get slot(): number {
@@ -184,8 +186,8 @@ export class Relay {
   }
 
   /** Send capacity and the wait ahead of a new transaction (what admission decides on). */
-  get capacity(): StatusResponse['capacity'] {
-    const { sendRatePerSecond, waiting, expectedWaitMs } = this.intake.capacity();
+  async capacity(): Promise<StatusResponse['capacity']> {
+    const { sendRatePerSecond, waiting, expectedWaitMs } = await this.intake.capacity();
     return {
       send_rate_per_s: sendRatePerSecond,
       slot_ms: Math.round(this.ctx.chain.slotMs),
@@ -209,28 +211,29 @@ export class Relay {
   }
 
   /** Lamports reserved or paid in the rolling hour (what `spend-limit` is checked against). */
-  get spentThisHour(): number {
-    return spentInWindow(this.ctx.state, this.ctx.now());
+  spentThisHour(): Promise<number> {
+    return spentInWindow(this.ctx.store, this.ctx.now());
   }
 
-  txRecord(txId: string): TxRecord {
-    return txRecordOf(this.ctx.state, txId);
+  async txRecord(txId: string): Promise<TxRecord> {
+    return txRecordOf(await this.ctx.store.get(txId), txId);
   }
 
-  stored(txId: string): StoredTx | undefined {
-    return this.ctx.state.records.get(txId);
+  stored(txId: string): Promise<StoredTx | undefined> {
+    return this.ctx.store.get(txId);
   }
 
-  queueView(): QueueResponse {
-    return queueView(this.ctx.state, this.ctx.o.policy(), this.ctx.chain.slot);
+  async queueView(): Promise<QueueResponse> {
+    const [live, counts] = await Promise.all([this.ctx.store.live(), this.ctx.store.counts()]);
+    return queueView(live, counts, this.ctx.o.policy(), this.ctx.chain.slot);
   }
 
   /**
    * Fee payers of live `"tip":"included"` transactions: they carry no relay tip transaction, so the stream must
    * watch their payers to see them land (DESIGN §8).
    */
-  includedPayers(): string[] {
-    return includedPayers(this.ctx.state);
+  async includedPayers(): Promise<string[]> {
+    return includedPayers(await this.ctx.store.live());
   }
 
   lifecycleEntry(tx: StoredTx, attempt: StoredAttempt): LifecycleEntry {
@@ -261,9 +264,10 @@ export class Relay {
     if (!this.ctx.chain.advance(slot, blockHeight)) return;
     this.ctx.chain.observeSlotTime(slot, this.ctx.now());
     const o = this.ctx.o;
-    const capacity = this.intake.capacity();
-    o.metrics.sendCapacity.set(capacity.sendRatePerSecond);
-    o.metrics.expectedQueueWait.set(capacity.expectedWaitMs / 1000);
+    void this.intake.capacity().then((capacity) => {
+      o.metrics.sendCapacity.set(capacity.sendRatePerSecond);
+      o.metrics.expectedQueueWait.set(capacity.expectedWaitMs / 1000);
+    });
     o.leaders.advance(slot);
     o.metrics.slot.set(slot);
     const view = o.leaders.leaderView(slot);
@@ -278,7 +282,7 @@ export class Relay {
     if (this.fallbackActive) void this.fallback.run();
     // Bypass decides at enqueue, but a refusal then (tipper paused, RPC down, spend limit) must not strand the
     // transaction: every slot, retry the ones still waiting for an attempt.
-    if (o.bypass.enabled) this.bypassDecider.sweep();
+    if (o.bypass.enabled) void this.bypassDecider.sweep();
     const now = this.ctx.now();
     if (now - this.lastSpendPrune > 60_000) {
       this.lastSpendPrune = now;
@@ -341,8 +345,8 @@ export class Relay {
    * Tipper balances from RPC, each with the slot it describes. A tip is built only on a tipper whose balance covers
    * it besides its tips in flight and the rent-exempt minimum; otherwise the transaction waits (never failing).
    */
-  setTipperBalances(readings: readonly TipperReading[]): void {
-    this.tippers.setBalances(readings);
+  setTipperBalances(readings: readonly TipperReading[]): Promise<void> {
+    return this.tippers.setBalances(readings);
   }
 
   // ---------------------------------------------------------------- lifecycle
@@ -351,7 +355,7 @@ export class Relay {
    * Resend what was journaled but not acknowledged before a restart (the same bytes), resume tracking, and write
    * again the lifecycle entries the crash lost.
    */
-  resumeAfterRestart(): { resent: number; tracked: number; relogged: number } {
+  resumeAfterRestart(): Promise<{ resent: number; tracked: number; relogged: number }> {
     return this.recovery.resumeAfterRestart();
   }
 

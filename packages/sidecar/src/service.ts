@@ -139,6 +139,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     throw error;
   });
   const { journal, recovery } = opened;
+  const store = new JournalTxStore(journal);
   for (const warning of recovery.warnings) log.warn(warning);
 
   // Webhooks listen before anything can publish: every event from here on reaches the outbox, and what a crash
@@ -163,7 +164,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
         ...(crashPoint ? { crashPoint } : {}),
       });
       webhooks = { dispatcher, outbox };
-      const found = await dispatcher.recover(journal.state.records.values());
+      const found = await dispatcher.recover(await store.all());
       hub.onEvent(dispatcher.onEvent);
       log.info(
         { endpoints: config.webhookUrls.length, owed: outbox.state.messages.size, ...found },
@@ -197,7 +198,6 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   const health = new UpstreamHealth(clock, metrics, intervals.slotStallMs);
 
   const verifier = config.verifyThreads > 0 ? new SignatureVerifier(config.verifyThreads) : null;
-  const store = new JournalTxStore(journal);
   const r = new Relay({
     store,
     lifecycle,
@@ -246,7 +246,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     ),
   );
 
-  const resumed = r.resumeAfterRestart();
+  const resumed = await r.resumeAfterRestart();
   if (resumed.resent + resumed.tracked + resumed.relogged > 0)
     log.info(resumed, 'resumed in-flight work from the journal');
   if (resumed.relogged > 0)

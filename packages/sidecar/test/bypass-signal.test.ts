@@ -6,8 +6,12 @@ import type { StoredTx } from '../src/store/records';
 
 /**
  * Settlement never calls a decider: it emits `back-to-pending`, and bypass (subscribed at wiring time) submits at
- * its fixed tip, at once (synchronously on the signal), only when bypass is on and the transaction still waits.
+ * its fixed tip, at once (on the signal, after reading the record), only when bypass is on and the transaction still
+ * waits.
  */
+
+/** Lets the decider's read of the record and its submit run. */
+const settled = () => new Promise((resolve) => setImmediate(resolve));
 
 function rig(enabled: boolean, tx: Partial<StoredTx> | null) {
   const records = new Map<string, StoredTx>();
@@ -21,7 +25,7 @@ function rig(enabled: boolean, tx: Partial<StoredTx> | null) {
       ...tx,
     } as StoredTx);
   const ctx = {
-    state: { records },
+    store: { get: (id: string) => Promise.resolve(records.get(id)) },
     o: { bypass: { enabled, tipLamports: 7000 }, log: { warn: jest.fn() } },
   } as unknown as RelayContext;
   const submits: unknown[] = [];
@@ -36,30 +40,35 @@ function rig(enabled: boolean, tx: Partial<StoredTx> | null) {
   return { signals, submits, unsubscribe };
 }
 
-test('bypass on: a transaction put back to pending is submitted at the fixed tip, synchronously', () => {
+test('bypass on: a transaction put back to pending is submitted at the fixed tip, at once', async () => {
   const r = rig(true, {});
   r.signals.emit('back-to-pending', { txId: 'tx_1' });
+  await settled();
   expect(r.submits).toEqual([
     { body: { tx_id: 'tx_1', tip_lamports: 7000, reason: 'bypass: fixed tip' }, source: 'bypass' },
   ]);
 });
 
-test('bypass off, a stopped transaction, or an unsubscribed decider: nothing is submitted', () => {
+test('bypass off, a stopped transaction, or an unsubscribed decider: nothing is submitted', async () => {
   const off = rig(false, {});
   off.signals.emit('back-to-pending', { txId: 'tx_1' });
+  await settled();
   expect(off.submits).toEqual([]);
   const stopped = rig(true, { stopped: true });
   stopped.signals.emit('back-to-pending', { txId: 'tx_1' });
+  await settled();
   expect(stopped.submits).toEqual([]);
   const gone = rig(true, {});
   gone.unsubscribe();
   gone.signals.emit('back-to-pending', { txId: 'tx_1' });
+  await settled();
   expect(gone.submits).toEqual([]);
 });
 
-test('a tip-included transaction is resubmitted with no relay tip', () => {
+test('a tip-included transaction is resubmitted with no relay tip', async () => {
   const r = rig(true, { tip: 'included' });
   r.signals.emit('back-to-pending', { txId: 'tx_1' });
+  await settled();
   expect(r.submits).toEqual([
     { body: { tx_id: 'tx_1', tip_lamports: 0, reason: 'bypass: fixed tip' }, source: 'bypass' },
   ]);

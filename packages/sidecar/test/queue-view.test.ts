@@ -51,7 +51,7 @@ test('every entry carries its state; by_state counts each queued state; terminal
     tx('tx_06', 'pending', 125),
     tx('tx_07', 'expired', 95),
   ]);
-  const view = queueView(state, DEFAULT_POLICY, 130);
+  const view = queueView([...state.records.values()], state, DEFAULT_POLICY, 130);
   expect(view.entries.map((e) => [e.tx_id, e.state, e.age_slots])).toEqual([
     ['tx_01', 'confirmed', 30],
     ['tx_02', 'pending', 20],
@@ -65,7 +65,7 @@ test('every entry carries its state; by_state counts each queued state; terminal
 });
 
 test('an empty queue still reports every state, at 0, in forward order', () => {
-  const view = queueView(storeOf([]), DEFAULT_POLICY, 10);
+  const view = queueView([], storeOf([]), DEFAULT_POLICY, 10);
   expect(Object.keys(view.by_state)).toEqual([...QUEUED_TX_STATES]);
   expect(Object.values(view.by_state)).toEqual([0, 0, 0, 0, 0]);
   expect(view).toMatchObject({ pending: 0, entries: [] });

@@ -118,7 +118,7 @@ describe('the pool', () => {
       o: { log, metrics: new Metrics(), policy: () => ({ ...DEFAULT_POLICY, ...policy }) },
       now: () => 0,
       chain: CHAIN,
-      state: { records },
+      store: { all: () => Promise.resolve([...records.values()]) },
     } as unknown as RelayContext;
     const pool = new TipperPool(ctx, keypairs);
     const keys = keypairs.map((k) => k.publicKey.toBase58());
@@ -129,16 +129,16 @@ describe('the pool', () => {
     return { pool, keys, records, fund, log };
   }
 
-  test('takes the tipper used longest ago, so consecutive bundles lock different accounts', () => {
+  test('takes the tipper used longest ago, so consecutive bundles lock different accounts', async () => {
     const { pool, keys, fund } = rig(3);
-    fund([10e9, 10e9, 10e9]);
+    await fund([10e9, 10e9, 10e9]);
     const used = Array.from({ length: 6 }, () => pool.reserve(TIP).pubkey);
     expect(used).toEqual([...keys, ...keys]);
   });
 
-  test('a reservation counts at once: two tips the balance pays only one of are never both built', () => {
+  test('a reservation counts at once: two tips the balance pays only one of are never both built', async () => {
     const { pool, keys, fund } = rig(1);
-    fund([RENT_EXEMPT_MINIMUM + tipCost(TIP) + 1000]);
+    await fund([RENT_EXEMPT_MINIMUM + tipCost(TIP) + 1000]);
     pool.reserve(TIP);
     let refusal: unknown;
     try {
@@ -156,9 +156,9 @@ describe('the pool', () => {
     );
   });
 
-  test('a cancelled reservation frees its lamports; a journaled one stays counted until a scan sees its attempt', () => {
+  test('a cancelled reservation frees its lamports; a journaled one stays counted until a scan sees its attempt', async () => {
     const { pool, keys, records, fund } = rig(1);
-    fund([RENT_EXEMPT_MINIMUM + tipCost(TIP)]);
+    await fund([RENT_EXEMPT_MINIMUM + tipCost(TIP)]);
     pool.reserve(TIP).cancel();
     const kept = pool.reserve(TIP);
     kept.journaled();
@@ -166,41 +166,41 @@ describe('the pool', () => {
     expect(() => pool.reserve(TIP)).toThrow(/short by/);
     // The next read's scan finds the attempt in the records: counted once, not twice.
     records.set('tx_1', tx([attempt({ tipper: keys[0] as string })]));
-    fund([RENT_EXEMPT_MINIMUM + 2 * tipCost(TIP)]);
+    await fund([RENT_EXEMPT_MINIMUM + 2 * tipCost(TIP)]);
     expect(pool.status()[0]).toMatchObject({ reserved_lamports: tipCost(TIP), in_flight: 1 });
     expect(pool.reserve(TIP).pubkey).toBe(keys[0]);
   });
 
-  test('a short tipper is passed over; the pool pauses only when none can pay', () => {
+  test('a short tipper is passed over; the pool pauses only when none can pay', async () => {
     const { pool, keys, fund } = rig(2);
-    fund([RENT_EXEMPT_MINIMUM + 1000, 10e9]);
+    await fund([RENT_EXEMPT_MINIMUM + 1000, 10e9]);
     expect(pool.reserve(TIP).pubkey).toBe(keys[1]);
     expect(pool.reserve(TIP).pubkey).toBe(keys[1]);
     expect(pool.paused).toBeNull();
-    fund([RENT_EXEMPT_MINIMUM + 1000, RENT_EXEMPT_MINIMUM]);
+    await fund([RENT_EXEMPT_MINIMUM + 1000, RENT_EXEMPT_MINIMUM]);
     expect(pool.paused).toMatch(/no tipper can pay even a min-tip tip/);
   });
 
-  test('a tipper whose own tip transaction failed is held until a read covers that tip; the other carries on', () => {
+  test('a tipper whose own tip transaction failed is held until a read covers that tip; the other carries on', async () => {
     const { pool, keys, fund } = rig(2);
-    fund([10e9, 10e9]);
+    await fund([10e9, 10e9]);
     pool.tipFailed(attempt({ tipper: keys[0] as string, stage: 'failed' }), 'simulation failed');
     expect(pool.reserve(TIP).pubkey).toBe(keys[1]);
     expect(pool.reserve(TIP).pubkey).toBe(keys[1]);
     expect(pool.status()[0]?.held_reason).toMatch(/could not execute \(simulation failed\)/);
-    fund([10e9, 10e9]);
+    await fund([10e9, 10e9]);
     expect(pool.status()[0]?.held_reason).toBeNull();
     expect(pool.reserve(TIP).pubkey).toBe(keys[0]);
   });
 
-  test('a reading older than the last one is ignored (a lagging node behind a load balancer)', () => {
+  test('a reading older than the last one is ignored (a lagging node behind a load balancer)', async () => {
     const { pool, keys, fund } = rig(1);
-    fund([10e9], 995);
-    pool.setBalances([{ pubkey: keys[0] as string, lamports: 1, contextSlot: 990 }]);
+    await fund([10e9], 995);
+    await pool.setBalances([{ pubkey: keys[0] as string, lamports: 1, contextSlot: 990 }]);
     expect(pool.status()[0]?.balance_lamports).toBe(10e9);
   });
 
-  test('before any balance is read, a tip waits (no guess)', () => {
+  test('before any balance is read, a tip waits (no guess)', async () => {
     const { pool } = rig(1);
     expect(() => pool.reserve(TIP)).toThrow(/not been read yet/);
   });

@@ -53,7 +53,7 @@ export class AttemptBuilder {
   async submit(body: unknown, source: AttemptDecision['source'] = 'agent'): Promise<SubmitResponse> {
     const request = parseSubmitRequest(body);
     return this.ctx.locks.run(request.tx_id, async () => {
-      const tx = this.ctx.state.records.get(request.tx_id);
+      const tx = await this.ctx.store.get(request.tx_id);
       if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: request.tx_id });
       if (tx.state !== 'pending' || tx.stopped || inFlight(tx)) {
         throw new RelayError('RELAY_E_TX_WRONG_STATE', {
@@ -76,7 +76,7 @@ export class AttemptBuilder {
           retries: tx.retries,
           slot: this.ctx.chain.slot,
           expires_at_slot: tx.expires_at_slot,
-          spent_in_window_lamports: spentInWindow(this.ctx.state, now),
+          spent_in_window_lamports: await spentInWindow(this.ctx.store, now),
           fee_lamports: fee,
         },
         policy,
@@ -106,7 +106,11 @@ export class AttemptBuilder {
         tipper?: unknown;
       } | null;
       if (named?.tipper !== error.details.tipper)
-        await this.ctx.store.update({ id: tx.tx_id, set: { last_error: TipperPool.lastError(error) } });
+        await this.ctx.store.transition(
+          tx.tx_id,
+          { state: tx.state },
+          { set: { last_error: TipperPool.lastError(error) } },
+        );
       throw error;
     }
   }
@@ -190,7 +194,10 @@ export class AttemptBuilder {
     };
     // Write-ahead: the signed tip transaction and the bundle id are on disk before anything is sent, so a crash
     // anywhere after this resends these exact bytes and never builds a second tip for this attempt.
-    await this.ctx.store.update({ id: tx.tx_id, attempt, set: { last_error: null } });
+    const built = await this.ctx.store.addAttempt(tx.tx_id, attempt, {
+      expect: { state: 'pending', stopped: false },
+      set: { last_error: null },
+    });
     reservation?.journaled();
     this.ctx.o.crashPoint?.('attempt.journaled');
     this.ctx.o.metrics.attempts.inc({ source });
@@ -210,7 +217,7 @@ export class AttemptBuilder {
       ts: this.ctx.now(), // emitted now: after the tip was built and the attempt journaled
     });
     if (tip) this.unsent.add(attemptKey(tx.tx_id, n));
-    this.queue.queueSend(tx, n);
+    this.queue.queueSend(built, n);
     return { tx_id: tx.tx_id, bundle_id: bundleId, tip_lamports: request.tip_lamports };
   }
 
@@ -241,20 +248,21 @@ export class AttemptBuilder {
    * same tip again on the newest blockhash and the attempt is journaled with it (new tip signature, new bundle id)
    * before anything is sent: the old bytes never left relay, so only one of the two can ever be on the wire. A resend
    * (after a transport error) sends the journaled bytes as they are. A failure to refresh keeps the old bytes.
+   * Resolves with the attempt to send: the re-signed one, or `attempt` as it was.
    */
-  async freshenTipBeforeFirstSend(tx: StoredTx, attempt: StoredAttempt): Promise<void> {
-    if (attempt.tip_last_valid_block_height === null || attempt.tip_account === null) return;
+  async freshenTipBeforeFirstSend(tx: StoredTx, attempt: StoredAttempt): Promise<StoredAttempt> {
+    if (attempt.tip_last_valid_block_height === null || attempt.tip_account === null) return attempt;
     const tipBlockHeight = attempt.tip_last_valid_block_height - BLOCKHASH_MAX_AGE_BLOCKS;
-    if (this.ctx.chain.blockHeight - tipBlockHeight < TIP_REFRESH_AGE_BLOCKS) return;
+    if (this.ctx.chain.blockHeight - tipBlockHeight < TIP_REFRESH_AGE_BLOCKS) return attempt;
     const signer = this.tippers.signerOf(attempt.tipper ?? null);
-    if (!signer) return;
+    if (!signer) return attempt;
     let blockhash: { blockhash: string; lastValidBlockHeight: number };
     try {
       blockhash = await this.ctx.o.rpc.recentBlockhash();
     } catch {
-      return;
+      return attempt;
     }
-    if (blockhash.lastValidBlockHeight <= attempt.tip_last_valid_block_height) return;
+    if (blockhash.lastValidBlockHeight <= attempt.tip_last_valid_block_height) return attempt;
     const tip = signer.build({
       tipAccount: attempt.tip_account,
       lamports: attempt.tip_lamports,
@@ -266,22 +274,27 @@ export class AttemptBuilder {
       { tx_id: tx.tx_id, attempt: attempt.attempt, was: attempt.bundle_id, bundle_id: bundleId },
       'tip signed again on a fresh blockhash before its first send',
     );
-    await this.ctx.store.update({
-      id: tx.tx_id,
-      attempts: [
-        {
-          n: attempt.attempt,
-          set: {
-            tip_tx: Buffer.from(tip.wire).toString('base64'),
-            tip_signature: tip.signature,
-            bundle_id: bundleId,
-            bundle_signatures: bundleSignatures,
-            tip_last_valid_block_height: blockhash.lastValidBlockHeight,
+    // A compare-and-set on the old bundle id while the attempt is still unsent (DESIGN §10, rule 4).
+    const next = await this.ctx.store.transition(
+      tx.tx_id,
+      { attempt: { n: attempt.attempt, stage: 'journaled', bundleId: attempt.bundle_id } },
+      {
+        attempts: [
+          {
+            n: attempt.attempt,
+            set: {
+              tip_tx: Buffer.from(tip.wire).toString('base64'),
+              tip_signature: tip.signature,
+              bundle_id: bundleId,
+              bundle_signatures: bundleSignatures,
+              tip_last_valid_block_height: blockhash.lastValidBlockHeight,
+            },
           },
-        },
-      ],
-    });
+        ],
+      },
+    );
     this.ctx.o.metrics.tipsRefreshed.inc();
+    return next.attempts.find((a) => a.attempt === attempt.attempt) as StoredAttempt;
   }
 
   /** Tip accounts, cached: they change only with a network, and the engine's request budget is for bundles. */

@@ -47,7 +47,7 @@ export function startChainPollers(deps: {
     try {
       // One tipper's failed read does not hold the others' back.
       const reads = await readTipperBalances(rpc, relay.tipperKeys);
-      relay.setTipperBalances(reads.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])));
+      await relay.setTipperBalances(reads.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : [])));
       const failed = reads.find((r) => r.status === 'rejected');
       if (failed) health.mark('rpc', false, (failed.reason as Error).message);
       else health.mark('rpc', true, null);

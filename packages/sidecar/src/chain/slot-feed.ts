@@ -45,7 +45,8 @@ export function startSlotFeed(deps: {
       if (update.status === 'processed') {
         onNewSlot(update.slot, true);
         void relay.track();
-        if (update.slot % 8 === 0) stream.setPayerAccounts(relay.includedPayers());
+        if (update.slot % 8 === 0)
+          void relay.includedPayers().then((payers) => stream.setPayerAccounts(payers));
       } else if (update.status === 'dead') {
         void relay.onDeadSlot(update.slot);
       } else if (update.status === 'finalized') {

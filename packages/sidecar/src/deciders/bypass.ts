@@ -23,7 +23,7 @@ export class BypassDecider {
 
   /** Submit a pending transaction with no attempt in flight at the fixed tip (refusals are logged, not thrown). */
   async submit(txId: string): Promise<void> {
-    const tx = this.ctx.state.records.get(txId);
+    const tx = await this.ctx.store.get(txId);
     if (!tx || tx.state !== 'pending' || tx.stopped || inFlight(tx)) return;
     try {
       await this.attempts.submit(
@@ -45,11 +45,16 @@ export class BypassDecider {
    * Bypass decides at enqueue, but a refusal then (tippers short, RPC down, spend limit) must not strand the
    * transaction: every slot, retry the ones still waiting for an attempt.
    */
-  sweep(): void {
-    for (const tx of this.ctx.state.records.values()) {
-      if (tx.state === 'pending' && !tx.stopped && !inFlight(tx) && !this.ctx.locks.isBusy(tx.tx_id)) {
-        void this.submit(tx.tx_id);
-      }
+  async sweep(): Promise<void> {
+    if (this.sweeping) return;
+    this.sweeping = true;
+    try {
+      for (const tx of await this.ctx.store.awaitingAttempt())
+        if (!this.ctx.locks.isBusy(tx.tx_id)) void this.submit(tx.tx_id);
+    } finally {
+      this.sweeping = false;
     }
   }
+
+  private sweeping = false;
 }

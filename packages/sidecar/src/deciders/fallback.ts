@@ -1,6 +1,7 @@
 import { decideReflex, effectivePriority } from '@solrelay/core';
 import type { AttemptBuilder } from '../attempts/builder';
 import type { RelayContext } from '../context';
+import type { Settler } from '../settle/settle';
 import { inFlight, lastSettled } from '../store/queries';
 
 /**
@@ -11,6 +12,7 @@ export class FallbackDecider {
   constructor(
     private readonly ctx: RelayContext,
     private readonly attempts: AttemptBuilder,
+    private readonly settle: Pick<Settler, 'stop'>,
   ) {}
 
   private fallbackRunning = false;
@@ -23,8 +25,8 @@ export class FallbackDecider {
       const policy = this.ctx.o.policy();
       const floor = this.attempts.floorNow();
       const leaders = this.ctx.o.leaders.leaderView(this.ctx.chain.slot);
-      for (const tx of [...this.ctx.state.records.values()]) {
-        if (tx.state !== 'pending' || tx.stopped || inFlight(tx) || this.ctx.locks.isBusy(tx.tx_id)) continue;
+      for (const tx of await this.ctx.store.awaitingAttempt()) {
+        if (this.ctx.locks.isBusy(tx.tx_id)) continue;
         const previous = lastSettled(tx);
         const decision = decideReflex({
           tx: {
@@ -45,9 +47,9 @@ export class FallbackDecider {
         });
         if (decision.action === 'stop') {
           await this.ctx.locks.run(tx.tx_id, async () => {
-            const current = this.ctx.state.records.get(tx.tx_id);
+            const current = await this.ctx.store.get(tx.tx_id);
             if (current && current.state === 'pending' && !current.stopped && !inFlight(current)) {
-              await this.ctx.store.update({ id: tx.tx_id, set: { stopped: true } });
+              await this.settle.stop(tx.tx_id, { state: 'pending' });
             }
           });
           continue;

@@ -8,48 +8,75 @@ import {
 import type { Logger } from 'pino';
 import type { LifecycleLog } from '../lifecycle/log';
 import type { StoredAttempt, StoredTx } from '../store/records';
+import type { ChangeFeed, StoreChange, TxEvent } from '../store/store';
 import type { EventHub } from './hub';
 
-/** Tells everyone: `tx_status_changed` on the hub, and bundle entries in the lifecycle (audit) log. */
+/**
+ * Tells everyone what the store committed: each change's events go to the hub (SSE, and webhooks through it) and
+ * its lifecycle entries to the audit log, in commit order. Nothing is announced that is not durable.
+ */
 export class Announcer {
   constructor(
     private readonly d: {
       hub: EventHub;
       lifecycle: LifecycleLog<LifecycleEntry>;
       log: Logger;
-      now: () => number;
       enqueuedAt: Map<string, number>;
+      now: () => number;
     },
   ) {}
 
-  publishStatus(
-    tx: Pick<StoredTx, 'tx_id' | 'state' | 'signatures' | 'failure' | 'attempts'>,
-    bundleId?: string | null,
-  ): void {
-    if (isTerminalTxState(tx.state)) this.d.enqueuedAt.delete(tx.tx_id);
-    const last = tx.attempts[tx.attempts.length - 1];
-    this.d.hub.publish(
-      'tx_status_changed',
-      txStatusChangedEvent({
-        tx_id: tx.tx_id,
-        state: tx.state,
-        bundle_id: bundleId !== undefined ? bundleId : (last?.bundle_id ?? null),
-        tx_signatures: tx.signatures,
-        failure: tx.failure,
-        ts: this.d.now(),
-      }),
-    );
+  /** Follow the store's change feed; returns the unsubscribe function. */
+  follow(feed: ChangeFeed): () => void {
+    return feed.subscribe((change) => this.announce(change));
   }
 
-  /** Write the attempt's entry to the audit log. A write failure is logged, never thrown into the caller's flow. */
-  appendLifecycle(tx: StoredTx, attempt: StoredAttempt): void {
-    this.d.lifecycle.append(lifecycleEntry(tx, attempt)).catch((error: unknown) => {
-      this.d.log.error({ err: error, bundle_id: attempt.bundle_id }, 'lifecycle log write failed');
+  private announce(change: StoreChange): void {
+    for (const event of change.events) {
+      if (event.kind === 'lifecycle') {
+        this.appendLifecycle(event.entry);
+        continue;
+      }
+      if (event.kind === 'bundle_settled') {
+        this.d.hub.publish(event.kind, event.data);
+        continue;
+      }
+      if (event.kind === 'tx_status_changed' && isTerminalTxState(event.data.state))
+        this.d.enqueuedAt.delete(event.data.tx_id);
+      // A status event's `ts` is when it was told, after the commit (decision latency is measured from it).
+      this.d.hub.publish(event.kind, { ...event.data, ts: this.d.now() });
+    }
+  }
+
+  /** Write an entry to the audit log. A write failure is logged, never thrown into the caller's flow. */
+  appendLifecycle(entry: LifecycleEntry): void {
+    this.d.lifecycle.append(entry).catch((error: unknown) => {
+      this.d.log.error({ err: error, bundle_id: entry.bundle_id }, 'lifecycle log write failed');
     });
   }
 }
 
-export function lifecycleEntry(tx: StoredTx, attempt: StoredAttempt): LifecycleEntry {
+/** `tx_status_changed` for a record in the state it moves to. */
+export function statusEvent(
+  tx: Pick<StoredTx, 'tx_id' | 'state' | 'signatures' | 'failure' | 'attempts'>,
+  bundleId: string | null | undefined,
+  ts: number,
+): TxEvent {
+  const last = tx.attempts[tx.attempts.length - 1];
+  return {
+    kind: 'tx_status_changed',
+    data: txStatusChangedEvent({
+      tx_id: tx.tx_id,
+      state: tx.state,
+      bundle_id: bundleId !== undefined ? bundleId : (last?.bundle_id ?? null),
+      tx_signatures: tx.signatures,
+      failure: tx.failure,
+      ts,
+    }),
+  };
+}
+
+export function lifecycleEntry(tx: Pick<StoredTx, 'tx_id'>, attempt: StoredAttempt): LifecycleEntry {
   const stage: BundleStage = attempt.stage === 'journaled' ? 'submitted' : attempt.stage;
   const durations = timelineDurations(attempt.timeline);
   return {

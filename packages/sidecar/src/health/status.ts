@@ -25,8 +25,9 @@ export interface StatusSources {
 }
 
 /** `GET /status`: the chain position, tip floor, decider, queue, upstreams, tippers and the hour's spend. */
-export function statusOf(s: StatusSources): StatusResponse {
+export async function statusOf(s: StatusSources): Promise<StatusResponse> {
   const r = s.relay;
+  const [counts, spent, capacity] = await Promise.all([r.counts(), r.spentThisHour(), r.capacity()]);
   const view = s.leaders.leaderView(r.slot);
   const floor = s.oracle.view(s.clock.now());
   const agent = r.agent;
@@ -41,7 +42,7 @@ export function statusOf(s: StatusSources): StatusResponse {
     stale: floor.stale,
     decision_mode: r.decisionMode,
     bypass: r.bypass,
-    queue: r.state.active,
+    queue: counts.active,
     agent: { connected: agent !== null, model: agent?.model ?? null, provider: agent?.provider ?? null },
     upstream: {
       stream: s.health.stream(),
@@ -54,10 +55,10 @@ export function statusOf(s: StatusSources): StatusResponse {
     },
     tipper: { pubkey: first.pubkey, balance_lamports: first.balance_lamports },
     tippers,
-    spend: { window_lamports: r.spentThisHour, limit_lamports: s.policy.current['spend-limit'] },
+    spend: { window_lamports: spent, limit_lamports: s.policy.current['spend-limit'] },
     paused_reason: r.paused,
     block_engine_regions: r.engineRegions(),
-    capacity: r.capacity,
+    capacity,
     webhooks: s.webhooks(),
   };
 }

@@ -34,7 +34,7 @@ export interface AppDeps {
   metrics: Metrics;
   log: Logger;
   apiToken: string | undefined;
-  status: () => StatusResponse;
+  status: () => Promise<StatusResponse>;
   ready: () => ReadyResponse;
   tip: () => unknown;
   /** Built dashboard files served at `/`, when present. */
@@ -84,9 +84,9 @@ export function createApp(deps: AppDeps): express.Express {
     res.status(created ? 202 : 200).json(response);
   });
 
-  app.get('/tx/events/:txId', (req, res) => {
+  app.get('/tx/events/:txId', async (req, res) => {
     const txId = req.params.txId as string;
-    const tx = relay.stored(txId);
+    const tx = await relay.stored(txId);
     if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: txId });
     const current = txStatusChangedEvent({
       tx_id: tx.tx_id,
@@ -106,8 +106,8 @@ export function createApp(deps: AppDeps): express.Express {
     });
   });
 
-  app.get('/tx/:txId', (req, res) => {
-    res.json(relay.txRecord(req.params.txId as string));
+  app.get('/tx/:txId', async (req, res) => {
+    res.json(await relay.txRecord(req.params.txId as string));
   });
 
   app.get('/internal/events', (req, res) => {
@@ -162,16 +162,16 @@ export function createApp(deps: AppDeps): express.Express {
     res.json({ model: agent.model, provider: agent.provider, connected_since: agent.since });
   });
 
-  app.get('/status', (_req, res) => {
-    res.json(deps.status());
+  app.get('/status', async (_req, res) => {
+    res.json(await deps.status());
   });
 
   app.get('/tip', (_req, res) => {
     res.json(deps.tip());
   });
 
-  app.get('/queue', (_req, res) => {
-    res.json(relay.queueView());
+  app.get('/queue', async (_req, res) => {
+    res.json(await relay.queueView());
   });
 
   app.get('/lifecycle', (req, res) => {
@@ -217,7 +217,7 @@ export function createApp(deps: AppDeps): express.Express {
     deps.metrics.sseBuffered.set(hub.bufferedBytes);
     deps.metrics.sseBufferedPeak.set(hub.counters.peakBufferedBytes);
     deps.metrics.sseClientBufferedPeak.set(hub.counters.peakClientBufferedBytes);
-    deps.metrics.queueDepth.set(relay.state.active);
+    deps.metrics.queueDepth.set((await relay.counts()).active);
     for (const t of relay.tipperStatus()) {
       if (t.balance_lamports !== null)
         deps.metrics.tipperBalance.set({ tipper: t.pubkey }, t.balance_lamports);
@@ -225,7 +225,7 @@ export function createApp(deps: AppDeps): express.Express {
     }
     for (const t of relay.tipperShortfalls())
       deps.metrics.tipperShortfall.set({ tipper: t.pubkey }, t.lamports);
-    deps.metrics.spendWindow.set(relay.spentThisHour);
+    deps.metrics.spendWindow.set(await relay.spentThisHour());
     deps.metrics.spendLimit.set(deps.policy.current['spend-limit']);
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });

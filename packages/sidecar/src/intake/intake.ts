@@ -8,14 +8,16 @@ import {
   parseEnqueueRequest,
   policyViolationError,
   PRIORITIES,
+  PRIORITY_RANK,
   type EnqueueResponse,
   type Policy,
   type Priority,
 } from '@solrelay/core';
 import { BLOCKHASH_MAX_AGE_BLOCKS } from '../chain/blockhash';
 import type { RelayContext } from '../context';
-import { PRIORITY_RANK, SEND_PACING } from '../send/queue';
+import { SEND_PACING } from '../upstream/engine-regions';
 import type { BypassDecider } from '../deciders/bypass';
+import { statusEvent } from '../events/announce';
 import type { StoredTx } from '../store/records';
 import { newUlid } from '../util/ids';
 import { SlidingWindow } from '../util/rate';
@@ -95,7 +97,7 @@ export class Intake {
     const key = signatures[0] as string;
 
     // Idempotent: the same first signature returns the transaction already accepted.
-    const existing = this.existingFor(signatures);
+    const existing = await this.existingFor(signatures);
     if (existing) return existing;
     const running = this.inflightEnqueues.get(key);
     if (running) {
@@ -111,23 +113,28 @@ export class Intake {
     }
   }
 
-  private existingFor(signatures: string[]): { response: EnqueueResponse; created: boolean } | null {
-    const id = this.ctx.state.bySignature.get(signatures[0] as string);
-    if (!id) {
+  private async existingFor(
+    signatures: string[],
+  ): Promise<{ response: EnqueueResponse; created: boolean } | null> {
+    const tx = await this.ctx.store.byFirstSignature(signatures[0] as string);
+    if (!tx) {
       for (const sig of signatures.slice(1)) {
-        const owner = this.ctx.state.bySignature.get(sig);
+        const owner = await this.ctx.store.byFirstSignature(sig);
         if (owner !== undefined) {
-          throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', { signature: sig, tx_id: owner });
+          throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', { signature: sig, tx_id: owner.tx_id });
         }
       }
       return null;
     }
-    const tx = this.ctx.state.records.get(id);
-    if (!tx) return null;
+    return this.repeat(tx, signatures);
+  }
+
+  /** The answer to an enqueue of a transaction already accepted (the same first signature). */
+  private repeat(tx: StoredTx, signatures: string[]): { response: EnqueueResponse; created: boolean } {
     if (tx.signatures.length !== signatures.length || tx.signatures.some((s, i) => s !== signatures[i])) {
       throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', {
         signature: signatures[0] as string,
-        tx_id: id,
+        tx_id: tx.tx_id,
       });
     }
     this.ctx.o.metrics.enqueues.inc({ result: 'repeat' });
@@ -144,21 +151,28 @@ export class Intake {
    * What relay can send now (bundles a second across the regions taking bundles), what waits to go out (of every
    * priority, or of those at `priority`'s rank and above), and how long all of it takes to go out.
    */
-  capacity(priority?: Priority): {
+  async capacity(
+    priority?: Priority,
+    /** Accepts under way that are the caller's own (admission compares a transaction with what is ahead of it). */
+    own = 0,
+  ): Promise<{
     sendRatePerSecond: number;
     /** Transactions a second: the bundles times what a bundle carries on average (packing). */
     txRatePerSecond: number;
     waiting: number;
     ahead: number;
     expectedWaitMs: number;
-  } {
+  }> {
+    // Accepts under way are counted as of the same moment as the store's counts (the local stores answer at
+    // the call), so a concurrent accept is counted once: in one or the other.
+    const accepting = this.acceptsInFlight - own;
+    const byPriority = (await this.ctx.store.counts()).waiting;
     const sendRatePerSecond = this.regionsTakingBundles() * this.ctx.o.bundleEngineRps * SEND_PACING;
     const txRatePerSecond = sendRatePerSecond * this.transactionsPerBundle();
     const policy = this.ctx.o.policy();
-    const byPriority = this.ctx.state.waiting;
     const rank = (p: Priority) => PRIORITY_RANK[effectivePriority(policy, p)];
-    let waiting = this.acceptsInFlight;
-    let ahead = this.acceptsInFlight;
+    let waiting = accepting;
+    let ahead = accepting;
     for (const p of PRIORITIES) {
       waiting += byPriority[p];
       if (priority === undefined || rank(p) <= rank(priority)) ahead += byPriority[p];
@@ -177,8 +191,12 @@ export class Intake {
    * must stop, behind everything that goes out before it at the engines' budget: accepting it would only expire it
    * later. Deadlines are at most a blockhash's life (150 blocks): no attempt lands after the user's blockhash dies.
    */
-  private admitAgainstCapacity(policy: Policy, priority: Priority, expirySlots: number | null): void {
-    const { txRatePerSecond, ahead, waiting } = this.capacity(priority);
+  private async admitAgainstCapacity(
+    policy: Policy,
+    priority: Priority,
+    expirySlots: number | null,
+  ): Promise<void> {
+    const { txRatePerSecond, ahead, waiting } = await this.capacity(priority, 1);
     const slotMs = this.ctx.chain.slotMs;
     const slot = this.ctx.chain.slot;
     const slotsLeft = Math.min(expiresAtSlot(slot, policy, expirySlots) - slot, BLOCKHASH_MAX_AGE_BLOCKS);
@@ -211,21 +229,26 @@ export class Intake {
     started: number,
   ): Promise<{ response: EnqueueResponse; created: boolean }> {
     const now = this.ctx.now();
-    // Count enqueues still being validated and journaled too, or concurrent requests could all pass the check.
-    if (this.ctx.state.active + this.acceptsInFlight >= policy['max-queue']) {
-      throw new RelayError('RELAY_E_QUEUE_FULL', { limit: policy['max-queue'], retry_after_s: 1 });
-    }
-    if (this.rateWindow.count(now) >= policy['rate-limit']) {
-      const retryAfterMs = this.rateWindow.retryAfterMs(now, policy['rate-limit']);
-      throw new RelayError('RELAY_E_RATE_LIMITED', {
-        limit: policy['rate-limit'],
-        retry_after_s: Math.max(1, Math.ceil(retryAfterMs / 1000)),
-      });
-    }
-    this.admitAgainstCapacity(policy, request.priority, request.expiry_slots ?? null);
-    this.rateWindow.add(now); // reserve the slot; released if the enqueue fails below
+    // Count enqueues still being validated and journaled too, or concurrent requests could all pass the check. The
+    // place is taken before anything is awaited, and given back if the enqueue is refused.
+    const accepting = this.acceptsInFlight;
     this.acceptsInFlight++;
+    let rateReserved = false;
     try {
+      const { active } = await this.ctx.store.counts();
+      if (active + accepting >= policy['max-queue']) {
+        throw new RelayError('RELAY_E_QUEUE_FULL', { limit: policy['max-queue'], retry_after_s: 1 });
+      }
+      if (this.rateWindow.count(now) >= policy['rate-limit']) {
+        const retryAfterMs = this.rateWindow.retryAfterMs(now, policy['rate-limit']);
+        throw new RelayError('RELAY_E_RATE_LIMITED', {
+          limit: policy['rate-limit'],
+          retry_after_s: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+        });
+      }
+      this.rateWindow.add(now); // reserve the slot; released if the enqueue fails below
+      rateReserved = true;
+      await this.admitAgainstCapacity(policy, request.priority, request.expiry_slots ?? null);
       const nonces = parsed.map((tx) => durableNonceAccount(tx));
       for (let i = 0; i < parsed.length; i++) {
         if (nonces[i]) continue;
@@ -268,29 +291,36 @@ export class Intake {
         landed_slot: null,
         stopped: false,
       };
-      await this.ctx.store.insert(tx);
+      // Announced once durable (the announcer stamps `ts` then; enqueued_at is when the request arrived).
+      const accepted = await this.ctx.store.accept(tx, [
+        {
+          kind: 'tx_enqueued',
+          data: {
+            tx_id: txId,
+            slot,
+            priority: effectivePriority(policy, tx.priority),
+            expires_at_slot: tx.expires_at_slot,
+            max_tip: tx.max_tip,
+            tip: tx.tip,
+            ts: now,
+          },
+        },
+        statusEvent(tx, undefined, now),
+      ]);
+      // Another sidecar of the fleet accepted the same transaction first: that one is the answer.
+      if (!accepted.created) return this.repeat(accepted.tx, signatures);
       this.ctx.o.crashPoint?.('enqueue.journaled');
       this.ctx.enqueuedAt.set(txId, performance.now());
       this.ctx.o.metrics.enqueues.inc({ result: 'accepted' });
       this.ctx.o.metrics.enqueueLatency.observe((performance.now() - started) / 1000);
       this.ctx.o.metrics.transitions.inc({ state: 'pending' });
-      this.ctx.o.hub.publish('tx_enqueued', {
-        tx_id: txId,
-        slot,
-        priority: effectivePriority(policy, tx.priority),
-        expires_at_slot: tx.expires_at_slot,
-        max_tip: tx.max_tip,
-        tip: tx.tip,
-        ts: this.ctx.now(), // emitted now, after the journal's fsync (enqueued_at is when the request arrived)
-      });
-      this.ctx.announce.publishStatus(tx);
       if (this.ctx.o.bypass.enabled) void this.bypass.submit(txId);
       return {
         response: { tx_id: txId, state: 'pending', slot, signatures: [...signatures] },
         created: true,
       };
     } catch (error) {
-      this.rateWindow.removeLast();
+      if (rateReserved) this.rateWindow.removeLast();
       throw error;
     } finally {
       this.acceptsInFlight--;

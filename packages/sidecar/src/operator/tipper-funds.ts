@@ -1,7 +1,7 @@
 import bs58 from 'bs58';
 import { SIGNATURE_FEE_LAMPORTS } from '../engine/tip-tx';
 import type { StoredAttempt, StoredTx } from '../store/records';
-import { tipStillLive } from '../track/judge';
+import { tipStillLive } from '../chain/tip-life';
 
 /**
  * The pure arithmetic of a tipper's funds: which attempts may still take from a tipper after a balance read, and

@@ -2,7 +2,7 @@ import type { Keypair } from '@solana/web3.js';
 import { RelayError, relayErrorJson, type ErrorBody, type TipperStatus } from '@solrelay/core';
 import type { RelayContext } from '../context';
 import { TipSigner } from '../engine/tip-tx';
-import type { StoredAttempt } from '../store/records';
+import type { StoredAttempt, StoredTx } from '../store/records';
 import { availableOf, describeShortfall, tipCost, tipperLoads, tipperOf } from './tipper-funds';
 
 /** A balance read of one tipper: lamports at `confirmed`, and the slot the answer describes. */
@@ -135,14 +135,18 @@ export class TipperPool {
    * Balance reads (a reading describing an older slot than the last one is ignored: behind a load balancer a
    * lagging node answers from the past). Then what every tipper has reserved is counted again from the records.
    */
-  setBalances(readings: readonly TipperReading[]): void {
+  async setBalances(readings: readonly TipperReading[]): Promise<void> {
+    // Reservations already journaled are counted from the records (read at this same moment); those still being
+    // built stay counted as live.
+    const journaled = [...this.live].filter((l) => l.journaled);
+    const records = await this.ctx.store.all();
     for (const reading of readings) {
       const t = this.byKey.get(reading.pubkey);
       if (!t || reading.contextSlot < t.readSlot) continue;
       t.balance = reading.lamports;
       t.readSlot = reading.contextSlot;
     }
-    this.rescan();
+    this.rescan(records, journaled);
     for (const t of this.tippers) {
       if (t.balance === null) continue;
       const available = availableOf(t.balance, this.reservedOf(t));
@@ -307,17 +311,17 @@ export class TipperPool {
   }
 
   /** Count again, from the records, what every tipper's attempts may still take after its last read. */
-  private rescan(): void {
+  private rescan(records: readonly StoredTx[], journaled: readonly Live[]): void {
     const readSlots = new Map(this.tippers.map((t) => [t.pubkey, t.readSlot]));
-    const loads = tipperLoads(this.ctx.state.records.values(), readSlots, this.ctx.chain);
+    const loads = tipperLoads(records, readSlots, this.ctx.chain);
     for (const t of this.tippers) {
       const load = loads.get(t.pubkey);
       t.reserved = load?.reserved ?? 0;
       t.inFlight = load?.inFlight ?? 0;
     }
-    // Journaled reservations are in the records now (the journal applies a change before it resolves): the scan
-    // counted them. The others are still being built.
-    for (const l of this.live) if (l.journaled) this.drop(l);
+    // Journaled reservations are in the records (the store applies a change before it resolves): the scan counted
+    // them. The others are still being built.
+    for (const l of journaled) this.drop(l);
   }
 
   private drop(live: Live): boolean {

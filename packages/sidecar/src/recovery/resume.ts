@@ -1,6 +1,6 @@
-import { isTerminalTxState } from '@solrelay/core';
 import type { RelayContext } from '../context';
 import type { BypassDecider } from '../deciders/bypass';
+import { lifecycleEntry } from '../events/announce';
 import type { Packer } from '../send/packer';
 import type { SendQueue } from '../send/queue';
 import { inFlight } from '../store/queries';
@@ -18,14 +18,13 @@ export class Recovery {
    * Resend what was journaled but not acknowledged before a restart (the same bytes), resume tracking, and write
    * again the lifecycle entries the crash lost.
    */
-  resumeAfterRestart(): { resent: number; tracked: number; relogged: number } {
-    const relogged = this.relogLostLifecycleEntries();
+  async resumeAfterRestart(): Promise<{ resent: number; tracked: number; relogged: number }> {
+    const relogged = await this.relogLostLifecycleEntries();
     let resent = 0;
     let tracked = 0;
     // Passengers of a pack still in flight wait for it, held, rather than go out alone beside it.
-    const held = this.packer.adoptAfterRestart();
-    for (const tx of this.ctx.state.records.values()) {
-      if (isTerminalTxState(tx.state)) continue;
+    const held = await this.packer.adoptAfterRestart();
+    for (const tx of await this.ctx.store.live()) {
       const flying = inFlight(tx);
       if (held.has(tx.tx_id)) {
         tracked++;
@@ -49,11 +48,11 @@ export class Recovery {
    * it. A bundle missing from a partial index is only re-logged when it is newer than the oldest indexed one (older
    * ones were evicted, not lost).
    */
-  private relogLostLifecycleEntries(): number {
+  private async relogLostLifecycleEntries(): Promise<number> {
     const log = this.ctx.o.lifecycle;
     const oldest = log.indexesWholeFile ? undefined : log.oldest();
     let relogged = 0;
-    for (const tx of this.ctx.state.records.values()) {
+    for (const tx of await this.ctx.store.all()) {
       for (const attempt of tx.attempts) {
         if (attempt.stage === 'journaled') continue; // not submitted yet: no entry is due
         const logged = log.get(attempt.bundle_id);
@@ -62,7 +61,7 @@ export class Recovery {
         } else if (!log.indexesWholeFile) {
           if (!oldest || (attempt.slot_submitted ?? attempt.created_slot) < oldest.slot_submitted) continue;
         }
-        this.ctx.announce.appendLifecycle(tx, attempt);
+        this.ctx.announce.appendLifecycle(lifecycleEntry(tx, attempt));
         relogged++;
       }
     }

@@ -1,7 +1,7 @@
 import { choosePassengers, deriveBundleId, isTerminalTxState, type PackCandidate } from '@solrelay/core';
 import type { RelayContext } from '../context';
 import { inFlight } from '../store/queries';
-import { diagnoseUserTransactions } from '../track/diagnose';
+import { diagnoseUserTransactions } from '../upstream/diagnose';
 import { attemptKey, type StoredAttempt, type StoredTx } from '../store/records';
 import { isWritableIndex, parseTransaction } from '../wire/transaction';
 import type { SendJob, SendQueue } from './queue';
@@ -122,28 +122,37 @@ export class Packer {
     if (this.excluded.has(tx.tx_id) || (attempt.passengers?.length ?? 0) > 0) return attempt;
     const lead = lockProfile(tx.wires);
     if (!lead || lead.lookups || lead.transactions >= this.maxTransactions) return attempt;
-    const jobs = this.queue.takeReady((job) => this.mayRide(job, attempt.tip_lamports), CANDIDATES_PER_PACK);
+    // The records of the jobs that might ride, read first; then the best of those that may are taken from the queue.
+    const ready = this.queue.peekReady((job) => this.mayRideAtAll(job));
+    const records = await this.recordsOf(ready);
+    const jobs = this.queue.takeReady(
+      (job) => this.mayRide(job, records.get(job.txId), attempt.tip_lamports),
+      CANDIDATES_PER_PACK,
+    );
     if (jobs.length === 0) return attempt;
     let chosen: SendJob[];
     try {
       const candidates: Array<PackCandidate<SendJob>> = [];
       for (const job of jobs) {
-        const record = this.ctx.state.records.get(job.txId);
+        const record = records.get(job.txId);
         const profile = record?.wires ? lockProfile(record.wires) : null;
         if (profile) candidates.push({ item: job, ...profile });
       }
-      const passing = await this.simulateAll(tx, candidates);
+      const passing = await this.simulateAll(tx, candidates, records);
       // The simulations took time: a candidate may have landed, expired or been retired meanwhile.
-      const still = passing?.filter((c) => this.mayRide(c.item, attempt.tip_lamports)) ?? [];
+      const now = await this.recordsOf(passing?.map((c) => c.item) ?? []);
+      for (const [id, record] of now) records.set(id, record);
+      const still =
+        passing?.filter((c) => this.mayRide(c.item, now.get(c.item.txId), attempt.tip_lamports)) ?? [];
       chosen = choosePassengers(lead, still, this.maxTransactions);
     } catch (error) {
       this.ctx.o.log.debug({ err: error, tx_id: tx.tx_id }, 'packing skipped');
       chosen = [];
     }
     // Whatever does not ride goes back to the queue as it was (if it still waits).
-    for (const job of jobs) if (!chosen.includes(job)) this.requeueIfWaiting(job);
+    for (const job of jobs) if (!chosen.includes(job)) void this.requeueIfWaiting(job);
     if (chosen.length === 0) return attempt;
-    const riders = chosen.map((job) => this.ctx.state.records.get(job.txId) as StoredTx);
+    const riders = chosen.map((job) => records.get(job.txId) as StoredTx);
     const passengers = riders.map((r) => ({ tx_id: r.tx_id, signatures: [...r.signatures] }));
     const passengerWires = riders.flatMap((r) => r.wires ?? []);
     const bundleSignatures = [
@@ -160,21 +169,25 @@ export class Packer {
       landedAt: null,
     });
     this.arm();
+    let packed: StoredTx;
     try {
-      await this.ctx.store.update({
-        id: tx.tx_id,
-        attempts: [
-          {
-            n: attempt.attempt,
-            set: {
-              bundle_id: bundleId,
-              bundle_signatures: bundleSignatures,
-              passengers,
-              passenger_wires: passengerWires,
+      packed = await this.ctx.store.transition(
+        tx.tx_id,
+        { attempt: { n: attempt.attempt, stage: 'journaled', bundleId: attempt.bundle_id } },
+        {
+          attempts: [
+            {
+              n: attempt.attempt,
+              set: {
+                bundle_id: bundleId,
+                bundle_signatures: bundleSignatures,
+                passengers,
+                passenger_wires: passengerWires,
+              },
             },
-          },
-        ],
-      });
+          ],
+        },
+      );
     } catch (error) {
       this.release(tx.tx_id, attempt.attempt);
       throw error;
@@ -187,9 +200,20 @@ export class Packer {
       { tx_id: tx.tx_id, bundle_id: bundleId, passengers: passengers.map((p) => p.tx_id) },
       'bundle packed',
     );
-    return (
-      this.ctx.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt
-    );
+    return packed.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
+  }
+
+  /** The records of `jobs`' transactions, by id (those still stored). */
+  private async recordsOf(jobs: readonly SendJob[]): Promise<Map<string, StoredTx>> {
+    const records = new Map<string, StoredTx>();
+    const found = await Promise.all(jobs.map((job) => this.ctx.store.get(job.txId)));
+    for (const record of found) if (record) records.set(record.tx_id, record);
+    return records;
+  }
+
+  /** What a job's own facts allow before its record is read: not excluded, a first send of this process. */
+  private mayRideAtAll(job: SendJob): boolean {
+    return !this.excluded.has(job.txId) && this.isUnsent(job.txId, job.attempt);
   }
 
   /**
@@ -197,9 +221,8 @@ export class Packer {
    * no higher (it would bid less than it chose), no durable nonce (it can advance under it), accepted recently (its
    * blockhash is young) and not near its deadline.
    */
-  private mayRide(job: SendJob, leadTip: number): boolean {
-    if (this.excluded.has(job.txId) || !this.isUnsent(job.txId, job.attempt)) return false;
-    const record = this.ctx.state.records.get(job.txId);
+  private mayRide(job: SendJob, record: StoredTx | undefined, leadTip: number): boolean {
+    if (!this.mayRideAtAll(job)) return false;
     if (!record || record.state !== 'pending' || record.tip === 'included' || !record.wires) return false;
     if (record.nonce_accounts.some((n) => n !== null)) return false;
     const flying = inFlight(record);
@@ -224,7 +247,7 @@ export class Packer {
    */
   async faultOf(attempt: StoredAttempt): Promise<{ txId: string; detail: string } | null> {
     for (const p of attempt.passengers ?? []) {
-      const rider = this.ctx.state.records.get(p.tx_id);
+      const rider = await this.ctx.store.get(p.tx_id);
       if (!rider || !rider.wires || rider.state !== 'pending')
         return { txId: p.tx_id, detail: `it is ${rider ? rider.state : 'gone'}` };
       try {
@@ -251,6 +274,7 @@ export class Packer {
   private async simulateAll(
     lead: StoredTx,
     candidates: Array<PackCandidate<SendJob>>,
+    records: ReadonlyMap<string, StoredTx>,
   ): Promise<Array<PackCandidate<SendJob>> | null> {
     const wiresOf = (t: StoredTx) => (t.wires ?? []).map((w) => Buffer.from(w, 'base64'));
     const runs = async (wires: Buffer[]) => {
@@ -260,7 +284,7 @@ export class Packer {
     const [leadOk, ...results] = await Promise.all([
       runs(wiresOf(lead)),
       ...candidates.map((c) => {
-        const record = this.ctx.state.records.get(c.item.txId);
+        const record = records.get(c.item.txId);
         return record ? runs(wiresOf(record)).catch(() => false) : Promise.resolve(false);
       }),
     ]);
@@ -273,25 +297,25 @@ export class Packer {
     const group = this.held.get(attemptKey(leadTxId, leadAttempt));
     if (!group) return;
     this.held.delete(attemptKey(leadTxId, leadAttempt));
-    for (const job of group.jobs) this.requeueIfWaiting(job);
+    for (const job of group.jobs) void this.requeueIfWaiting(job);
   }
 
   /**
    * After a restart: a journaled or submitted pack still carries its passengers. They are held again rather than
    * sent alone beside it. Returns the transactions held.
    */
-  adoptAfterRestart(): Set<string> {
+  async adoptAfterRestart(): Promise<Set<string>> {
     const heldIds = new Set<string>();
-    for (const tx of this.ctx.state.records.values()) {
+    for (const tx of await this.ctx.store.live()) {
       const flying = inFlight(tx);
       if (!flying?.passengers?.length) continue;
       const jobs: SendJob[] = [];
       for (const p of flying.passengers) {
-        const rider = this.ctx.state.records.get(p.tx_id);
+        const rider = await this.ctx.store.get(p.tx_id);
         const own = rider ? inFlight(rider) : null;
         if (!rider || !own) continue;
         const job = this.queue.jobFor(rider, own.attempt);
-        if (!this.ownAttemptWaiting(job)) continue;
+        if (!ownAttemptWaiting(rider, job)) continue;
         jobs.push(job);
         this.rode(rider.tx_id, flying.bundle_id);
         heldIds.add(rider.tx_id);
@@ -313,20 +337,9 @@ export class Packer {
     this.timer = null;
   }
 
-  /** Whether a held passenger's own attempt is still journaled, unsent (its transaction still waiting on it). */
-  private ownAttemptWaiting(job: SendJob): boolean {
-    const record = this.ctx.state.records.get(job.txId);
-    const own = record ? inFlight(record) : null;
-    return (
-      !!record &&
-      !isTerminalTxState(record.state) &&
-      own?.attempt === job.attempt &&
-      own.stage === 'journaled'
-    );
-  }
-
-  private requeueIfWaiting(job: SendJob): void {
-    if (this.ownAttemptWaiting(job)) this.queue.push({ ...job, notBefore: this.ctx.now() });
+  private async requeueIfWaiting(job: SendJob): Promise<void> {
+    const record = await this.ctx.store.get(job.txId);
+    if (ownAttemptWaiting(record, job)) this.queue.push({ ...job, notBefore: this.ctx.now() });
   }
 
   /**
@@ -339,22 +352,43 @@ export class Packer {
     if (this.timer) return;
     this.timer = setInterval(() => {
       if (this.ctx.closed) return this.close();
-      const now = this.ctx.now();
-      for (const group of [...this.held.values()]) {
-        const lead = this.ctx.state.records.get(group.leadTxId);
-        const carrier = lead?.attempts.find((a) => a.attempt === group.leadAttempt);
-        if (carrier && (carrier.stage === 'journaled' || carrier.stage === 'submitted')) continue;
-        if (carrier && LANDED_STAGES.has(carrier.stage)) {
-          group.landedAt ??= now;
-          const waiting = group.jobs.some((job) => this.ownAttemptWaiting(job));
-          if (waiting && now - group.landedAt < LANDED_HOLD_MS) continue;
-        }
-        this.release(group.leadTxId, group.leadAttempt);
-      }
-      if (this.held.size === 0) this.close();
+      if (this.checking) return;
+      this.checking = true;
+      void this.checkHeld()
+        .catch((error: unknown) => this.ctx.o.log.debug({ err: error }, 'held passengers check failed'))
+        .finally(() => {
+          this.checking = false;
+        });
     }, HOLD_CHECK_MS);
     this.timer.unref();
   }
+
+  private checking = false;
+
+  private async checkHeld(): Promise<void> {
+    const now = this.ctx.now();
+    for (const group of [...this.held.values()]) {
+      const lead = await this.ctx.store.get(group.leadTxId);
+      const carrier = lead?.attempts.find((a) => a.attempt === group.leadAttempt);
+      if (carrier && (carrier.stage === 'journaled' || carrier.stage === 'submitted')) continue;
+      if (carrier && LANDED_STAGES.has(carrier.stage)) {
+        group.landedAt ??= now;
+        const riders = await Promise.all(group.jobs.map((job) => this.ctx.store.get(job.txId)));
+        const waiting = group.jobs.some((job, i) => ownAttemptWaiting(riders[i], job));
+        if (waiting && now - group.landedAt < LANDED_HOLD_MS) continue;
+      }
+      this.release(group.leadTxId, group.leadAttempt);
+    }
+    if (this.held.size === 0) this.close();
+  }
+}
+
+/** Whether a held passenger's own attempt is still journaled, unsent (its transaction still waiting on it). */
+function ownAttemptWaiting(record: StoredTx | undefined, job: SendJob): boolean {
+  const own = record ? inFlight(record) : null;
+  return (
+    !!record && !isTerminalTxState(record.state) && own?.attempt === job.attempt && own.stage === 'journaled'
+  );
 }
 
 /** What a transaction list locks (static keys), for packing; null when a wire does not parse. */

@@ -1,4 +1,4 @@
-import { chooseRegion, effectivePriority, type Policy } from '@solrelay/core';
+import { PRIORITY_RANK, chooseRegion, effectivePriority, type Policy } from '@solrelay/core';
 import type { StoredTx } from '../store/records';
 import { TokenBucket } from '../util/rate';
 
@@ -10,21 +10,12 @@ export interface SendJob {
   notBefore: number;
 }
 
-export const PRIORITY_RANK = { high: 0, normal: 1, low: 2 } as const;
-
 /** The send order: priority, then the nearest deadline, then the earliest ready. */
 function byValue(x: SendJob, y: SendJob): number {
   return x.priority - y.priority || x.deadline - y.deadline || x.notBefore - y.notBefore;
 }
 /** Bundles on the wire to the engine at once (the token bucket still sets the rate). */
 export const MAX_CONCURRENT_SENDS = 16;
-/**
- * Share of a region's budget relay spends. The engine counts requests as they arrive and relay as they leave: two
- * sends a second apart can arrive less than a second apart, and the 429 that follows costs that region a second. A
- * 10 % margin keeps relay's own sends from being refused (the end-to-end benchmark measured 7–30 % of them refused
- * at the full budget).
- */
-export const SEND_PACING = 0.9;
 
 /** Longest a region cools, whatever it asked. */
 export const MAX_COOL_MS = 30_000;
@@ -38,7 +29,7 @@ export interface SendQueueDeps {
   policy: () => Policy;
   /** Send budget per second of each region (a token bucket per region, burst of at least one). */
   ratePerSecond: number;
-  /** Share of each region's budget to spend (default 1; relay uses {@link SEND_PACING}). */
+  /** Share of each region's budget to spend (default 1; relay uses SEND_PACING of upstream/engine-regions). */
   pacing?: number;
   /** Regional engines to spend budgets of (default 1). */
   regions?: number;
@@ -158,6 +149,12 @@ export class SendQueue {
    * Take out up to `max` jobs ready now that `accept` takes, most valuable first (the order tokens go in): the
    * packer's candidates. The caller pushes back what it does not use.
    */
+  /** The jobs ready now that `accept` takes, best first, left in the queue. */
+  peekReady(accept: (job: SendJob) => boolean): SendJob[] {
+    const now = this.d.now();
+    return this.jobs.filter((j) => j.notBefore <= now && accept(j));
+  }
+
   takeReady(accept: (job: SendJob) => boolean, max: number): SendJob[] {
     const now = this.d.now();
     const taken = this.jobs

@@ -34,7 +34,7 @@ export class Sender {
   async sendOne(job: SendJob, region: number): Promise<void> {
     // Under the lock: is this attempt still to be sent, and with which bytes?
     const wires = await this.ctx.locks.run(job.txId, async () => {
-      const tx = this.ctx.state.records.get(job.txId);
+      const tx = await this.ctx.store.get(job.txId);
       const journaled = tx?.attempts.find((a) => a.attempt === job.attempt);
       if (!tx || !journaled || journaled.stage !== 'journaled' || isTerminalTxState(tx.state)) return null;
       // Timing is checked again as the bundle goes out: a tip that aged in the queue is signed again first, and
@@ -82,7 +82,7 @@ export class Sender {
   }
 
   private async recordSendResult(job: SendJob, region: number, result: SendBundleResult): Promise<void> {
-    const tx = this.ctx.state.records.get(job.txId);
+    const tx = await this.ctx.store.get(job.txId);
     const attempt = tx?.attempts.find((a) => a.attempt === job.attempt);
     if (!tx || !attempt || attempt.stage !== 'journaled' || isTerminalTxState(tx.state)) return;
     if (!result.ok && result.kind === 'transport') {
@@ -90,17 +90,20 @@ export class Sender {
       this.ctx.lastErrors.engine = result.message;
       this.ctx.o.metrics.transportErrors.inc({ status: String(result.status ?? 'unknown') });
       const sendErrors = attempt.send_errors + 1;
-      await this.ctx.store.update({
-        id: tx.tx_id,
-        set: {
-          last_error: relayErrorJson('RELAY_E_UPSTREAM_UNREACHABLE', {
-            upstream: 'block engine',
-            reason: result.message,
-            status: result.status,
-          }),
+      await this.ctx.store.transition(
+        tx.tx_id,
+        { attempt: { n: attempt.attempt, stage: 'journaled' } },
+        {
+          set: {
+            last_error: relayErrorJson('RELAY_E_UPSTREAM_UNREACHABLE', {
+              upstream: 'block engine',
+              reason: result.message,
+              status: result.status,
+            }),
+          },
+          attempts: [{ n: attempt.attempt, set: { send_errors: sendErrors } }],
         },
-        attempts: [{ n: attempt.attempt, set: { send_errors: sendErrors } }],
-      });
+      );
       // The same bytes go out again as soon as a region can take them (the one that failed cools: sendOne).
       this.queue.queueSend(tx, attempt.attempt);
       return;

@@ -1,6 +1,5 @@
 import type { RelayContext } from '../context';
 import { inFlight } from '../store/queries';
-import type { StoredTx } from '../store/records';
 import type { Settler } from './settle';
 
 /** A history answer counts as proof only from a node at most this many slots behind relay's stream. */
@@ -21,7 +20,7 @@ export class Expiry {
   async checkExpiry(): Promise<void> {
     // The finalized block height, read once per pass and only when something waits for proof.
     let finalizedHeight: number | null | undefined;
-    for (const tx of [...this.ctx.state.records.values()]) {
+    for (const tx of await this.ctx.store.live()) {
       if (tx.state !== 'pending' && tx.state !== 'submitted') continue;
       const pastExpiry = this.ctx.chain.slot > tx.expires_at_slot;
       if (!tx.stopped && !pastExpiry) continue;
@@ -30,12 +29,12 @@ export class Expiry {
         finalizedHeight = await this.ctx.o.rpc.getBlockHeight('finalized').catch(() => null);
       const dead = await this.ctx.blockhashes.provablyDead(tx, finalizedHeight);
       await this.ctx.locks.run(tx.tx_id, async () => {
-        const current = this.ctx.state.records.get(tx.tx_id);
+        const current = await this.ctx.store.get(tx.tx_id);
         if (!current || (current.state !== 'pending' && current.state !== 'submitted')) return;
         if (!dead) {
           // No further attempt after the expiry slot; the transaction waits for proof one way or the other.
           if (!current.stopped && this.ctx.chain.slot > current.expires_at_slot && !inFlight(current)) {
-            await this.ctx.store.update({ id: current.tx_id, set: { stopped: true } });
+            await this.settle.stop(current.tx_id, { state: current.state });
           }
           return;
         }
@@ -56,8 +55,7 @@ export class Expiry {
             });
           }
         }
-        const latest = this.ctx.state.records.get(tx.tx_id) as StoredTx;
-        await this.settle.moveTo(latest, 'expired', this.ctx.chain.slot, this.ctx.now(), {});
+        await this.settle.moveTo(current, 'expired', this.ctx.chain.slot, this.ctx.now(), {});
       });
     }
   }

@@ -9,7 +9,9 @@ import {
   type TxState,
 } from '@solrelay/core';
 import type { RelayContext } from '../context';
+import { lifecycleEntry, statusEvent } from '../events/announce';
 import type { StoredAttempt, StoredTx } from '../store/records';
+import type { TxEvent } from '../store/store';
 import { SettleSignals } from './signals';
 
 /** The bundle-engine window an attempt sent now can land in: its first slot (null if unknown) and its last. */
@@ -19,11 +21,13 @@ export interface TargetWindow {
 }
 
 /**
- * Settlement: the only writer of transaction state transitions (and of bundle stages that go with them). Each
- * change is journaled (fsync) before it is announced (`tx_status_changed`, `bundle_settled`, lifecycle entries).
- * It never calls a decider: what a decider may act on is emitted on `signals`.
+ * Settlement: the only writer of transaction state transitions (and of bundle stages that go with them). Each is
+ * one compare-and-set transition of the store that carries what it causes (`tx_status_changed`, `bundle_settled`,
+ * lifecycle entries): the store publishes them once the change is durable. It never calls a decider: what a
+ * decider may act on is emitted on `signals`.
  *
- * Callers hold the transaction's lock.
+ * Callers hold the transaction's lock. Every method reads the transaction afresh from the store: a record the
+ * caller holds is a snapshot that may be a change behind.
  */
 /** The commitments timed from enqueue in `relay_time_to_commitment_seconds`. */
 const TIMED_COMMITMENTS: ReadonlySet<TxState> = new Set(['processed', 'confirmed', 'finalized']);
@@ -37,49 +41,67 @@ export class Settler {
     return txTransitionPath(from, to).map((state) => ({ state, slot, ts }));
   }
 
+  /** The record and one of its attempts as the store has them now (null when either is gone). */
+  private async fresh(
+    txId: string,
+    n?: number,
+  ): Promise<{ tx: StoredTx; attempt: StoredAttempt | null } | null> {
+    const tx = await this.ctx.store.get(txId);
+    if (!tx) return null;
+    if (n === undefined) return { tx, attempt: null };
+    const attempt = tx.attempts.find((a) => a.attempt === n);
+    return attempt ? { tx, attempt } : null;
+  }
+
   /**
    * The engine took an attempt (answered with its bundle id, or said it already processed it): the bundle is
    * `submitted` with its target window, and a pending transaction moves to `submitted`.
    */
   async markSubmitted(
-    tx: StoredTx,
-    attempt: StoredAttempt,
+    given: StoredTx,
+    givenAttempt: StoredAttempt,
     targetWindow: (slot: number) => TargetWindow,
   ): Promise<void> {
+    const found = await this.fresh(given.tx_id, givenAttempt.attempt);
+    if (!found?.attempt) return;
+    const { tx, attempt } = found;
     const now = this.ctx.now();
     const slot = this.ctx.chain.slot;
     const target = targetWindow(slot);
     const timeline = { ...attempt.timeline, submitted: { slot, ts: now } };
     const moves = tx.state === 'pending' ? this.path(tx.state, 'submitted', slot, now) : [];
-    await this.ctx.store.update({
-      id: tx.tx_id,
-      ...(moves.length ? { set: { state: 'submitted' as TxState }, history: moves } : {}),
-      attempts: [
-        {
-          n: attempt.attempt,
-          set: {
-            stage: 'submitted',
-            slot_submitted: slot,
-            target_slot: target.slot,
-            window_end_slot: target.end,
-            timeline,
-          },
-        },
-      ],
-    });
-    this.ctx.announce.appendLifecycle(tx, attempt);
+    const set: Partial<StoredAttempt> = {
+      stage: 'submitted',
+      slot_submitted: slot,
+      target_slot: target.slot,
+      window_end_slot: target.end,
+      timeline,
+    };
+    const after = moves.length ? { ...tx, state: 'submitted' as TxState } : tx;
+    const events: TxEvent[] = [{ kind: 'lifecycle', entry: lifecycleEntry(after, { ...attempt, ...set }) }];
+    if (moves.length) events.push(statusEvent(after, attempt.bundle_id, now));
+    await this.ctx.store.transition(
+      tx.tx_id,
+      { state: tx.state, attempt: { n: attempt.attempt, stage: attempt.stage } },
+      {
+        ...(moves.length ? { set: { state: 'submitted' as TxState }, history: moves } : {}),
+        attempts: [{ n: attempt.attempt, set }],
+        events,
+      },
+    );
     for (const _ of moves) this.ctx.o.metrics.transitions.inc({ state: 'submitted' });
-    if (moves.length) this.ctx.announce.publishStatus(tx, attempt.bundle_id);
   }
 
-  /** A tip transaction landed without its bundle (an uncled block broke the bundle up): the tip leaked. */
   /** A tip landed without its bundle: counted, logged and recorded once (`afterEnd`: after the transaction ended). */
   async markLeaked(
-    tx: StoredTx,
-    attempt: StoredAttempt,
+    given: StoredTx,
+    givenAttempt: StoredAttempt,
     slot: number,
     options: { afterEnd?: boolean } = {},
   ): Promise<void> {
+    const found = await this.fresh(given.tx_id, givenAttempt.attempt);
+    if (!found?.attempt) return;
+    const { tx, attempt } = found;
     this.ctx.o.metrics.tipsLeaked.inc(attempt.tip_lamports);
     this.ctx.o.log.warn(
       {
@@ -90,16 +112,24 @@ export class Settler {
       },
       'tip landed without its bundle (leaked)',
     );
-    // The tip was paid: it stays counted against spend-limit even if the attempt was settled before.
-    await this.ctx.store.update({
-      id: tx.tx_id,
-      attempts: [{ n: attempt.attempt, set: { leaked: true, slot_landed: slot, released: false } }],
-    });
+    // The tip was paid: it stays counted against spend-limit even if the attempt was settled before. An attempt
+    // that had already ended gets its audit entry again, now leaked (one still open gets it when it settles).
+    const set: Partial<StoredAttempt> = { leaked: true, slot_landed: slot, released: false };
+    await this.ctx.store.transition(
+      tx.tx_id,
+      { attempt: { n: attempt.attempt, stage: attempt.stage } },
+      {
+        attempts: [{ n: attempt.attempt, set }],
+        events: attempt.outcome
+          ? [{ kind: 'lifecycle', entry: lifecycleEntry(tx, { ...attempt, ...set }) }]
+          : [],
+      },
+    );
   }
 
   /** Move a transaction forward (emitting every skipped state in order) and its landed attempt's bundle stage. */
   async moveTo(
-    tx: StoredTx,
+    given: StoredTx,
     to: TxState,
     slot: number,
     now: number,
@@ -112,14 +142,19 @@ export class Settler {
       inDoubt?: readonly StoredAttempt[];
     },
   ): Promise<void> {
+    const found = await this.fresh(given.tx_id);
+    if (!found) return;
+    const tx = found.tx;
     const moves = this.path(tx.state, to, slot, now);
     // Commitments this transaction reaches for the first time (a re-landing after a fork is not timed again).
     const firstReached = new Set(
       moves.map((m) => m.state).filter((state) => !tx.history.some((h) => h.state === state)),
     );
-    const attempt = extra.attempt ?? null;
+    const attempt = extra.attempt
+      ? (tx.attempts.find((a) => a.attempt === extra.attempt?.attempt) ?? null)
+      : null;
     const seenBefore = { landed: !!attempt?.timeline.landed, confirmed: !!attempt?.timeline.confirmed };
-    const attemptChanges: Array<{ n: number; set: Partial<StoredAttempt> }> = [];
+    let attemptSet: Partial<StoredAttempt> | null = null;
     const stageChanges: BundleStage[] = [];
     if (attempt && !attempt.leaked) {
       const target = to as BundleStage;
@@ -139,33 +174,41 @@ export class Settler {
           };
       }
       if (stageChanges.length > 0) {
-        attemptChanges.push({
-          n: attempt.attempt,
-          set: {
-            stage: target,
-            timeline,
-            ...(extra.landedSlot !== undefined ? { slot_landed: extra.landedSlot } : {}),
-            ...(resurrected
-              ? { outcome: null, released: false, timeline: { ...timeline, failed: null } }
-              : {}),
-          },
-        });
+        attemptSet = {
+          stage: target,
+          timeline,
+          ...(extra.landedSlot !== undefined ? { slot_landed: extra.landedSlot } : {}),
+          ...(resurrected ? { outcome: null, released: false, timeline: { ...timeline, failed: null } } : {}),
+        };
       }
     }
-    if (moves.length === 0 && attemptChanges.length === 0) return;
+    if (moves.length === 0 && attemptSet === null) return;
     const terminal = isTerminalTxState(to);
-    await this.ctx.store.update({
-      id: tx.tx_id,
-      set: {
-        state: to,
-        ...(extra.failure ? { failure: extra.failure } : {}),
-        ...(extra.landedSlot !== undefined ? { landed_slot: extra.landedSlot } : {}),
-        ...(to === 'finalized' || to === 'failed' || to === 'expired' ? { stopped: true } : {}),
+    const set: Partial<StoredTx> = {
+      state: to,
+      ...(extra.failure ? { failure: extra.failure } : {}),
+      ...(extra.landedSlot !== undefined ? { landed_slot: extra.landedSlot } : {}),
+      ...(to === 'finalized' || to === 'failed' || to === 'expired' ? { stopped: true } : {}),
+    };
+    const events: TxEvent[] = moves.map((m) =>
+      statusEvent({ ...tx, ...set, state: m.state }, extra.bundleId ?? null, now),
+    );
+    const after = attempt && attemptSet ? { ...attempt, ...attemptSet } : null;
+    if (after) {
+      events.push({ kind: 'lifecycle', entry: lifecycleEntry({ ...tx, ...set }, after) });
+      if (after.stage === 'finalized') events.push(this.bundleSettled(tx, after, null, tx.retries, now));
+    }
+    const next = await this.ctx.store.transition(
+      tx.tx_id,
+      { state: tx.state, ...(attempt ? { attempt: { n: attempt.attempt, stage: attempt.stage } } : {}) },
+      {
+        set,
+        history: moves,
+        ...(attempt && attemptSet ? { attempts: [{ n: attempt.attempt, set: attemptSet }] } : {}),
+        ...(terminal && to !== 'finalized' ? { evicted: to } : {}),
+        events,
       },
-      history: moves,
-      ...(attemptChanges.length ? { attempts: attemptChanges } : {}),
-      ...(terminal && to !== 'finalized' ? { evicted: to } : {}),
-    });
+    );
     for (const m of moves) {
       this.ctx.o.metrics.transitions.inc({ state: m.state });
       if (firstReached.has(m.state) && TIMED_COMMITMENTS.has(m.state))
@@ -173,39 +216,25 @@ export class Settler {
           { commitment: m.state },
           Math.max(0, m.ts - tx.enqueued_at) / 1000,
         );
-      this.ctx.announce.publishStatus({ ...tx, state: m.state }, extra.bundleId ?? null);
     }
     if (terminal && to !== 'finalized') this.ctx.o.metrics.evicted.inc({ reason: to });
-    if (attempt && stageChanges.length > 0) {
-      const fresh =
-        this.ctx.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
-      this.ctx.announce.appendLifecycle(tx, fresh);
+    if (after && stageChanges.length > 0) {
       // An attempt resurrected after its block left the chain passes these stages again: count each once. A tip is
       // paid once its bundle is confirmed (a processed block can still be orphaned); the oracle takes it as soon as
       // it lands, for freshness.
-      if (stageChanges.includes('landed') && !seenBefore.landed && fresh.tip_lamports > 0)
-        this.ctx.o.oracle.ingestLandedTip(fresh.tip_lamports, now);
+      if (stageChanges.includes('landed') && !seenBefore.landed && after.tip_lamports > 0)
+        this.ctx.o.oracle.ingestLandedTip(after.tip_lamports, now);
       if (stageChanges.includes('confirmed') && !seenBefore.confirmed)
-        this.ctx.o.metrics.tipsPaid.inc(fresh.tip_lamports);
-      if (fresh.stage === 'finalized') {
-        this.ctx.o.hub.publish('bundle_settled', {
-          bundle_id: fresh.bundle_id,
-          stage: 'finalized',
-          failure_type: null,
-          tx_id: tx.tx_id,
-          tip_lamports: fresh.tip_lamports,
-          retries: tx.retries,
-          ts: now,
-        });
-      }
+        this.ctx.o.metrics.tipsPaid.inc(after.tip_lamports);
     }
     // Once the user transactions landed, no other attempt of this transaction can: settle the rest.
     if (extra.landedSlot !== undefined) {
-      for (const other of tx.attempts) {
-        if (other === attempt || other.outcome || other.stage === 'failed') continue;
-        if (extra.inDoubt?.includes(other)) continue;
+      const doubted = new Set((extra.inDoubt ?? []).map((a) => a.attempt));
+      for (const other of next.attempts) {
+        if (other.attempt === attempt?.attempt || other.outcome || other.stage === 'failed') continue;
+        if (doubted.has(other.attempt)) continue;
         if (other.stage === 'journaled' || other.stage === 'submitted') {
-          await this.settleFailed(tx, other, 'dropped', {
+          await this.settleFailed(next, other, 'dropped', {
             countRetry: false,
             detail: 'the user transactions landed (another attempt, or a bundle they rode in)',
             final: false,
@@ -215,17 +244,42 @@ export class Settler {
     }
   }
 
+  private bundleSettled(
+    tx: StoredTx,
+    attempt: StoredAttempt,
+    failure: AttemptOutcome | null,
+    retries: number,
+    ts: number,
+  ): TxEvent {
+    return {
+      kind: 'bundle_settled',
+      data: {
+        bundle_id: attempt.bundle_id,
+        stage: failure ? 'failed' : 'finalized',
+        failure_type: failure,
+        tx_id: tx.tx_id,
+        tip_lamports: attempt.tip_lamports,
+        retries,
+        ts,
+      },
+    };
+  }
+
   /**
    * An attempt ended without landing. Releases its spend reservation, records the bundle's failed stage, tells the
    * agent (`bundle_settled`), then either re-pends the transaction for another attempt or, for a non-retryable
    * outcome, fails it.
    */
   async settleFailed(
-    tx: StoredTx,
-    attempt: StoredAttempt,
+    given: StoredTx,
+    givenAttempt: StoredAttempt,
     outcome: AttemptOutcome,
     options: { countRetry: boolean; detail: string; stop?: boolean; final?: boolean },
   ): Promise<void> {
+    const found = await this.fresh(given.tx_id, givenAttempt.attempt);
+    // Settled already (the caller's record was a change behind): nothing more to settle.
+    if (!found?.attempt || found.attempt.outcome || found.attempt.stage === 'failed') return;
+    const { tx, attempt } = found;
     const now = this.ctx.now();
     const slot = this.ctx.chain.slot;
     const policy = this.ctx.o.policy();
@@ -241,69 +295,79 @@ export class Settler {
       : backToPending && tx.state !== 'pending'
         ? this.path(tx.state, 'pending', slot, now)
         : [];
-    await this.ctx.store.update({
-      id: tx.tx_id,
-      set: {
-        retries,
-        // Journals written before RELAY_E_ATTEMPT_LOST carry RELAY_E_UPSTREAM_INVALID_RESPONSE here (same details).
-        last_error: relayErrorJson('RELAY_E_ATTEMPT_LOST', {
-          outcome,
-          bundle_id: attempt.bundle_id,
-          reason: options.detail,
-        }),
-        ...(fails ? { state: 'failed' as TxState, failure: outcome, stopped: true } : {}),
-        ...(!fails && backToPending && tx.state !== 'pending' ? { state: 'pending' as TxState } : {}),
-        ...(options.stop || (backToPending && exhausted) ? { stopped: true } : {}),
+    const set: Partial<StoredTx> = {
+      retries,
+      // Journals written before RELAY_E_ATTEMPT_LOST carry RELAY_E_UPSTREAM_INVALID_RESPONSE here (same details).
+      last_error: relayErrorJson('RELAY_E_ATTEMPT_LOST', {
+        outcome,
+        bundle_id: attempt.bundle_id,
+        reason: options.detail,
+      }),
+      ...(fails ? { state: 'failed' as TxState, failure: outcome, stopped: true } : {}),
+      ...(!fails && backToPending && tx.state !== 'pending' ? { state: 'pending' as TxState } : {}),
+      ...(options.stop || (backToPending && exhausted) ? { stopped: true } : {}),
+    };
+    const attemptSet: Partial<StoredAttempt> = {
+      stage: 'failed',
+      outcome,
+      released: !attempt.leaked,
+      timeline,
+    };
+    const events: TxEvent[] = moves.map((m) =>
+      statusEvent({ ...tx, state: m.state, failure: fails ? outcome : tx.failure }, attempt.bundle_id, now),
+    );
+    events.push(
+      { kind: 'lifecycle', entry: lifecycleEntry({ ...tx, ...set }, { ...attempt, ...attemptSet }) },
+      this.bundleSettled(tx, attempt, outcome, retries, now),
+    );
+    await this.ctx.store.transition(
+      tx.tx_id,
+      { state: tx.state, attempt: { n: attempt.attempt, stage: attempt.stage } },
+      {
+        set,
+        history: moves,
+        attempts: [{ n: attempt.attempt, set: attemptSet }],
+        ...(fails ? { evicted: 'failed' } : {}),
+        events,
       },
-      history: moves,
-      attempts: [
-        { n: attempt.attempt, set: { stage: 'failed', outcome, released: !attempt.leaked, timeline } },
-      ],
-      ...(fails ? { evicted: 'failed' } : {}),
-    });
+    );
     this.ctx.o.metrics.attemptOutcomes.inc({ outcome });
     if (fails) this.ctx.o.metrics.evicted.inc({ reason: 'failed' });
-    for (const m of moves) {
-      this.ctx.o.metrics.transitions.inc({ state: m.state });
-      this.ctx.announce.publishStatus(
-        { ...tx, state: m.state, failure: fails ? outcome : tx.failure },
-        attempt.bundle_id,
-      );
-    }
-    const fresh =
-      this.ctx.state.records.get(tx.tx_id)?.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
-    this.ctx.announce.appendLifecycle(tx, fresh);
-    this.ctx.o.hub.publish('bundle_settled', {
-      bundle_id: attempt.bundle_id,
-      stage: 'failed',
-      failure_type: outcome,
-      tx_id: tx.tx_id,
-      tip_lamports: attempt.tip_lamports,
-      retries,
-      ts: now,
-    });
+    for (const m of moves) this.ctx.o.metrics.transitions.inc({ state: m.state });
     this.signals.emit('attempt-ended', { txId: tx.tx_id, attempt: attempt.attempt });
     // Settlement never calls a decider: it tells whoever listens (bypass retries at once) that the transaction is
-    // pending again. Listeners run synchronously here, after the journal commit, as fire-and-forget work.
+    // pending again. Listeners run synchronously here, after the store's commit, as fire-and-forget work.
     if (backToPending && !fails) this.signals.emit('back-to-pending', { txId: tx.tx_id });
+  }
+
+  /** No further attempt will be made: the transaction only waits for proof one way or the other. */
+  async stop(txId: string, expect: { state: TxState }): Promise<void> {
+    await this.ctx.store.transition(
+      txId,
+      { state: expect.state, stopped: false },
+      { set: { stopped: true } },
+    );
   }
 
   /** Under the transaction's lock: its landing slot died, so it is pending again and the landed attempt dropped. */
   async unland(txId: string, slot: number, why = `slot ${slot} died`): Promise<void> {
-    const current = this.ctx.state.records.get(txId);
+    const current = await this.ctx.store.get(txId);
     if (!current || current.landed_slot !== slot) return;
     if (current.state !== 'landed' && current.state !== 'processed') return;
     const landed = current.attempts.find((a) => a.slot_landed === slot && !a.leaked);
     const now = this.ctx.now();
-    await this.ctx.store.update({
-      id: current.tx_id,
-      set: { state: 'pending', landed_slot: null },
-      history: [{ state: 'pending', slot: this.ctx.chain.slot, ts: now }],
-    });
+    const next = await this.ctx.store.transition(
+      current.tx_id,
+      { state: current.state },
+      {
+        set: { state: 'pending', landed_slot: null },
+        history: [{ state: 'pending', slot: this.ctx.chain.slot, ts: now }],
+        events: [statusEvent({ ...current, state: 'pending' }, undefined, now)],
+      },
+    );
     this.ctx.o.metrics.transitions.inc({ state: 'pending' });
-    this.ctx.announce.publishStatus(current);
     if (landed)
-      await this.settleFailed(current, landed, 'dropped', {
+      await this.settleFailed(next, landed, 'dropped', {
         countRetry: false,
         detail: why,
       });

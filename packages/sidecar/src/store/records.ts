@@ -289,13 +289,13 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
       return;
     }
     case 'patch': {
-      const tx = state.records.get(op.id);
-      if (!tx) return; // evicted by retention before this patch: nothing left to change
-      const wasTerminal = isTerminalTxState(tx.state);
-      const wasWaiting = isWaiting(tx);
-      if (op.set) Object.assign(tx, op.set);
-      if (wasWaiting !== isWaiting(tx)) state.waiting[tx.priority] += wasWaiting ? -1 : 1;
-      if (op.history) tx.history.push(...op.history);
+      const before = state.records.get(op.id);
+      if (!before) return; // evicted by retention before this patch: nothing left to change
+      // Copy on write: a record handed out earlier is a snapshot and never changes under its holder; the new
+      // record replaces it (attempts that did not change keep their identity).
+      const tx: StoredTx = { ...before, ...op.set };
+      if (op.history?.length) tx.history = [...before.history, ...op.history];
+      if (op.attempt || op.attempts?.length) tx.attempts = [...before.attempts];
       if (op.attempt) {
         tx.attempts.push(op.attempt);
         state.byBundle.set(op.attempt.bundle_id, tx.tx_id);
@@ -307,9 +307,10 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
         }
       }
       for (const change of op.attempts ?? []) {
-        const attempt = tx.attempts.find((a) => a.attempt === change.n);
-        if (!attempt) continue;
-        Object.assign(attempt, change.set);
+        const i = tx.attempts.findIndex((a) => a.attempt === change.n);
+        if (i < 0) continue;
+        const attempt: StoredAttempt = { ...(tx.attempts[i] as StoredAttempt), ...change.set };
+        tx.attempts[i] = attempt;
         // A tip signed again before its first send gives the attempt a new bundle id (the old one stays findable).
         if (change.set.bundle_id !== undefined) state.byBundle.set(change.set.bundle_id, tx.tx_id);
         const key = attemptKey(tx.tx_id, attempt.attempt);
@@ -319,8 +320,11 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
           state.spend.set(key, [attempt.created_at, attempt.reserved_lamports]);
         }
       }
+      state.records.set(tx.tx_id, tx);
+      const wasWaiting = isWaiting(before);
+      if (wasWaiting !== isWaiting(tx)) state.waiting[tx.priority] += wasWaiting ? -1 : 1;
       if (op.evicted) state.evicted[op.evicted] = (state.evicted[op.evicted] ?? 0) + 1;
-      if (!wasTerminal && isTerminalTxState(tx.state)) {
+      if (!isTerminalTxState(before.state) && isTerminalTxState(tx.state)) {
         state.active--;
         retire(state, tx, retainTerminal);
       }
@@ -336,11 +340,13 @@ function isWaiting(tx: Pick<StoredTx, 'state' | 'stopped'>): boolean {
 
 /** A terminal record keeps its signatures and history but not its payload; the oldest beyond retention go. */
 function retire(state: StoreState, tx: StoredTx, retainTerminal: number): void {
+  // `tx` is the record this operation just created (or put): changing it here changes no snapshot handed out.
   tx.wires = null;
-  for (const a of tx.attempts) {
-    a.tip_tx = null;
-    if (a.passenger_wires) a.passenger_wires = null;
-  }
+  tx.attempts = tx.attempts.map((a) =>
+    a.tip_tx === null && !a.passenger_wires
+      ? a
+      : { ...a, tip_tx: null, ...(a.passenger_wires ? { passenger_wires: null } : {}) },
+  );
   state.terminalOrder.push(tx.tx_id);
   while (state.terminalOrder.length - state.terminalHead > retainTerminal) {
     const oldId = state.terminalOrder[state.terminalHead++] as string;

@@ -1,54 +1,383 @@
+import type { LifecycleEntry, RelayEventMap, TxHistoryEntry, TxState } from '@solrelay/core';
+import { isTerminalTxState } from '@solrelay/core';
 import type { Journal } from '../journal/journal';
-import type { StoreOp, StoreState, StoredTx } from './records';
-
-/** One change to a transaction record, as the stages write it. */
-export type TxPatch = Omit<Extract<StoreOp, { k: 'patch' }>, 'k'>;
+import { inFlight } from './queries';
+import {
+  storeCodec,
+  type AttemptStage,
+  type StoreOp,
+  type StoreState,
+  type StoredAttempt,
+  type StoredTx,
+} from './records';
 
 /**
- * The transaction records, behind the narrowest interface the stages need: read the state, and make a change
- * durable (each call resolves once the change would survive a crash). Only this module talks to the journal, so
- * another store (several sidecars sharing PostgreSQL: the engine's budget is per IP, so more throughput means more
- * hosts) can replace the local journal without touching a stage.
+ * The store is relay's system of record (DESIGN §10): every accepted transaction, its attempts, the spend ledger and
+ * the events a change causes. Stages never see its tables: they ask named async queries and make transitions that
+ * resolve, once durable, with the new record. Records handed out are snapshots: a record never changes under its
+ * holder; the next read (or the transition's answer) gives the new one.
+ *
+ * Three stores answer this interface, each its own way: the local journal (the default; fsync, group commit,
+ * snapshot compaction), an in-memory twin (tests, benchmarks, nothing durable), and PostgreSQL (a fleet of
+ * sidecars; each transition a fenced SQL transaction). The reference designs: bullmq's queue backends (each
+ * transition checks its expectation, changes the row and publishes the event at once) and OpenZeppelin Relayer's
+ * repositories (narrow queries, updates that return the new model, an in-memory twin of each).
  */
-export interface TxStore {
-  readonly state: StoreState;
+export interface TxStore extends TxQueries {
   /** False while writes are failing (readiness says so). */
   readonly healthy: boolean;
-  /** A new record (an accepted transaction). */
-  insert(tx: StoredTx): Promise<void>;
-  /** Change a record: fields, history entries, a new attempt, attempt fields, an eviction count. */
-  update(patch: TxPatch): Promise<void>;
+  /** What each committed change caused, in commit order (SSE, webhooks and the lifecycle log follow it). */
+  readonly changes: ChangeFeed;
+
+  /**
+   * Accept a transaction: a new record, unless one with the same first signature exists (idempotent enqueue), in
+   * which case that one is returned with `created: false` and nothing is written.
+   */
+  accept(tx: StoredTx, events?: readonly TxEvent[]): Promise<{ tx: StoredTx; created: boolean }>;
+  /**
+   * A new attempt and its spend reservation, atomically (with `set`'s fields). Refused (StoreConflict) while
+   * another attempt of the transaction is unsettled (at most one attempt in flight) or the record does not match
+   * `expect`.
+   */
+  addAttempt(
+    txId: string,
+    attempt: StoredAttempt,
+    options?: { expect?: TxExpectation; set?: TxChange['set'] },
+  ): Promise<StoredTx>;
+  /**
+   * Compare-and-set: apply `change` if the record still matches `expect` (its state, an attempt's stage or bundle
+   * id), else refuse with StoreConflict carrying the current record. Writes to one record apply in call order.
+   */
+  transition(txId: string, expect: TxExpectation, change: TxChange): Promise<StoredTx>;
   /** Forget spend reservations older than `before` (they left the rolling hour). */
   pruneSpend(before: number): Promise<void>;
-  /** Whether any spend reservation is older than `before`. */
-  hasSpendOlderThan(before: number): boolean;
+  /** Flush and stop taking writes. */
+  close(): Promise<void>;
 }
 
-/** The store on the local append-only journal (fsync, group commit, snapshot compaction). */
-export class JournalTxStore implements TxStore {
-  constructor(private readonly journal: Journal<StoreState, StoreOp>) {}
+/** The named reads. Every one is async: a database answers them by query, the local stores from memory. */
+export interface TxQueries {
+  get(txId: string): Promise<StoredTx | undefined>;
+  /** The transaction whose first user transaction has this first signature (dedupe). */
+  byFirstSignature(signature: string): Promise<StoredTx | undefined>;
+  /** The transaction an attempt's bundle id belongs to (an old bundle id of a re-signed tip included). */
+  byBundle(bundleId: string): Promise<StoredTx | undefined>;
+  /** Every transaction not yet terminal. */
+  live(): Promise<StoredTx[]>;
+  /** Non-terminal transactions waiting for an attempt: pending, not stopped, nothing in flight. */
+  awaitingAttempt(): Promise<StoredTx[]>;
+  /** Non-terminal transactions whose landing slot is `slot` (a dead slot un-lands them). */
+  landedIn(slot: number): Promise<StoredTx[]>;
+  /** Live transactions, then retained terminal ones with an attempt that ended unleaked at or after `sinceSlot`. */
+  followed(sinceSlot: number): Promise<{ live: StoredTx[]; ended: StoredTx[] }>;
+  /** Every retained record, terminal ones included (recovery, tipper loads). */
+  all(): Promise<StoredTx[]>;
+  /** What admission and metrics count. */
+  counts(): Promise<StoreCounts>;
+  /** Lamports reserved or paid at or after `cutoff` (ms): what `spend-limit` is checked against. */
+  spentSince(cutoff: number): Promise<number>;
+  /** Whether any spend reservation is older than `before` (due for pruning). */
+  hasSpendOlderThan(before: number): Promise<boolean>;
+}
 
-  get state(): StoreState {
+export interface StoreCounts {
+  /** Non-terminal transactions (what `max-queue` limits). */
+  active: number;
+  /** Waiting for an attempt to go out, by the priority they were enqueued with. */
+  waiting: Readonly<StoreState['waiting']>;
+  /** Left the queue without landing, by reason. */
+  evicted: Readonly<Record<string, number>>;
+}
+
+/** What a transition expects of the record; every field given must match. */
+export interface TxExpectation {
+  state?: TxState | readonly TxState[];
+  /** Whether the transaction may have stopped making attempts (false: it must not have stopped). */
+  stopped?: boolean;
+  attempt?: { n: number; stage?: AttemptStage | readonly AttemptStage[]; bundleId?: string };
+}
+
+/** One change to a record: fields, history entries, attempt fields, an eviction count, and what it causes. */
+export interface TxChange {
+  set?: Partial<Omit<StoredTx, 'tx_id' | 'history' | 'attempts'>>;
+  history?: TxHistoryEntry[];
+  attempts?: Array<{ n: number; set: Partial<StoredAttempt> }>;
+  /** Count an eviction (left the queue without landing) under this reason. */
+  evicted?: string;
+  /** Committed with the change, published after it (never before it is durable). */
+  events?: readonly TxEvent[];
+}
+
+/** What a change causes: an SSE event (and webhook) or an audit-log entry. */
+export type TxEvent =
+  | { kind: 'tx_status_changed'; data: RelayEventMap['tx_status_changed'] }
+  | { kind: 'bundle_settled'; data: RelayEventMap['bundle_settled'] }
+  | { kind: 'tx_enqueued'; data: RelayEventMap['tx_enqueued'] }
+  | { kind: 'lifecycle'; entry: LifecycleEntry };
+
+/** One committed change, as the change feed delivers it. */
+export interface StoreChange {
+  /** Position in this store's feed (increasing; a listener that saw n has seen everything before it). */
+  seq: number;
+  tx: StoredTx;
+  events: readonly TxEvent[];
+}
+
+/** The record did not match what a transition expected: re-read, decide again. */
+export class StoreConflict extends Error {
+  constructor(
+    readonly txId: string,
+    readonly expected: TxExpectation | 'no attempt in flight',
+    readonly current: StoredTx | undefined,
+  ) {
+    super(
+      `transaction ${txId} changed: expected ${JSON.stringify(expected)}, found ${
+        current ? `state ${current.state}` : 'no record'
+      }`,
+    );
+    this.name = 'StoreConflict';
+  }
+}
+
+export function isStoreConflict(error: unknown): error is StoreConflict {
+  return error instanceof StoreConflict;
+}
+
+/** The change feed: listeners run synchronously, in commit order, after each change is durable. */
+export class ChangeFeed {
+  private seq = 0;
+  private readonly listeners = new Set<(change: StoreChange) => void>();
+
+  subscribe(listener: (change: StoreChange) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  get position(): number {
+    return this.seq;
+  }
+
+  /** @internal the store calls this after a commit. */
+  emit(tx: StoredTx, events: readonly TxEvent[]): void {
+    const change: StoreChange = { seq: ++this.seq, tx, events };
+    for (const listener of this.listeners) listener(change);
+  }
+}
+
+/** Whether `tx` matches `expect`. */
+export function matches(tx: StoredTx, expect: TxExpectation): boolean {
+  if (expect.state !== undefined) {
+    const states: readonly TxState[] = typeof expect.state === 'string' ? [expect.state] : expect.state;
+    if (!states.includes(tx.state)) return false;
+  }
+  if (expect.stopped !== undefined && tx.stopped !== expect.stopped) return false;
+  if (expect.attempt) {
+    const { n, stage, bundleId } = expect.attempt;
+    const attempt = tx.attempts.find((a) => a.attempt === n);
+    if (!attempt) return false;
+    if (stage !== undefined) {
+      const stages: readonly AttemptStage[] = typeof stage === 'string' ? [stage] : stage;
+      if (!stages.includes(attempt.stage)) return false;
+    }
+    if (bundleId !== undefined && attempt.bundle_id !== bundleId) return false;
+  }
+  return true;
+}
+
+/**
+ * A store over the in-memory tables of `records.ts` (the journal's state, or a plain one): reads answer from the
+ * tables, writes go through `commit` (durable first for the journal) and are applied in order. Writes to one record
+ * are chained, so a compare-and-set checks the record as every earlier write to it left it.
+ */
+abstract class TableTxStore implements TxStore {
+  readonly changes = new ChangeFeed();
+  /** The last write queued for each record (a later one waits for it before checking its expectation). */
+  private readonly writing = new Map<string, Promise<unknown>>();
+
+  protected abstract get state(): StoreState;
+  protected abstract commit(op: StoreOp): Promise<void>;
+  abstract get healthy(): boolean;
+  abstract close(): Promise<void>;
+
+  /** Run `write` after every earlier write to `txId` settled. */
+  private serial<T>(txId: string, write: () => Promise<T>): Promise<T> {
+    const before = this.writing.get(txId);
+    const run = before ? before.then(write, write) : write();
+    const tail = run.catch(() => undefined);
+    this.writing.set(txId, tail);
+    void tail.then(() => {
+      if (this.writing.get(txId) === tail) this.writing.delete(txId);
+    });
+    return run;
+  }
+
+  private current(txId: string): StoredTx | undefined {
+    return this.state.records.get(txId);
+  }
+
+  async accept(tx: StoredTx, events: readonly TxEvent[] = []): Promise<{ tx: StoredTx; created: boolean }> {
+    const first = tx.signatures[0] as string;
+    return this.serial(`sig:${first}`, async () => {
+      const existingId = this.state.bySignature.get(first);
+      const existing = existingId === undefined ? undefined : this.current(existingId);
+      if (existing) return { tx: existing, created: false };
+      await this.commit({ k: 'put', tx });
+      const stored = this.current(tx.tx_id) as StoredTx;
+      this.changes.emit(stored, events);
+      return { tx: stored, created: true };
+    });
+  }
+
+  addAttempt(
+    txId: string,
+    attempt: StoredAttempt,
+    options: { expect?: TxExpectation; set?: TxChange['set'] } = {},
+  ): Promise<StoredTx> {
+    const expect = options.expect ?? {};
+    return this.serial(txId, async () => {
+      const tx = this.current(txId);
+      if (!tx || !matches(tx, expect)) throw new StoreConflict(txId, expect, tx);
+      if (inFlight(tx)) throw new StoreConflict(txId, 'no attempt in flight', tx);
+      await this.commit({ k: 'patch', id: txId, attempt, ...(options.set ? { set: options.set } : {}) });
+      return this.current(txId) as StoredTx;
+    });
+  }
+
+  transition(txId: string, expect: TxExpectation, change: TxChange): Promise<StoredTx> {
+    return this.serial(txId, async () => {
+      const tx = this.current(txId);
+      if (!tx || !matches(tx, expect)) throw new StoreConflict(txId, expect, tx);
+      const { events = [], ...rest } = change;
+      await this.commit({ k: 'patch', id: txId, ...rest });
+      const next = this.current(txId);
+      // Retention may already have evicted a record that went terminal (a retention of 0): answer with what the
+      // change made of it.
+      const answer = next ?? { ...tx, ...change.set };
+      this.changes.emit(answer, events);
+      return answer;
+    });
+  }
+
+  async pruneSpend(before: number): Promise<void> {
+    await this.commit({ k: 'prune-spend', before });
+  }
+
+  // ------------------------------------------------------------------ queries
+
+  get(txId: string): Promise<StoredTx | undefined> {
+    return Promise.resolve(this.current(txId));
+  }
+
+  byFirstSignature(signature: string): Promise<StoredTx | undefined> {
+    const id = this.state.bySignature.get(signature);
+    return Promise.resolve(id === undefined ? undefined : this.current(id));
+  }
+
+  byBundle(bundleId: string): Promise<StoredTx | undefined> {
+    const id = this.state.byBundle.get(bundleId);
+    return Promise.resolve(id === undefined ? undefined : this.current(id));
+  }
+
+  live(): Promise<StoredTx[]> {
+    const out: StoredTx[] = [];
+    for (const tx of this.state.records.values()) if (!isTerminalTxState(tx.state)) out.push(tx);
+    return Promise.resolve(out);
+  }
+
+  awaitingAttempt(): Promise<StoredTx[]> {
+    const out: StoredTx[] = [];
+    for (const tx of this.state.records.values())
+      if (tx.state === 'pending' && !tx.stopped && !inFlight(tx)) out.push(tx);
+    return Promise.resolve(out);
+  }
+
+  landedIn(slot: number): Promise<StoredTx[]> {
+    const out: StoredTx[] = [];
+    for (const tx of this.state.records.values())
+      if (tx.landed_slot === slot && !isTerminalTxState(tx.state)) out.push(tx);
+    return Promise.resolve(out);
+  }
+
+  followed(sinceSlot: number): Promise<{ live: StoredTx[]; ended: StoredTx[] }> {
+    const live: StoredTx[] = [];
+    const ended: StoredTx[] = [];
+    for (const tx of this.state.records.values()) {
+      if (!isTerminalTxState(tx.state)) live.push(tx);
+      else if (tx.attempts.some((a) => a.stage === 'failed' && !a.leaked && a.created_slot >= sinceSlot))
+        ended.push(tx);
+    }
+    return Promise.resolve({ live, ended });
+  }
+
+  all(): Promise<StoredTx[]> {
+    return Promise.resolve([...this.state.records.values()]);
+  }
+
+  counts(): Promise<StoreCounts> {
+    const s = this.state;
+    return Promise.resolve({ active: s.active, waiting: { ...s.waiting }, evicted: { ...s.evicted } });
+  }
+
+  spentSince(cutoff: number): Promise<number> {
+    return Promise.resolve(this.state.spend.spentSince(cutoff));
+  }
+
+  hasSpendOlderThan(before: number): Promise<boolean> {
+    return Promise.resolve(this.state.spend.hasOlderThan(before));
+  }
+}
+
+/** The store on the local append-only journal (fsync, group commit, snapshot compaction): the default. */
+export class JournalTxStore extends TableTxStore {
+  constructor(private readonly journal: Journal<StoreState, StoreOp>) {
+    super();
+  }
+
+  protected get state(): StoreState {
     return this.journal.state;
+  }
+
+  protected commit(op: StoreOp): Promise<void> {
+    return this.journal.commit(op);
   }
 
   get healthy(): boolean {
     return this.journal.healthy;
   }
 
-  insert(tx: StoredTx): Promise<void> {
-    return this.journal.commit({ k: 'put', tx });
+  close(): Promise<void> {
+    return this.journal.close();
+  }
+}
+
+/** The in-memory twin: the same tables and rules, nothing durable (tests, benchmarks of the stages alone). */
+export class InMemoryTxStore extends TableTxStore {
+  private readonly codec;
+  private readonly tables: StoreState;
+  private closed = false;
+
+  constructor(retainTerminal = 20_000) {
+    super();
+    this.codec = storeCodec(retainTerminal);
+    this.tables = this.codec.initial();
   }
 
-  update(patch: TxPatch): Promise<void> {
-    return this.journal.commit({ k: 'patch', ...patch });
+  protected get state(): StoreState {
+    return this.tables;
   }
 
-  pruneSpend(before: number): Promise<void> {
-    return this.journal.commit({ k: 'prune-spend', before });
+  protected commit(op: StoreOp): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('store is closed'));
+    // Like the journal, a change becomes visible when the commit resolves, not when it is asked for.
+    return Promise.resolve().then(() => this.codec.apply(this.tables, op));
   }
 
-  hasSpendOlderThan(before: number): boolean {
-    return this.journal.state.spend.hasOlderThan(before);
+  get healthy(): boolean {
+    return !this.closed;
+  }
+
+  close(): Promise<void> {
+    this.closed = true;
+    return Promise.resolve();
   }
 }

@@ -1,11 +1,14 @@
 import { TX_PROGRESS_PATH, isTerminalTxState } from '@solrelay/core';
 import type { RelayContext } from '../context';
-import type { Packer } from '../send/packer';
 import type { Settler } from '../settle/settle';
 import { inFlight, signaturesOf } from '../store/queries';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import { blockOrderNeeded, creditedAttempt, tipsInUserSlot } from './credit';
-import { diagnoseTipTransaction, diagnoseUserTransactions, type TipFailedHandler } from './diagnose';
+import {
+  diagnoseTipTransaction,
+  diagnoseUserTransactions,
+  type TipFailedHandler,
+} from '../upstream/diagnose';
 import {
   TIP_LANDING_HORIZON_SLOTS,
   commitmentRank,
@@ -15,6 +18,21 @@ import {
   type StatusMap,
 } from './judge';
 import { readStatusesInto } from './read-statuses';
+
+/**
+ * What tracking asks of packing (send/packer.ts answers it): which transaction rides no more, which pack a rider rode
+ * in, and whether a rider is why a pack did not land. Declared here so tracking does not reach back into sending.
+ */
+export interface PackingPort {
+  /** `txId` sank a pack: it never rides again. */
+  exclude(txId: string): void;
+  /** A pack failed with no member named: none of its transactions rides again. */
+  excludeAll(txId: string, attempt: StoredAttempt): void;
+  /** The packed bundle `txId` last rode in, if it did. */
+  carrierOf(txId: string): string | null;
+  /** The rider of `attempt` to blame for its pack not landing, if one is. */
+  faultOf(attempt: StoredAttempt): Promise<{ txId: string; detail: string } | null>;
+}
 
 /** Reads of a finalized block that must fail before the statuses' guess names the bundle that landed. */
 const GUESS_AFTER_UNREADABLE_READS = 5;
@@ -38,7 +56,7 @@ export class Evaluator {
     /** Relay's own tip transaction is why an attempt did not land (an operator fault). */
     private readonly onTipFailed: TipFailedHandler = () => undefined,
     /** Packing: who sank a pack, who rides no more, which pack a rider rode in. */
-    private readonly packing: Pick<Packer, 'exclude' | 'carrierOf' | 'faultOf'> = {
+    private readonly packing: Pick<PackingPort, 'exclude' | 'carrierOf' | 'faultOf'> = {
       exclude: () => undefined,
       carrierOf: () => null,
       faultOf: () => Promise.resolve(null),
@@ -50,7 +68,7 @@ export class Evaluator {
    * (confirmed, in a live slot) was paid: recorded as leaked, with its lifecycle entry, like a leak seen in flight.
    */
   async watchLateTips(txId: string, statuses: StatusMap): Promise<void> {
-    const tx = this.ctx.state.records.get(txId);
+    const tx = await this.ctx.store.get(txId);
     if (!tx || !isTerminalTxState(tx.state)) return;
     for (const a of tx.attempts) {
       if (!a.tip_signature || a.leaked || a.stage !== 'failed') continue;
@@ -58,8 +76,6 @@ export class Evaluator {
       if (!tipStatus || this.ctx.chain.deadSlots.has(tipStatus.slot)) continue;
       if (commitmentRank(tipStatus.confirmationStatus) < 1) continue;
       await this.settle.markLeaked(tx, a, tipStatus.slot, { afterEnd: true });
-      const fresh = this.ctx.state.records.get(tx.tx_id)?.attempts.find((x) => x.attempt === a.attempt) ?? a;
-      this.ctx.announce.appendLifecycle(tx, fresh);
     }
   }
 
@@ -69,7 +85,7 @@ export class Evaluator {
     statuses: StatusMap,
     readAt: { slot: number; ts: number; contextSlot?: number },
   ): Promise<void> {
-    const tx = this.ctx.state.records.get(txId);
+    let tx = await this.ctx.store.get(txId);
     if (!tx || isTerminalTxState(tx.state)) return;
     // Moved to a slot that died while the move was being written (the dead-slot notice came in between): undo it.
     const early = tx.state === 'landed' || tx.state === 'processed';
@@ -114,10 +130,12 @@ export class Evaluator {
     if (landedAll) await this.readTipsPastHorizon(tx, statuses);
     const credit = landedAll ? await this.credit(tx, statuses) : { attempt: null, unresolved: [] };
     const credited = credit.attempt;
+    let leaks = 0;
     for (const a of tx.attempts) {
       if (!a.tip_signature || a.leaked || a === credited || credit.unresolved.includes(a)) continue;
       const tipStatus = statuses.get(a.tip_signature);
       if (tipStatus && commitmentRank(tipStatus.confirmationStatus) >= 1) {
+        leaks++;
         await this.settle.markLeaked(tx, a, tipStatus.slot);
         if (!a.outcome) {
           await this.settle.settleFailed(tx, a, 'dropped', {
@@ -126,10 +144,13 @@ export class Evaluator {
             // The user transactions are on chain (another way): no new attempt, the tracker moves them on below.
             ...(landedAll ? { final: false } : {}),
           });
-        } else {
-          this.ctx.announce.appendLifecycle(tx, a);
         }
       }
+    }
+    // What follows is judged on the record as the leaks left it.
+    if (leaks > 0) {
+      tx = await this.ctx.store.get(txId);
+      if (!tx || isTerminalTxState(tx.state)) return;
     }
 
     if (failedStatus) {

@@ -1,6 +1,8 @@
 import type { TxState } from '@solrelay/core';
 import type { StoredAttempt } from '../store/records';
 
+export { LATE_TIP_CONFIRM_BLOCKS, TIP_LANDING_HORIZON_SLOTS, tipStillLive } from '../chain/tip-life';
+
 /**
  * The pure part of judging a transaction from its signatures' statuses: no I/O, no clock (the read's slot and time
  * are inputs). `evaluate.ts` applies these verdicts through settlement.
@@ -21,22 +23,6 @@ export type StatusMap = Map<string, StatusReading>;
  */
 export const WINDOW_GRACE_SLOTS = 4;
 export const WINDOW_GRACE_MS = 1200;
-/** Slots after which a tip transaction's blockhash is surely dead (150 blocks, with room for skipped slots). */
-export const TIP_LANDING_HORIZON_SLOTS = 300;
-/** After its blockhash dies, a tip that landed just before is still read this many blocks: until it is confirmed. */
-export const LATE_TIP_CONFIRM_BLOCKS = 32;
-
-/**
- * Whether an attempt's tip transaction may still land (or have landed unseen): its blockhash is alive, or died so
- * recently that a landing just before could still be unconfirmed. Without a recorded last valid block height, by
- * slots since it was built.
- */
-export function tipStillLive(a: StoredAttempt, chain: { slot: number; blockHeight: number }): boolean {
-  return a.tip_last_valid_block_height === null
-    ? chain.slot - a.created_slot <= TIP_LANDING_HORIZON_SLOTS
-    : chain.blockHeight <= a.tip_last_valid_block_height + LATE_TIP_CONFIRM_BLOCKS;
-}
-
 /**
  * Whether null statuses for a landing at `landedSlot` prove its block left the chain (DESIGN §2): the cluster has
  * finalized past it, and the answer comes from a node that has seen that root (its `context.slot`). Before the root

@@ -1,14 +1,13 @@
-import { classifyGrpcBundleResult, isTerminalTxState } from '@solrelay/core';
+import { classifyGrpcBundleResult } from '@solrelay/core';
 import type { RelayContext } from '../context';
-import type { Packer } from '../send/packer';
 import type { Expiry } from '../settle/expiry';
 import type { Settler } from '../settle/settle';
 import { inFlight, signaturesOf } from '../store/queries';
 import type { StoredTx } from '../store/records';
-import type { TipFailedHandler } from './diagnose';
+import type { TipFailedHandler } from '../upstream/diagnose';
 import type { BundleResultMessage } from '../upstream/block-engine';
 import { MAX_SIGNATURES_PER_STATUS_CALL } from '../upstream/solana-rpc';
-import type { Evaluator } from './evaluate';
+import type { Evaluator, PackingPort } from './evaluate';
 import { TIP_LANDING_HORIZON_SLOTS, WINDOW_GRACE_SLOTS, tipStillLive, type StatusMap } from './judge';
 import { readStatusesInto } from './read-statuses';
 
@@ -56,7 +55,7 @@ export class Tracker {
     /** Relay's own tip transaction failed in the engine's simulation (an operator fault). */
     private readonly onTipFailed: TipFailedHandler = () => undefined,
     /** Packing: who rides no more after a pack failed. */
-    private readonly packing: Pick<Packer, 'exclude' | 'excludeAll'> = {
+    private readonly packing: Pick<PackingPort, 'exclude' | 'excludeAll'> = {
       exclude: () => undefined,
       excludeAll: () => undefined,
     },
@@ -123,8 +122,8 @@ export class Tracker {
   async onDeadSlot(slot: number): Promise<void> {
     // Status reads taken before this moment may still show the slot's signatures: ignore them from now on.
     if (this.ctx.chain.markDead(slot)) this.ctx.o.metrics.deadSlots.inc();
-    for (const tx of [...this.ctx.state.records.values()]) {
-      if (tx.landed_slot !== slot || (tx.state !== 'landed' && tx.state !== 'processed')) continue;
+    for (const tx of await this.ctx.store.landedIn(slot)) {
+      if (tx.state !== 'landed' && tx.state !== 'processed') continue;
       await this.ctx.locks.run(tx.tx_id, () => this.settle.unland(tx.tx_id, slot));
     }
   }
@@ -138,18 +137,18 @@ export class Tracker {
 
   /** The gRPC transport's push results: auction losses, simulation failures and drops settle an attempt at once. */
   async onBundleResult(result: BundleResultMessage): Promise<void> {
-    const txId = this.ctx.state.byBundle.get(result.bundleId);
-    if (!txId) return;
+    const owner = await this.ctx.store.byBundle(result.bundleId);
+    if (!owner) return;
+    const txId = owner.tx_id;
     const report = classifyGrpcBundleResult(result);
     if (report.kind === 'landed') {
-      const tx = this.ctx.state.records.get(txId);
-      if (tx) for (const signature of signaturesOf(tx)) this.hinted.add(signature);
+      for (const signature of signaturesOf(owner)) this.hinted.add(signature);
       void this.track('hint');
       return;
     }
     if (report.kind !== 'outcome') return;
     await this.ctx.locks.run(txId, async () => {
-      const tx = this.ctx.state.records.get(txId);
+      const tx = await this.ctx.store.get(txId);
       const attempt = tx?.attempts.find((a) => a.bundle_id === result.bundleId);
       if (!tx || !attempt || attempt.stage !== 'submitted') return;
       // Which transaction failed decides whose fault it is: relay's own tip transaction failing (the tipper cannot
@@ -248,15 +247,19 @@ export class Tracker {
         current.push(...group);
       };
       const cacheBegins = this.ctx.chain.finalizedSlot - STATUS_CACHE_SAFE_ROOTED_SLOTS;
-      for (const tx of this.ctx.state.records.values()) {
-        if (isTerminalTxState(tx.state)) {
-          const late = this.lateTipsOf(tx, kind, hinted);
-          if (late.length > 0) {
-            lateWatched.push(tx);
-            pack(late);
-          }
-          continue;
+      // Ended transactions whose lost tips may still land: built within twice the horizon (a tip's life is counted
+      // in blocks, and skipped slots make a block span more than one slot); `lateTipsOf` decides exactly.
+      const { live, ended } = await this.ctx.store.followed(
+        this.ctx.chain.slot - 2 * TIP_LANDING_HORIZON_SLOTS,
+      );
+      for (const tx of ended) {
+        const late = this.lateTipsOf(tx, kind, hinted);
+        if (late.length > 0) {
+          lateWatched.push(tx);
+          pack(late);
         }
+      }
+      for (const tx of live) {
         if (tx.attempts.length === 0 && tx.state === 'pending') continue;
         if (!this.worthReading(tx, kind, hinted)) continue;
         followed.push(tx);

@@ -8,12 +8,12 @@ import {
   type TxRecord,
 } from '@solrelay/core';
 import { tipperOf } from '../operator/tipper-funds';
-import type { StoreState, StoredTx } from '../store/records';
+import type { StoredTx } from '../store/records';
+import type { StoreCounts } from '../store/store';
 
 /** Read-only views of the store for the API (`GET /tx/{id}`, `GET /queue`) and the stream's filter. */
 
-export function txRecordOf(state: StoreState, txId: string): TxRecord {
-  const tx = state.records.get(txId);
+export function txRecordOf(tx: StoredTx | undefined, txId: string): TxRecord {
   if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: txId });
   return toTxRecord(tx);
 }
@@ -23,10 +23,15 @@ export function txRecordOf(state: StoreState, txId: string): TxRecord {
  * be sent (`pending`) is told apart from one sent or on chain. `pending` stays the count of them all (its name in
  * the spec, read by callers that wait for an empty queue).
  */
-export function queueView(state: StoreState, policy: Policy, slot: number): QueueResponse {
+export function queueView(
+  live: readonly StoredTx[],
+  counts: Pick<StoreCounts, 'evicted'>,
+  policy: Policy,
+  slot: number,
+): QueueResponse {
   const entries: QueueResponse['entries'] = [];
   const by_state = Object.fromEntries(QUEUED_TX_STATES.map((s) => [s, 0])) as QueueResponse['by_state'];
-  for (const tx of state.records.values()) {
+  for (const tx of live) {
     if (isTerminalTxState(tx.state)) continue;
     by_state[tx.state] += 1;
     entries.push({
@@ -38,7 +43,7 @@ export function queueView(state: StoreState, policy: Policy, slot: number): Queu
     });
   }
   entries.sort((a, b) => (a.tx_id < b.tx_id ? -1 : 1));
-  const evicted_total = Object.values(state.evicted).reduce((a, b) => a + b, 0);
+  const evicted_total = Object.values(counts.evicted).reduce((a, b) => a + b, 0);
   return { pending: entries.length, by_state, evicted_total, entries };
 }
 
@@ -46,9 +51,9 @@ export function queueView(state: StoreState, policy: Policy, slot: number): Queu
  * Fee payers of live `"tip":"included"` transactions: they carry no relay tip transaction, so the stream must
  * watch their payers to see them land (DESIGN §8).
  */
-export function includedPayers(state: StoreState): string[] {
+export function includedPayers(live: readonly StoredTx[]): string[] {
   const payers = new Set<string>();
-  for (const tx of state.records.values()) {
+  for (const tx of live) {
     if (tx.tip === 'included' && !isTerminalTxState(tx.state))
       for (const payer of tx.fee_payers) payers.add(payer);
   }
