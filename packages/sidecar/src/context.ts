@@ -46,12 +46,12 @@ export interface RelayOptions {
 export type CrashPointName = 'enqueue.journaled' | 'attempt.journaled' | 'attempt.sent' | 'pack.journaled';
 
 /**
- * What the stages of one relay share: its options (store, upstreams, policy, metrics, log, hub), one clock, the
- * per-transaction locks, the chain position, and the announcer of status changes and lifecycle entries. Every stage
- * module is built over it; the `Relay` facade creates it and wires the stages.
+ * Everything a stage may be given: the options, and what one relay shares at run time (one clock, the
+ * per-transaction locks, the chain position, blockhash checks, the announcer). No stage is handed this whole: each
+ * declares the `Pick<RelayPorts, ...>` it uses in its constructor, so a stage's dependencies read off its signature
+ * and a unit test passes exactly those. `compose.ts` builds it once and wires the stages.
  */
-export interface RelayContext {
-  readonly o: RelayOptions;
+export interface RelayPorts extends Omit<RelayOptions, 'now'> {
   readonly now: () => number;
   readonly locks: KeyedLock;
   readonly chain: ChainPosition;
@@ -60,21 +60,21 @@ export interface RelayContext {
   /** When each transaction was accepted (performance.now()), until its first attempt: decision latency. */
   readonly enqueuedAt: Map<string, number>;
   readonly lastErrors: { engine: string | null };
-  /** The records: the only way any stage reads or changes them. */
-  readonly store: TxStore;
-  closed: boolean;
+  /** Whether the relay was closed (passes stop, timers end). */
+  readonly isClosed: () => boolean;
 }
 
-export function createContext(o: RelayOptions): RelayContext {
+/** The shared run-time parts over `o`, and the switch that closes them. */
+export function createPorts(o: RelayOptions): { ports: RelayPorts; close: () => void } {
   const now = o.now ?? Date.now;
-  const store = o.store;
   const enqueuedAt = new Map<string, number>();
   const chain = new ChainPosition();
   const announce = new Announcer({ hub: o.hub, lifecycle: o.lifecycle, log: o.log, enqueuedAt, now });
   // What the store commits is announced from its change feed, in commit order, and nowhere else.
-  announce.follow(store.changes);
-  return {
-    o,
+  announce.follow(o.store.changes);
+  let closed = false;
+  const ports: RelayPorts = {
+    ...o,
     now,
     locks: new KeyedLock(),
     chain,
@@ -87,7 +87,12 @@ export function createContext(o: RelayOptions): RelayContext {
     announce,
     enqueuedAt,
     lastErrors: { engine: null },
-    store,
-    closed: false,
+    isClosed: () => closed,
+  };
+  return {
+    ports,
+    close: () => {
+      closed = true;
+    },
   };
 }

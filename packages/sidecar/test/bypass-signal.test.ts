@@ -1,7 +1,7 @@
 import type { AttemptBuilder } from '../src/attempts/builder';
-import type { RelayContext } from '../src/context';
 import { BypassDecider } from '../src/deciders/bypass';
 import { SettleSignals } from '../src/settle/signals';
+import { KeyedLock } from '../src/util/keyed-lock';
 import type { StoredTx } from '../src/store/records';
 
 /**
@@ -24,10 +24,13 @@ function rig(enabled: boolean, tx: Partial<StoredTx> | null) {
       tip: 'auto',
       ...tx,
     } as StoredTx);
-  const ctx = {
-    store: { get: (id: string) => Promise.resolve(records.get(id)) },
-    o: { bypass: { enabled, tipLamports: 7000 }, log: { warn: jest.fn() } },
-  } as unknown as RelayContext;
+  type Ports = ConstructorParameters<typeof BypassDecider>[0];
+  const ports = {
+    store: { get: (id: string) => Promise.resolve(records.get(id)) } as Ports['store'],
+    bypass: { enabled, tipLamports: 7000 },
+    log: { warn: jest.fn() } as unknown as Ports['log'],
+    locks: new KeyedLock(),
+  } satisfies Ports;
   const submits: unknown[] = [];
   const attempts = {
     submit: (body: unknown, source: string) => {
@@ -36,7 +39,7 @@ function rig(enabled: boolean, tx: Partial<StoredTx> | null) {
     },
   } as unknown as AttemptBuilder;
   const signals = new SettleSignals();
-  const unsubscribe = new BypassDecider(ctx, attempts).subscribe(signals);
+  const unsubscribe = new BypassDecider(ports, attempts).subscribe(signals);
   return { signals, submits, unsubscribe };
 }
 

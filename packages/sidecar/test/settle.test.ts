@@ -1,8 +1,9 @@
 import { DEFAULT_POLICY, emptyTimeline, type Policy } from '@solrelay/core';
-import { createContext, type RelayContext, type RelayOptions } from '../src/context';
+import { createPorts, type RelayOptions, type RelayPorts } from '../src/context';
 import { Metrics } from '../src/metrics';
 import { Settler } from '../src/settle/settle';
 import { Evaluator } from '../src/track/evaluate';
+import { FaultApplier } from '../src/track/fault';
 import type { Journal } from '../src/journal/journal';
 import {
   storeCodec,
@@ -75,7 +76,7 @@ function rig(policy: Partial<Policy> = {}) {
     agentGraceMs: 0,
     bundleEngineRps: 1,
   } as unknown as RelayOptions;
-  const ctx: RelayContext = createContext(options);
+  const ctx: RelayPorts = createPorts(options).ports;
   ctx.chain.advance(SLOT);
   const settle = new Settler(ctx);
   const backToPending: string[] = [];
@@ -157,6 +158,16 @@ async function put(
 
 const statusEvents = (r: ReturnType<typeof rig>) =>
   r.events.filter((e) => e.name === 'tx_status_changed').map((e) => e.data.state);
+
+/** The fault applier over `settle` alone (no packing, no tipper pool in these tests). */
+function faultsOf(settle: Settler): FaultApplier {
+  return new FaultApplier({
+    settleFailed: (tx, attempt, outcome, options) => settle.settleFailed(tx, attempt, outcome, options),
+    packing: { exclude: () => undefined, excludeAll: () => undefined },
+    onTipFailed: () => undefined,
+    forgetBlockhash: () => undefined,
+  });
+}
 
 test('a retryable loss re-pends a submitted transaction, counts a retry, releases the spend and says so', async () => {
   const r = rig();
@@ -305,7 +316,7 @@ describe('a lost attempt whose tip lands alone after the transaction ended', () 
   test('is recorded as leaked, with its lifecycle entry and the metric, once confirmed', async () => {
     const r = rig();
     const tx = await finalizedWithLostAttempt(r);
-    const evaluator = new Evaluator(r.ctx, r.settle);
+    const evaluator = new Evaluator(r.ctx, r.settle, faultsOf(r.settle));
     // Processed only: it can still roll back with its block, so it is not counted yet.
     await evaluator.watchLateTips(
       tx.tx_id,
@@ -321,7 +332,7 @@ describe('a lost attempt whose tip lands alone after the transaction ended', () 
     expect(after.attempts[0]).toMatchObject({ leaked: true, slot_landed: SLOT - 2, released: false });
     expect(r.lifecycle.at(-1)).toMatchObject({ bundle_id: after.attempts[0]!.bundle_id, stage: 'failed' });
     expect(
-      (await r.ctx.o.metrics.registry.getSingleMetricAsString('relay_tips_leaked_lamports_total'))
+      (await r.ctx.metrics.registry.getSingleMetricAsString('relay_tips_leaked_lamports_total'))
         .trim()
         .split('\n')
         .at(-1),
@@ -338,7 +349,7 @@ describe('a lost attempt whose tip lands alone after the transaction ended', () 
     const r = rig();
     const tx = await finalizedWithLostAttempt(r);
     r.ctx.chain.deadSlots.add(SLOT - 2);
-    await new Evaluator(r.ctx, r.settle).watchLateTips(
+    await new Evaluator(r.ctx, r.settle, faultsOf(r.settle)).watchLateTips(
       tx.tx_id,
       new Map([['tip1', { slot: SLOT - 2, err: null, confirmationStatus: 'confirmed' }]]),
     );

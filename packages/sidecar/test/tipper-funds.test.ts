@@ -1,7 +1,6 @@
 import { Keypair } from '@solana/web3.js';
 import { DEFAULT_POLICY, emptyTimeline, isRelayError, type Policy } from '@solrelay/core';
 import bs58 from 'bs58';
-import type { RelayContext } from '../src/context';
 import { TipSigner } from '../src/engine/tip-tx';
 import { Metrics } from '../src/metrics';
 import {
@@ -114,13 +113,18 @@ describe('the pool', () => {
     const keypairs = Array.from({ length: n }, () => Keypair.generate());
     const records = new Map<string, StoredTx>();
     const log = { warn: jest.fn(), info: jest.fn(), debug: jest.fn(), error: jest.fn() };
-    const ctx = {
-      o: { log, metrics: new Metrics(), policy: () => ({ ...DEFAULT_POLICY, ...policy }) },
+    // Exactly the ports the pool declares; the log is a recording stand-in for pino's.
+    const ports: ConstructorParameters<typeof TipperPool>[0] = {
+      log: log as unknown as ConstructorParameters<typeof TipperPool>[0]['log'],
+      metrics: new Metrics(),
+      policy: () => ({ ...DEFAULT_POLICY, ...policy }),
       now: () => 0,
-      chain: CHAIN,
-      store: { all: () => Promise.resolve([...records.values()]) },
-    } as unknown as RelayContext;
-    const pool = new TipperPool(ctx, keypairs);
+      chain: CHAIN as ConstructorParameters<typeof TipperPool>[0]['chain'],
+      store: { all: () => Promise.resolve([...records.values()]) } as ConstructorParameters<
+        typeof TipperPool
+      >[0]['store'],
+    };
+    const pool = new TipperPool(ports, keypairs);
     const keys = keypairs.map((k) => k.publicKey.toBase58());
     const fund = (lamports: number[], slot = 995) =>
       pool.setBalances(

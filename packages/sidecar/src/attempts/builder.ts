@@ -13,21 +13,15 @@ import {
   type SubmitResponse,
   type TipFloor,
 } from '@solrelay/core';
-import type { RelayContext } from '../context';
-import { BLOCKHASH_MAX_AGE_BLOCKS } from '../chain/blockhash';
+import type { RelayPorts } from '../context';
 import { SIGNATURE_FEE_LAMPORTS } from '../engine/tip-tx';
 import type { Operator } from '../operator/operator';
 import { TipperPool, type TipReservation } from '../operator/tippers';
+import type { FirstSends } from '../send/first-send';
 import type { SendQueue } from '../send/queue';
 import { inFlight, lastSettled } from '../store/queries';
-import { attemptKey, type AttemptDecision, type StoredAttempt, type StoredTx } from '../store/records';
-import { spentInWindow } from './spend';
-
-/**
- * A tip transaction whose blockhash is this many blocks old when its bundle first goes out is signed again on a
- * fresh one (about 8 s at 400 ms): admission lets a bundle queue for most of a blockhash's life.
- */
-export const TIP_REFRESH_AGE_BLOCKS = 20;
+import type { AttemptDecision, StoredAttempt, StoredTx } from '../store/records';
+import { spentInWindow } from '../store/spend';
 
 /**
  * Attempts: the one `submit` entry every decider goes through (the agent over HTTP, bypass, the fallback reflex).
@@ -36,24 +30,37 @@ export const TIP_REFRESH_AGE_BLOCKS = 20;
  */
 export class AttemptBuilder {
   private tipAccounts: string[] = [];
-  /**
-   * Attempts built by this process whose bytes have not gone to any engine yet (`tx_id#n`). Only these may have their
-   * tip signed again: bytes that may have been sent (by this process, or before a restart) could still land.
-   */
-  private readonly unsent = new Set<string>();
 
   constructor(
-    private readonly ctx: RelayContext,
-    private readonly operator: Operator,
-    private readonly tippers: TipperPool,
-    private readonly queue: SendQueue,
+    private readonly d: Pick<
+      RelayPorts,
+      | 'chain'
+      | 'crashPoint'
+      | 'engine'
+      | 'enqueuedAt'
+      | 'hub'
+      | 'leaders'
+      | 'locks'
+      | 'log'
+      | 'metrics'
+      | 'now'
+      | 'oracle'
+      | 'policy'
+      | 'rpc'
+      | 'store'
+    >,
+    private readonly operator: Pick<Operator, 'decisionMode'>,
+    private readonly tippers: Pick<TipperPool, 'reserve'>,
+    private readonly queue: Pick<SendQueue, 'queueSend'>,
+    /** Where an attempt built here is recorded as not sent yet (its first send may re-sign or pack it). */
+    private readonly firstSends: Pick<FirstSends, 'built'>,
   ) {}
 
   /** An attempt at a tip, asked by the agent (or a manual call, bypass, or the sidecar's own reflex). */
   async submit(body: unknown, source: AttemptDecision['source'] = 'agent'): Promise<SubmitResponse> {
     const request = parseSubmitRequest(body);
-    return this.ctx.locks.run(request.tx_id, async () => {
-      const tx = await this.ctx.store.get(request.tx_id);
+    return this.d.locks.run(request.tx_id, async () => {
+      const tx = await this.d.store.get(request.tx_id);
       if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: request.tx_id });
       if (tx.state !== 'pending' || tx.stopped || inFlight(tx)) {
         throw new RelayError('RELAY_E_TX_WRONG_STATE', {
@@ -62,9 +69,9 @@ export class AttemptBuilder {
           expected: 'pending with no attempt in flight',
         });
       }
-      const policy = this.ctx.o.policy();
+      const policy = this.d.policy();
       const previous = lastSettled(tx);
-      const now = this.ctx.now();
+      const now = this.d.now();
       const included = tx.tip === 'included';
       const fee = included ? 0 : SIGNATURE_FEE_LAMPORTS;
       const violation = checkSubmitAgainstPolicy(
@@ -74,9 +81,9 @@ export class AttemptBuilder {
           caller_max_tip: tx.max_tip,
           previous_tip_lamports: previous?.tip_lamports ?? null,
           retries: tx.retries,
-          slot: this.ctx.chain.slot,
+          slot: this.d.chain.slot,
           expires_at_slot: tx.expires_at_slot,
-          spent_in_window_lamports: await spentInWindow(this.ctx.store, now),
+          spent_in_window_lamports: await spentInWindow(this.d.store, now),
           fee_lamports: fee,
         },
         policy,
@@ -106,7 +113,7 @@ export class AttemptBuilder {
         tipper?: unknown;
       } | null;
       if (named?.tipper !== error.details.tipper)
-        await this.ctx.store.transition(
+        await this.d.store.transition(
           tx.tx_id,
           { state: tx.state },
           { set: { last_error: TipperPool.lastError(error) } },
@@ -122,7 +129,7 @@ export class AttemptBuilder {
     source: AttemptDecision['source'],
     reservation: TipReservation | null,
   ): Promise<SubmitResponse> {
-    const now = this.ctx.now();
+    const now = this.d.now();
     const included = reservation === null;
     const fee = included ? 0 : SIGNATURE_FEE_LAMPORTS;
     const n = tx.attempts.length + 1;
@@ -132,7 +139,7 @@ export class AttemptBuilder {
     let tipLastValid: number | null = null;
     if (reservation) {
       const [blockhash, accounts] = await Promise.all([
-        this.ctx.o.rpc.recentBlockhash().catch((error: unknown) => {
+        this.d.rpc.recentBlockhash().catch((error: unknown) => {
           throw new RelayError('RELAY_E_UPSTREAM_UNREACHABLE', {
             upstream: 'rpc',
             reason: `getLatestBlockhash: ${(error as Error).message}`,
@@ -157,7 +164,7 @@ export class AttemptBuilder {
       source === 'bypass' || source === 'fallback'
         ? 'reflex'
         : (request.decision_mode ?? this.operator.decisionMode);
-    const leader = this.ctx.o.leaders.leaderAt(this.ctx.chain.slot);
+    const leader = this.d.leaders.leaderAt(this.d.chain.slot);
     const attempt: StoredAttempt = {
       attempt: n,
       bundle_id: bundleId,
@@ -169,7 +176,7 @@ export class AttemptBuilder {
       tip_last_valid_block_height: tipLastValid,
       bundle_signatures: bundleSignatures,
       created_at: now,
-      created_slot: this.ctx.chain.slot,
+      created_slot: this.d.chain.slot,
       slot_submitted: null,
       target_slot: null,
       window_end_slot: null,
@@ -194,107 +201,32 @@ export class AttemptBuilder {
     };
     // Write-ahead: the signed tip transaction and the bundle id are on disk before anything is sent, so a crash
     // anywhere after this resends these exact bytes and never builds a second tip for this attempt.
-    const built = await this.ctx.store.addAttempt(tx.tx_id, attempt, {
+    const built = await this.d.store.addAttempt(tx.tx_id, attempt, {
       expect: { state: 'pending', stopped: false },
       set: { last_error: null },
     });
     reservation?.journaled();
-    this.ctx.o.crashPoint?.('attempt.journaled');
-    this.ctx.o.metrics.attempts.inc({ source });
+    this.d.crashPoint?.('attempt.journaled');
+    this.d.metrics.attempts.inc({ source });
     if (n === 1) {
-      const enqueuedAt = this.ctx.enqueuedAt.get(tx.tx_id);
+      const enqueuedAt = this.d.enqueuedAt.get(tx.tx_id);
       if (enqueuedAt !== undefined) {
-        this.ctx.o.metrics.decisionLatency.observe((performance.now() - enqueuedAt) / 1000);
-        this.ctx.enqueuedAt.delete(tx.tx_id);
+        this.d.metrics.decisionLatency.observe((performance.now() - enqueuedAt) / 1000);
+        this.d.enqueuedAt.delete(tx.tx_id);
       }
     }
-    this.ctx.o.hub.publish('submit_requested', {
+    this.d.hub.publish('submit_requested', {
       tx_id: tx.tx_id,
       bundle_id: bundleId,
       tip_lamports: request.tip_lamports,
       reason: request.reason,
       leader,
-      ts: this.ctx.now(), // emitted now: after the tip was built and the attempt journaled
+      ts: this.d.now(), // emitted now: after the tip was built and the attempt journaled
     });
-    if (tip) this.unsent.add(attemptKey(tx.tx_id, n));
+    // Built here and not sent anywhere yet: the first send may sign its tip again, or pack riders into it.
+    if (tip) this.firstSends.built(tx.tx_id, n);
     this.queue.queueSend(built, n);
     return { tx_id: tx.tx_id, bundle_id: bundleId, tip_lamports: request.tip_lamports };
-  }
-
-  /** Whether attempt `n` of `txId` was built by this process and its bytes have not gone to any engine yet. */
-  isUnsent(txId: string, n: number): boolean {
-    return this.unsent.has(attemptKey(txId, n));
-  }
-
-  /**
-   * Called under the transaction's lock as an attempt's bytes go to the engine: true the first time (the attempt
-   * counts as sent from now on), false for a resend or an attempt built before a restart (its bytes may be out).
-   */
-  takeFirstSend(txId: string, n: number): boolean {
-    return this.unsent.delete(attemptKey(txId, n));
-  }
-
-  /**
-   * An attempt that settles before its first send (its transaction landed another way, or expired) will never be
-   * sent: forget it.
-   */
-  forget(txId: string, n: number): void {
-    this.unsent.delete(attemptKey(txId, n));
-  }
-
-  /**
-   * Before an attempt's first send (`takeFirstSend`): if the tip transaction's blockhash has aged
-   * {@link TIP_REFRESH_AGE_BLOCKS} or more while the bundle queued for the engines' budget, the same tipper signs the
-   * same tip again on the newest blockhash and the attempt is journaled with it (new tip signature, new bundle id)
-   * before anything is sent: the old bytes never left relay, so only one of the two can ever be on the wire. A resend
-   * (after a transport error) sends the journaled bytes as they are. A failure to refresh keeps the old bytes.
-   * Resolves with the attempt to send: the re-signed one, or `attempt` as it was.
-   */
-  async freshenTipBeforeFirstSend(tx: StoredTx, attempt: StoredAttempt): Promise<StoredAttempt> {
-    if (attempt.tip_last_valid_block_height === null || attempt.tip_account === null) return attempt;
-    const tipBlockHeight = attempt.tip_last_valid_block_height - BLOCKHASH_MAX_AGE_BLOCKS;
-    if (this.ctx.chain.blockHeight - tipBlockHeight < TIP_REFRESH_AGE_BLOCKS) return attempt;
-    const signer = this.tippers.signerOf(attempt.tipper ?? null);
-    if (!signer) return attempt;
-    let blockhash: { blockhash: string; lastValidBlockHeight: number };
-    try {
-      blockhash = await this.ctx.o.rpc.recentBlockhash();
-    } catch {
-      return attempt;
-    }
-    if (blockhash.lastValidBlockHeight <= attempt.tip_last_valid_block_height) return attempt;
-    const tip = signer.build({
-      tipAccount: attempt.tip_account,
-      lamports: attempt.tip_lamports,
-      blockhash: blockhash.blockhash,
-    });
-    const bundleSignatures = [...tx.signatures, tip.signature];
-    const bundleId = deriveBundleId(bundleSignatures);
-    this.ctx.o.log.info(
-      { tx_id: tx.tx_id, attempt: attempt.attempt, was: attempt.bundle_id, bundle_id: bundleId },
-      'tip signed again on a fresh blockhash before its first send',
-    );
-    // A compare-and-set on the old bundle id while the attempt is still unsent (DESIGN §10, rule 4).
-    const next = await this.ctx.store.transition(
-      tx.tx_id,
-      { attempt: { n: attempt.attempt, stage: 'journaled', bundleId: attempt.bundle_id } },
-      {
-        attempts: [
-          {
-            n: attempt.attempt,
-            set: {
-              tip_tx: Buffer.from(tip.wire).toString('base64'),
-              tip_signature: tip.signature,
-              bundle_id: bundleId,
-              bundle_signatures: bundleSignatures,
-              tip_last_valid_block_height: blockhash.lastValidBlockHeight,
-            },
-          },
-        ],
-      },
-    );
-    this.ctx.o.metrics.tipsRefreshed.inc();
-    return next.attempts.find((a) => a.attempt === attempt.attempt) as StoredAttempt;
   }
 
   /** Tip accounts, cached: they change only with a network, and the engine's request budget is for bundles. */
@@ -302,7 +234,7 @@ export class AttemptBuilder {
     if (this.tipAccounts.length > 0) return this.tipAccounts;
     let accounts: string[];
     try {
-      accounts = await this.ctx.o.engine.getTipAccounts();
+      accounts = await this.d.engine.getTipAccounts();
     } catch (error) {
       throw new RelayError('RELAY_E_UPSTREAM_UNREACHABLE', {
         upstream: 'block engine',
@@ -320,7 +252,7 @@ export class AttemptBuilder {
   }
 
   floorNow(): TipFloor {
-    const view = this.ctx.o.oracle.view(this.ctx.now());
+    const view = this.d.oracle.view(this.d.now());
     return {
       p25: view.p25,
       p50: view.p50,

@@ -1,5 +1,5 @@
 import { isRelayError } from '@solrelay/core';
-import type { RelayContext } from '../context';
+import type { RelayPorts } from '../context';
 import type { AttemptBuilder } from '../attempts/builder';
 import type { SettleSignals } from '../settle/signals';
 import { inFlight } from '../store/queries';
@@ -10,26 +10,26 @@ import { inFlight } from '../store/queries';
  */
 export class BypassDecider {
   constructor(
-    private readonly ctx: RelayContext,
+    private readonly d: Pick<RelayPorts, 'bypass' | 'locks' | 'log' | 'store'>,
     private readonly attempts: AttemptBuilder,
   ) {}
 
   /** Wiring: retry at once what settlement puts back to pending (when bypass is on). */
   subscribe(signals: SettleSignals): () => void {
     return signals.on('back-to-pending', ({ txId }) => {
-      if (this.ctx.o.bypass.enabled) void this.submit(txId);
+      if (this.d.bypass.enabled) void this.submit(txId);
     });
   }
 
   /** Submit a pending transaction with no attempt in flight at the fixed tip (refusals are logged, not thrown). */
   async submit(txId: string): Promise<void> {
-    const tx = await this.ctx.store.get(txId);
+    const tx = await this.d.store.get(txId);
     if (!tx || tx.state !== 'pending' || tx.stopped || inFlight(tx)) return;
     try {
       await this.attempts.submit(
         {
           tx_id: txId,
-          tip_lamports: tx.tip === 'included' ? 0 : this.ctx.o.bypass.tipLamports,
+          tip_lamports: tx.tip === 'included' ? 0 : this.d.bypass.tipLamports,
           reason: 'bypass: fixed tip',
         },
         'bypass',
@@ -37,7 +37,7 @@ export class BypassDecider {
     } catch (error) {
       // Waiting for the tippers' funds is logged once by the pool, not at every slot's retry of every transaction.
       const level = isRelayError(error, 'RELAY_E_TIPPER_UNDERFUNDED') ? 'debug' : 'warn';
-      this.ctx.o.log[level]({ tx_id: txId, err: error }, 'bypass submit refused');
+      this.d.log[level]({ tx_id: txId, err: error }, 'bypass submit refused');
     }
   }
 
@@ -49,8 +49,8 @@ export class BypassDecider {
     if (this.sweeping) return;
     this.sweeping = true;
     try {
-      for (const tx of await this.ctx.store.awaitingAttempt())
-        if (!this.ctx.locks.isBusy(tx.tx_id)) void this.submit(tx.tx_id);
+      for (const tx of await this.d.store.awaitingAttempt())
+        if (!this.d.locks.isBusy(tx.tx_id)) void this.submit(tx.tx_id);
     } finally {
       this.sweeping = false;
     }

@@ -1,6 +1,6 @@
 import { decideReflex, effectivePriority } from '@solrelay/core';
 import type { AttemptBuilder } from '../attempts/builder';
-import type { RelayContext } from '../context';
+import type { RelayPorts } from '../context';
 import type { Settler } from '../settle/settle';
 import { inFlight, lastSettled } from '../store/queries';
 
@@ -10,7 +10,7 @@ import { inFlight, lastSettled } from '../store/queries';
  */
 export class FallbackDecider {
   constructor(
-    private readonly ctx: RelayContext,
+    private readonly d: Pick<RelayPorts, 'chain' | 'leaders' | 'locks' | 'log' | 'policy' | 'store'>,
     private readonly attempts: AttemptBuilder,
     private readonly settle: Pick<Settler, 'stop'>,
   ) {}
@@ -22,11 +22,11 @@ export class FallbackDecider {
     if (this.fallbackRunning) return;
     this.fallbackRunning = true;
     try {
-      const policy = this.ctx.o.policy();
+      const policy = this.d.policy();
       const floor = this.attempts.floorNow();
-      const leaders = this.ctx.o.leaders.leaderView(this.ctx.chain.slot);
-      for (const tx of await this.ctx.store.awaitingAttempt()) {
-        if (this.ctx.locks.isBusy(tx.tx_id)) continue;
+      const leaders = this.d.leaders.leaderView(this.d.chain.slot);
+      for (const tx of await this.d.store.awaitingAttempt()) {
+        if (this.d.locks.isBusy(tx.tx_id)) continue;
         const previous = lastSettled(tx);
         const decision = decideReflex({
           tx: {
@@ -43,11 +43,11 @@ export class FallbackDecider {
           previous: previous?.outcome
             ? { tip_lamports: previous.tip_lamports, outcome: previous.outcome }
             : null,
-          slot: this.ctx.chain.slot,
+          slot: this.d.chain.slot,
         });
         if (decision.action === 'stop') {
-          await this.ctx.locks.run(tx.tx_id, async () => {
-            const current = await this.ctx.store.get(tx.tx_id);
+          await this.d.locks.run(tx.tx_id, async () => {
+            const current = await this.d.store.get(tx.tx_id);
             if (current && current.state === 'pending' && !current.stopped && !inFlight(current)) {
               await this.settle.stop(tx.tx_id, { state: 'pending' });
             }
@@ -64,13 +64,13 @@ export class FallbackDecider {
               trace: {
                 fallback_reason: 'agent_absent',
                 rationale: decision.reason,
-                inputs: { floor, slot: this.ctx.chain.slot },
+                inputs: { floor, slot: this.d.chain.slot },
               },
             },
             'fallback',
           );
         } catch (error) {
-          this.ctx.o.log.debug({ tx_id: tx.tx_id, err: error }, 'fallback submit refused');
+          this.d.log.debug({ tx_id: tx.tx_id, err: error }, 'fallback submit refused');
         }
       }
     } finally {

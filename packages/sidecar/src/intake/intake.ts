@@ -14,7 +14,7 @@ import {
   type Priority,
 } from '@solrelay/core';
 import { BLOCKHASH_MAX_AGE_BLOCKS } from '../chain/blockhash';
-import type { RelayContext } from '../context';
+import type { RelayPorts } from '../context';
 import { SEND_PACING } from '../upstream/engine-regions';
 import type { BypassDecider } from '../deciders/bypass';
 import { statusEvent } from '../events/announce';
@@ -45,10 +45,24 @@ export class Intake {
   private acceptsInFlight = 0;
 
   constructor(
-    private readonly ctx: RelayContext,
+    private readonly d: Pick<
+      RelayPorts,
+      | 'blockhashes'
+      | 'bundleEngineRps'
+      | 'bypass'
+      | 'chain'
+      | 'crashPoint'
+      | 'engine'
+      | 'enqueuedAt'
+      | 'metrics'
+      | 'now'
+      | 'policy'
+      | 'store'
+      | 'verifier'
+    >,
     private readonly bypass: Pick<BypassDecider, 'submit'>,
     /** Regional engines taking bundles now (not cooling after a failure): the send capacity counts these. */
-    private readonly regionsTakingBundles: () => number = () => ctx.o.engine.size,
+    private readonly regionsTakingBundles: () => number = () => d.engine.size,
     /** Relay transactions a bundle carries on average (packing; 1 without). */
     private readonly transactionsPerBundle: () => number = () => 1,
   ) {}
@@ -57,7 +71,7 @@ export class Intake {
   async enqueue(body: unknown): Promise<{ response: EnqueueResponse; created: boolean }> {
     const started = performance.now();
     const request = parseEnqueueRequest(body);
-    const policy = this.ctx.o.policy();
+    const policy = this.d.policy();
     const violation = checkEnqueueAgainstPolicy(
       { max_tip: request.max_tip ?? null, tip: request.tip },
       policy,
@@ -78,7 +92,7 @@ export class Intake {
         throw new RelayError('RELAY_E_TX_UNDECODABLE', { index, reason });
       }
     });
-    const verifier = this.ctx.o.verifier;
+    const verifier = this.d.verifier;
     const problems = await Promise.all(
       parsed.map((tx) => (verifier ? verifier.verify(tx) : firstInvalidSignature(tx))),
     );
@@ -116,10 +130,10 @@ export class Intake {
   private async existingFor(
     signatures: string[],
   ): Promise<{ response: EnqueueResponse; created: boolean } | null> {
-    const tx = await this.ctx.store.byFirstSignature(signatures[0] as string);
+    const tx = await this.d.store.byFirstSignature(signatures[0] as string);
     if (!tx) {
       for (const sig of signatures.slice(1)) {
-        const owner = await this.ctx.store.byFirstSignature(sig);
+        const owner = await this.d.store.byFirstSignature(sig);
         if (owner !== undefined) {
           throw new RelayError('RELAY_E_TX_SIGNATURE_CONFLICT', { signature: sig, tx_id: owner.tx_id });
         }
@@ -137,7 +151,7 @@ export class Intake {
         tx_id: tx.tx_id,
       });
     }
-    this.ctx.o.metrics.enqueues.inc({ result: 'repeat' });
+    this.d.metrics.enqueues.inc({ result: 'repeat' });
     return {
       response: { tx_id: tx.tx_id, state: tx.state, slot: tx.enqueued_slot, signatures: [...tx.signatures] },
       created: false,
@@ -166,10 +180,10 @@ export class Intake {
     // Accepts under way are counted as of the same moment as the store's counts (the local stores answer at
     // the call), so a concurrent accept is counted once: in one or the other.
     const accepting = this.acceptsInFlight - own;
-    const byPriority = (await this.ctx.store.counts()).waiting;
-    const sendRatePerSecond = this.regionsTakingBundles() * this.ctx.o.bundleEngineRps * SEND_PACING;
+    const byPriority = (await this.d.store.counts()).waiting;
+    const sendRatePerSecond = this.regionsTakingBundles() * this.d.bundleEngineRps * SEND_PACING;
     const txRatePerSecond = sendRatePerSecond * this.transactionsPerBundle();
-    const policy = this.ctx.o.policy();
+    const policy = this.d.policy();
     const rank = (p: Priority) => PRIORITY_RANK[effectivePriority(policy, p)];
     let waiting = accepting;
     let ahead = accepting;
@@ -197,8 +211,8 @@ export class Intake {
     expirySlots: number | null,
   ): Promise<void> {
     const { txRatePerSecond, ahead, waiting } = await this.capacity(priority, 1);
-    const slotMs = this.ctx.chain.slotMs;
-    const slot = this.ctx.chain.slot;
+    const slotMs = this.d.chain.slotMs;
+    const slot = this.d.chain.slot;
     const slotsLeft = Math.min(expiresAtSlot(slot, policy, expirySlots) - slot, BLOCKHASH_MAX_AGE_BLOCKS);
     const decision = admissionDecision({
       ahead,
@@ -211,7 +225,7 @@ export class Intake {
     });
     if (decision.ok) return;
     this.refusedForCapacity++;
-    this.ctx.o.metrics.enqueues.inc({ result: 'refused_capacity' });
+    this.d.metrics.enqueues.inc({ result: 'refused_capacity' });
     throw new RelayError('RELAY_E_CAPACITY_EXCEEDED', {
       ahead,
       send_rate_per_s: Math.round(txRatePerSecond * 100) / 100,
@@ -228,14 +242,14 @@ export class Intake {
     policy: Policy,
     started: number,
   ): Promise<{ response: EnqueueResponse; created: boolean }> {
-    const now = this.ctx.now();
+    const now = this.d.now();
     // Count enqueues still being validated and journaled too, or concurrent requests could all pass the check. The
     // place is taken before anything is awaited, and given back if the enqueue is refused.
     const accepting = this.acceptsInFlight;
     this.acceptsInFlight++;
     let rateReserved = false;
     try {
-      const { active } = await this.ctx.store.counts();
+      const { active } = await this.d.store.counts();
       if (active + accepting >= policy['max-queue']) {
         throw new RelayError('RELAY_E_QUEUE_FULL', { limit: policy['max-queue'], retry_after_s: 1 });
       }
@@ -252,7 +266,7 @@ export class Intake {
       const nonces = parsed.map((tx) => durableNonceAccount(tx));
       for (let i = 0; i < parsed.length; i++) {
         if (nonces[i]) continue;
-        const valid = await this.ctx.blockhashes.stillValid(
+        const valid = await this.d.blockhashes.stillValid(
           (parsed[i] as { recentBlockhash: string }).recentBlockhash,
         );
         if (valid === false) {
@@ -262,7 +276,7 @@ export class Intake {
           });
         }
       }
-      const slot = this.ctx.chain.slot;
+      const slot = this.d.chain.slot;
       const txId = `tx_${newUlid(now)}`;
       const tx: StoredTx = {
         tx_id: txId,
@@ -273,9 +287,9 @@ export class Intake {
         enqueued_at: now,
         enqueued_slot: slot,
         // Only a fresh reading bounds the blockhash's life (a stale one would prove expiry too early): else none.
-        ...(this.ctx.chain.slot - this.ctx.chain.blockHeightReadAtSlot <= FRESH_BLOCK_HEIGHT_SLOTS &&
-        this.ctx.chain.blockHeight > 0
-          ? { enqueued_block_height: this.ctx.chain.blockHeight }
+        ...(this.d.chain.slot - this.d.chain.blockHeightReadAtSlot <= FRESH_BLOCK_HEIGHT_SLOTS &&
+        this.d.chain.blockHeight > 0
+          ? { enqueued_block_height: this.d.chain.blockHeight }
           : {}),
         expires_at_slot: expiresAtSlot(slot, policy, request.expiry_slots ?? null),
         wires: parsed.map((p) => Buffer.from(p.wire).toString('base64')),
@@ -292,7 +306,7 @@ export class Intake {
         stopped: false,
       };
       // Announced once durable (the announcer stamps `ts` then; enqueued_at is when the request arrived).
-      const accepted = await this.ctx.store.accept(tx, [
+      const accepted = await this.d.store.accept(tx, [
         {
           kind: 'tx_enqueued',
           data: {
@@ -309,12 +323,12 @@ export class Intake {
       ]);
       // Another sidecar of the fleet accepted the same transaction first: that one is the answer.
       if (!accepted.created) return this.repeat(accepted.tx, signatures);
-      this.ctx.o.crashPoint?.('enqueue.journaled');
-      this.ctx.enqueuedAt.set(txId, performance.now());
-      this.ctx.o.metrics.enqueues.inc({ result: 'accepted' });
-      this.ctx.o.metrics.enqueueLatency.observe((performance.now() - started) / 1000);
-      this.ctx.o.metrics.transitions.inc({ state: 'pending' });
-      if (this.ctx.o.bypass.enabled) void this.bypass.submit(txId);
+      this.d.crashPoint?.('enqueue.journaled');
+      this.d.enqueuedAt.set(txId, performance.now());
+      this.d.metrics.enqueues.inc({ result: 'accepted' });
+      this.d.metrics.enqueueLatency.observe((performance.now() - started) / 1000);
+      this.d.metrics.transitions.inc({ state: 'pending' });
+      if (this.d.bypass.enabled) void this.bypass.submit(txId);
       return {
         response: { tx_id: txId, state: 'pending', slot, signatures: [...signatures] },
         created: true,

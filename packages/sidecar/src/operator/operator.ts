@@ -1,5 +1,5 @@
 import type { DecisionMode } from '@solrelay/core';
-import type { RelayContext } from '../context';
+import type { RelayPorts } from '../context';
 import { newUlid } from '../util/ids';
 
 export interface AgentConnection {
@@ -18,9 +18,11 @@ export class Operator {
   private readonly agents = new Map<string, AgentConnection>();
   private agentAbsentSince: number;
 
-  constructor(private readonly ctx: RelayContext) {
-    this.mode = ctx.o.initialMode;
-    this.agentAbsentSince = ctx.now();
+  constructor(
+    private readonly d: Pick<RelayPorts, 'agentGraceMs' | 'bypass' | 'hub' | 'initialMode' | 'now'>,
+  ) {
+    this.mode = d.initialMode;
+    this.agentAbsentSince = d.now();
   }
 
   get decisionMode(): DecisionMode {
@@ -36,10 +38,10 @@ export class Operator {
   /** Whether the sidecar is deciding by itself because no agent has been connected for the grace period. */
   get fallbackActive(): boolean {
     return (
-      !this.ctx.o.bypass.enabled &&
+      !this.d.bypass.enabled &&
       this.agents.size === 0 &&
-      this.ctx.o.agentGraceMs > 0 &&
-      this.ctx.now() - this.agentAbsentSince >= this.ctx.o.agentGraceMs
+      this.d.agentGraceMs > 0 &&
+      this.d.now() - this.agentAbsentSince >= this.d.agentGraceMs
     );
   }
 
@@ -47,15 +49,15 @@ export class Operator {
     const previous = this.mode;
     if (mode !== previous) {
       this.mode = mode;
-      this.ctx.o.hub.publish('mode_changed', { decision_mode: mode, previous, ts: this.ctx.now() });
+      this.d.hub.publish('mode_changed', { decision_mode: mode, previous, ts: this.d.now() });
     }
     return this.mode;
   }
 
   agentConnected(model: string, provider: string): AgentConnection {
-    const connection: AgentConnection = { id: newUlid(), model, provider, since: this.ctx.now() };
+    const connection: AgentConnection = { id: newUlid(), model, provider, since: this.d.now() };
     this.agents.set(connection.id, connection);
-    this.ctx.o.hub.publish('agent_presence', { connected: true, model, provider, ts: connection.since });
+    this.d.hub.publish('agent_presence', { connected: true, model, provider, ts: connection.since });
     return connection;
   }
 
@@ -63,12 +65,12 @@ export class Operator {
     const connection = this.agents.get(id);
     if (!connection) return;
     this.agents.delete(id);
-    if (this.agents.size === 0) this.agentAbsentSince = this.ctx.now();
-    this.ctx.o.hub.publish('agent_presence', {
+    if (this.agents.size === 0) this.agentAbsentSince = this.d.now();
+    this.d.hub.publish('agent_presence', {
       connected: false,
       model: connection.model,
       provider: connection.provider,
-      ts: this.ctx.now(),
+      ts: this.d.now(),
     });
   }
 }

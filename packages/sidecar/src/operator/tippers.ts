@@ -1,6 +1,6 @@
 import type { Keypair } from '@solana/web3.js';
 import { RelayError, relayErrorJson, type ErrorBody, type TipperStatus } from '@solrelay/core';
-import type { RelayContext } from '../context';
+import type { RelayPorts } from '../context';
 import { TipSigner } from '../engine/tip-tx';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import { availableOf, describeShortfall, tipCost, tipperLoads, tipperOf } from './tipper-funds';
@@ -73,7 +73,7 @@ export class TipperPool {
   private pausedReason: string | null = null;
 
   constructor(
-    private readonly ctx: RelayContext,
+    private readonly d: Pick<RelayPorts, 'chain' | 'log' | 'metrics' | 'now' | 'policy' | 'store'>,
     keypairs: readonly Keypair[],
   ) {
     this.tippers = keypairs.map((keypair) => ({
@@ -139,7 +139,7 @@ export class TipperPool {
     // Reservations already journaled are counted from the records (read at this same moment); those still being
     // built stay counted as live.
     const journaled = [...this.live].filter((l) => l.journaled);
-    const records = await this.ctx.store.all();
+    const records = await this.d.store.all();
     for (const reading of readings) {
       const t = this.byKey.get(reading.pubkey);
       if (!t || reading.contextSlot < t.readSlot) continue;
@@ -151,7 +151,7 @@ export class TipperPool {
       if (t.balance === null) continue;
       const available = availableOf(t.balance, this.reservedOf(t));
       if (t.hold && available >= t.hold.needs) {
-        this.ctx.o.log.info({ tipper: t.pubkey, balance: t.balance }, 'tipper funded again: used again');
+        this.d.log.info({ tipper: t.pubkey, balance: t.balance }, 'tipper funded again: used again');
         t.hold = null;
       }
       if (t.shortfall > 0 && (!this.wanting || available >= this.wanting.need)) t.shortfall = 0;
@@ -182,10 +182,10 @@ export class TipperPool {
     }
     if (!chosen) {
       const error = this.underfunded(need);
-      this.wanting = { need, at: this.ctx.now() };
+      this.wanting = { need, at: this.d.now() };
       const closest = this.byKey.get(error.details.tipper) as Tipper;
       closest.shortfall = error.details.shortfall_lamports;
-      this.ctx.o.metrics.tipperUnderfunded.inc({ tipper: closest.pubkey });
+      this.d.metrics.tipperUnderfunded.inc({ tipper: closest.pubkey });
       this.refresh();
       throw error;
     }
@@ -216,10 +216,10 @@ export class TipperPool {
    */
   tipFailed(attempt: StoredAttempt, detail: string): void {
     const pubkey = tipperOf(attempt);
-    if (pubkey !== null) this.ctx.o.metrics.tipperTipFailures.inc({ tipper: pubkey });
+    if (pubkey !== null) this.d.metrics.tipperTipFailures.inc({ tipper: pubkey });
     const t = pubkey === null ? undefined : this.byKey.get(pubkey);
     if (!t) {
-      this.ctx.o.log.warn(
+      this.d.log.warn(
         { tipper: pubkey, detail },
         'a tip transaction of a tipper no longer in the pool failed',
       );
@@ -277,7 +277,7 @@ export class TipperPool {
    * with a tip none can pay (refused within the last WANTING_TTL_MS). Logged when it starts and ends.
    */
   private refresh(): void {
-    const now = this.ctx.now();
+    const now = this.d.now();
     if (this.wanting && now - this.wanting.at > WANTING_TTL_MS) this.wanting = null;
     const known = this.tippers.filter((t) => t.balance !== null);
     let reason: string | null = null;
@@ -288,7 +288,7 @@ export class TipperPool {
       } else {
         const closest = this.closest(usable);
         const available = availableOf(closest.balance as number, this.reservedOf(closest));
-        const minimal = tipCost(this.ctx.o.policy()['min-tip']);
+        const minimal = tipCost(this.d.policy()['min-tip']);
         if (this.wanting && available >= this.wanting.need) this.wanting = null;
         const need = this.wanting ? this.wanting.need : available < minimal ? minimal : null;
         if (need !== null)
@@ -304,8 +304,8 @@ export class TipperPool {
       }
     }
     if ((reason === null) !== (this.pausedReason === null)) {
-      if (reason) this.ctx.o.log.warn({ reason }, 'submission paused: tipper underfunded');
-      else this.ctx.o.log.info('submission resumed: tipper funded');
+      if (reason) this.d.log.warn({ reason }, 'submission paused: tipper underfunded');
+      else this.d.log.info('submission resumed: tipper funded');
     }
     this.pausedReason = reason;
   }
@@ -313,7 +313,7 @@ export class TipperPool {
   /** Count again, from the records, what every tipper's attempts may still take after its last read. */
   private rescan(records: readonly StoredTx[], journaled: readonly Live[]): void {
     const readSlots = new Map(this.tippers.map((t) => [t.pubkey, t.readSlot]));
-    const loads = tipperLoads(records, readSlots, this.ctx.chain);
+    const loads = tipperLoads(records, readSlots, this.d.chain);
     for (const t of this.tippers) {
       const load = loads.get(t.pubkey);
       t.reserved = load?.reserved ?? 0;

@@ -1,4 +1,4 @@
-import type { RelayContext } from '../context';
+import type { RelayPorts } from '../context';
 import type { BypassDecider } from '../deciders/bypass';
 import { lifecycleEntry } from '../events/announce';
 import type { Packer } from '../send/packer';
@@ -8,7 +8,7 @@ import { inFlight } from '../store/queries';
 /** Start-up after a restart: resend what was journaled but not acknowledged, and repair the lifecycle log. */
 export class Recovery {
   constructor(
-    private readonly ctx: RelayContext,
+    private readonly d: Pick<RelayPorts, 'announce' | 'bypass' | 'lifecycle' | 'store'>,
     private readonly queue: SendQueue,
     private readonly bypass: Pick<BypassDecider, 'submit'>,
     private readonly packer: Pick<Packer, 'adoptAfterRestart'>,
@@ -24,7 +24,7 @@ export class Recovery {
     let tracked = 0;
     // Passengers of a pack still in flight wait for it, held, rather than go out alone beside it.
     const held = await this.packer.adoptAfterRestart();
-    for (const tx of await this.ctx.store.live()) {
+    for (const tx of await this.d.store.live()) {
       const flying = inFlight(tx);
       if (held.has(tx.tx_id)) {
         tracked++;
@@ -35,7 +35,7 @@ export class Recovery {
         tracked++;
       }
       // Bypass decides at enqueue; a transaction accepted just before a crash has had no decision yet.
-      if (!flying && tx.state === 'pending' && !tx.stopped && this.ctx.o.bypass.enabled)
+      if (!flying && tx.state === 'pending' && !tx.stopped && this.d.bypass.enabled)
         void this.bypass.submit(tx.tx_id);
     }
     return { resent, tracked, relogged };
@@ -49,10 +49,10 @@ export class Recovery {
    * ones were evicted, not lost).
    */
   private async relogLostLifecycleEntries(): Promise<number> {
-    const log = this.ctx.o.lifecycle;
+    const log = this.d.lifecycle;
     const oldest = log.indexesWholeFile ? undefined : log.oldest();
     let relogged = 0;
-    for (const tx of await this.ctx.store.all()) {
+    for (const tx of await this.d.store.all()) {
       for (const attempt of tx.attempts) {
         if (attempt.stage === 'journaled') continue; // not submitted yet: no entry is due
         const logged = log.get(attempt.bundle_id);
@@ -61,7 +61,7 @@ export class Recovery {
         } else if (!log.indexesWholeFile) {
           if (!oldest || (attempt.slot_submitted ?? attempt.created_slot) < oldest.slot_submitted) continue;
         }
-        this.ctx.announce.appendLifecycle(lifecycleEntry(tx, attempt));
+        this.d.announce.appendLifecycle(lifecycleEntry(tx, attempt));
         relogged++;
       }
     }

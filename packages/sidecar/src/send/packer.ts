@@ -1,5 +1,5 @@
 import { choosePassengers, deriveBundleId, isTerminalTxState, type PackCandidate } from '@solrelay/core';
-import type { RelayContext } from '../context';
+import type { RelayPorts } from '../context';
 import { inFlight } from '../store/queries';
 import { diagnoseUserTransactions } from '../upstream/diagnose';
 import { attemptKey, type StoredAttempt, type StoredTx } from '../store/records';
@@ -62,7 +62,10 @@ export class Packer {
   private timer: NodeJS.Timeout | null = null;
 
   constructor(
-    private readonly ctx: RelayContext,
+    private readonly d: Pick<
+      RelayPorts,
+      'blockhashes' | 'chain' | 'crashPoint' | 'isClosed' | 'log' | 'metrics' | 'now' | 'rpc' | 'store'
+    >,
     private readonly queue: SendQueue,
     /** Most user transactions per bundle (1: no packing). */
     readonly maxTransactions: number,
@@ -81,7 +84,7 @@ export class Packer {
   /** The engine took a bundle carrying `transactions` of relay's transactions. */
   observeSend(transactions: number): void {
     this.perBundle = this.transactionsPerBundle + (transactions - this.transactionsPerBundle) / 16;
-    this.perBundleAt = this.ctx.now();
+    this.perBundleAt = this.d.now();
   }
 
   /**
@@ -92,7 +95,7 @@ export class Packer {
    */
   get transactionsPerBundle(): number {
     if (!this.enabled) return 1;
-    const idle = Math.max(0, this.ctx.now() - this.perBundleAt);
+    const idle = Math.max(0, this.d.now() - this.perBundleAt);
     return 1 + Math.max(0, this.perBundle - 1) * Math.exp(-idle / PER_BUNDLE_FADE_MS);
   }
 
@@ -146,7 +149,7 @@ export class Packer {
         passing?.filter((c) => this.mayRide(c.item, now.get(c.item.txId), attempt.tip_lamports)) ?? [];
       chosen = choosePassengers(lead, still, this.maxTransactions);
     } catch (error) {
-      this.ctx.o.log.debug({ err: error, tx_id: tx.tx_id }, 'packing skipped');
+      this.d.log.debug({ err: error, tx_id: tx.tx_id }, 'packing skipped');
       chosen = [];
     }
     // Whatever does not ride goes back to the queue as it was (if it still waits).
@@ -171,7 +174,7 @@ export class Packer {
     this.arm();
     let packed: StoredTx;
     try {
-      packed = await this.ctx.store.transition(
+      packed = await this.d.store.transition(
         tx.tx_id,
         { attempt: { n: attempt.attempt, stage: 'journaled', bundleId: attempt.bundle_id } },
         {
@@ -192,11 +195,11 @@ export class Packer {
       this.release(tx.tx_id, attempt.attempt);
       throw error;
     }
-    this.ctx.o.crashPoint?.('pack.journaled');
+    this.d.crashPoint?.('pack.journaled');
     for (const p of passengers) this.rode(p.tx_id, bundleId);
-    this.ctx.o.metrics.packedBundles.inc();
-    this.ctx.o.metrics.packedPassengers.inc(passengers.length);
-    this.ctx.o.log.debug(
+    this.d.metrics.packedBundles.inc();
+    this.d.metrics.packedPassengers.inc(passengers.length);
+    this.d.log.debug(
       { tx_id: tx.tx_id, bundle_id: bundleId, passengers: passengers.map((p) => p.tx_id) },
       'bundle packed',
     );
@@ -206,7 +209,7 @@ export class Packer {
   /** The records of `jobs`' transactions, by id (those still stored). */
   private async recordsOf(jobs: readonly SendJob[]): Promise<Map<string, StoredTx>> {
     const records = new Map<string, StoredTx>();
-    const found = await Promise.all(jobs.map((job) => this.ctx.store.get(job.txId)));
+    const found = await Promise.all(jobs.map((job) => this.d.store.get(job.txId)));
     for (const record of found) if (record) records.set(record.tx_id, record);
     return records;
   }
@@ -228,8 +231,8 @@ export class Packer {
     const flying = inFlight(record);
     if (!flying || flying.attempt !== job.attempt || flying.stage !== 'journaled') return false;
     if ((flying.passengers?.length ?? 0) > 0 || flying.tip_lamports > leadTip) return false;
-    if (this.ctx.chain.slot - record.enqueued_slot > PASSENGER_MAX_AGE_SLOTS) return false;
-    return record.expires_at_slot - this.ctx.chain.slot >= PASSENGER_MIN_SLOTS_LEFT;
+    if (this.d.chain.slot - record.enqueued_slot > PASSENGER_MAX_AGE_SLOTS) return false;
+    return record.expires_at_slot - this.d.chain.slot >= PASSENGER_MIN_SLOTS_LEFT;
   }
 
   /**
@@ -247,13 +250,13 @@ export class Packer {
    */
   async faultOf(attempt: StoredAttempt): Promise<{ txId: string; detail: string } | null> {
     for (const p of attempt.passengers ?? []) {
-      const rider = await this.ctx.store.get(p.tx_id);
+      const rider = await this.d.store.get(p.tx_id);
       if (!rider || !rider.wires || rider.state !== 'pending')
         return { txId: p.tx_id, detail: `it is ${rider ? rider.state : 'gone'}` };
       try {
-        if (await this.ctx.blockhashes.anyUserBlockhashDead(rider))
+        if (await this.d.blockhashes.anyUserBlockhashDead(rider))
           return { txId: p.tx_id, detail: 'its blockhash (or nonce) is dead' };
-        const read = await this.ctx.o.rpc.getSignatureStatusesWithContext(rider.signatures, {
+        const read = await this.d.rpc.getSignatureStatusesWithContext(rider.signatures, {
           searchTransactionHistory: false,
         });
         if (read.statuses.some((status) => status !== null))
@@ -261,7 +264,7 @@ export class Packer {
       } catch {
         /* RPC cannot say now: the simulation below may */
       }
-      const fault = await diagnoseUserTransactions(this.ctx.o.rpc, rider).catch(() => null);
+      const fault = await diagnoseUserTransactions(this.d.rpc, rider).catch(() => null);
       if (fault) return { txId: p.tx_id, detail: fault.detail };
     }
     return null;
@@ -278,7 +281,7 @@ export class Packer {
   ): Promise<Array<PackCandidate<SendJob>> | null> {
     const wiresOf = (t: StoredTx) => (t.wires ?? []).map((w) => Buffer.from(w, 'base64'));
     const runs = async (wires: Buffer[]) => {
-      for (const wire of wires) if ((await this.ctx.o.rpc.simulate(wire)) !== null) return false;
+      for (const wire of wires) if ((await this.d.rpc.simulate(wire)) !== null) return false;
       return true;
     };
     const [leadOk, ...results] = await Promise.all([
@@ -306,12 +309,12 @@ export class Packer {
    */
   async adoptAfterRestart(): Promise<Set<string>> {
     const heldIds = new Set<string>();
-    for (const tx of await this.ctx.store.live()) {
+    for (const tx of await this.d.store.live()) {
       const flying = inFlight(tx);
       if (!flying?.passengers?.length) continue;
       const jobs: SendJob[] = [];
       for (const p of flying.passengers) {
-        const rider = await this.ctx.store.get(p.tx_id);
+        const rider = await this.d.store.get(p.tx_id);
         const own = rider ? inFlight(rider) : null;
         if (!rider || !own) continue;
         const job = this.queue.jobFor(rider, own.attempt);
@@ -338,8 +341,8 @@ export class Packer {
   }
 
   private async requeueIfWaiting(job: SendJob): Promise<void> {
-    const record = await this.ctx.store.get(job.txId);
-    if (ownAttemptWaiting(record, job)) this.queue.push({ ...job, notBefore: this.ctx.now() });
+    const record = await this.d.store.get(job.txId);
+    if (ownAttemptWaiting(record, job)) this.queue.push({ ...job, notBefore: this.d.now() });
   }
 
   /**
@@ -351,11 +354,11 @@ export class Packer {
   private arm(): void {
     if (this.timer) return;
     this.timer = setInterval(() => {
-      if (this.ctx.closed) return this.close();
+      if (this.d.isClosed()) return this.close();
       if (this.checking) return;
       this.checking = true;
       void this.checkHeld()
-        .catch((error: unknown) => this.ctx.o.log.debug({ err: error }, 'held passengers check failed'))
+        .catch((error: unknown) => this.d.log.debug({ err: error }, 'held passengers check failed'))
         .finally(() => {
           this.checking = false;
         });
@@ -366,14 +369,14 @@ export class Packer {
   private checking = false;
 
   private async checkHeld(): Promise<void> {
-    const now = this.ctx.now();
+    const now = this.d.now();
     for (const group of [...this.held.values()]) {
-      const lead = await this.ctx.store.get(group.leadTxId);
+      const lead = await this.d.store.get(group.leadTxId);
       const carrier = lead?.attempts.find((a) => a.attempt === group.leadAttempt);
       if (carrier && (carrier.stage === 'journaled' || carrier.stage === 'submitted')) continue;
       if (carrier && LANDED_STAGES.has(carrier.stage)) {
         group.landedAt ??= now;
-        const riders = await Promise.all(group.jobs.map((job) => this.ctx.store.get(job.txId)));
+        const riders = await Promise.all(group.jobs.map((job) => this.d.store.get(job.txId)));
         const waiting = group.jobs.some((job, i) => ownAttemptWaiting(riders[i], job));
         if (waiting && now - group.landedAt < LANDED_HOLD_MS) continue;
       }

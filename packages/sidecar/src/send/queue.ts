@@ -35,8 +35,11 @@ export interface SendQueueDeps {
   regions?: number;
   /** The region of the leader the next bundle targets, when known: its budget is spent first. */
   preferredRegion?: () => number | null;
-  /** Sends one job to a region (the sender); a rejection is logged, never thrown. */
-  send: (job: SendJob, region: number) => Promise<void>;
+  /**
+   * Sends one job to a region (the sender); a rejection is logged, never thrown. The sender needs the queue too (it
+   * requeues and cools regions), so the composition may `attach` it after both exist instead.
+   */
+  send?: (job: SendJob, region: number) => Promise<void>;
   log: { error: (fields: object, message: string) => void };
   /** Once closed, nothing more is sent and no timer is armed. */
   isClosed: () => boolean;
@@ -121,6 +124,14 @@ export class SendQueue {
     return this.jobs.length;
   }
 
+  private send: ((job: SendJob, region: number) => Promise<void>) | null = null;
+
+  /** The sender of this queue's jobs (set once by the composition; nothing is sent before). */
+  attach(send: (job: SendJob, region: number) => Promise<void>): void {
+    this.send = send;
+    this.pump();
+  }
+
   /** Queue an attempt of `tx` to be sent after `delayMs`, ranked by its priority and expiry slot. */
   queueSend(
     tx: Pick<StoredTx, 'tx_id' | 'priority' | 'expires_at_slot'>,
@@ -177,6 +188,8 @@ export class SendQueue {
    */
   pump(): void {
     if (this.d.isClosed()) return;
+    const send = this.send ?? this.d.send;
+    if (!send) return;
     while (this.inFlight < this.maxConcurrent) {
       const now = this.d.now();
       const ready = this.jobs.filter((j) => j.notBefore <= now);
@@ -194,8 +207,7 @@ export class SendQueue {
       this.jobs.splice(this.jobs.indexOf(job), 1);
       (this.buckets[choice.region] as TokenBucket).take(now);
       this.inFlight++;
-      void this.d
-        .send(job, choice.region)
+      void send(job, choice.region)
         .catch((error: unknown) =>
           this.d.log.error({ err: error, tx_id: job.txId }, 'send failed unexpectedly'),
         )

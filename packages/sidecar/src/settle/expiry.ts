@@ -1,4 +1,4 @@
-import type { RelayContext } from '../context';
+import type { RelayPorts } from '../context';
 import { inFlight } from '../store/queries';
 import type { Settler } from './settle';
 
@@ -8,7 +8,7 @@ const CONTEXT_SLACK_SLOTS = 2;
 /** Expiry: the slot's tracking pass asks it which transactions can provably no longer land, and settles them. */
 export class Expiry {
   constructor(
-    private readonly ctx: RelayContext,
+    private readonly d: Pick<RelayPorts, 'blockhashes' | 'chain' | 'locks' | 'now' | 'rpc' | 'store'>,
     private readonly settle: Settler,
   ) {}
 
@@ -20,31 +20,31 @@ export class Expiry {
   async checkExpiry(): Promise<void> {
     // The finalized block height, read once per pass and only when something waits for proof.
     let finalizedHeight: number | null | undefined;
-    for (const tx of await this.ctx.store.live()) {
+    for (const tx of await this.d.store.live()) {
       if (tx.state !== 'pending' && tx.state !== 'submitted') continue;
-      const pastExpiry = this.ctx.chain.slot > tx.expires_at_slot;
+      const pastExpiry = this.d.chain.slot > tx.expires_at_slot;
       if (!tx.stopped && !pastExpiry) continue;
-      if (this.ctx.locks.isBusy(tx.tx_id)) continue; // busy now: look again next slot
+      if (this.d.locks.isBusy(tx.tx_id)) continue; // busy now: look again next slot
       if (finalizedHeight === undefined)
-        finalizedHeight = await this.ctx.o.rpc.getBlockHeight('finalized').catch(() => null);
-      const dead = await this.ctx.blockhashes.provablyDead(tx, finalizedHeight);
-      await this.ctx.locks.run(tx.tx_id, async () => {
-        const current = await this.ctx.store.get(tx.tx_id);
+        finalizedHeight = await this.d.rpc.getBlockHeight('finalized').catch(() => null);
+      const dead = await this.d.blockhashes.provablyDead(tx, finalizedHeight);
+      await this.d.locks.run(tx.tx_id, async () => {
+        const current = await this.d.store.get(tx.tx_id);
         if (!current || (current.state !== 'pending' && current.state !== 'submitted')) return;
         if (!dead) {
           // No further attempt after the expiry slot; the transaction waits for proof one way or the other.
-          if (!current.stopped && this.ctx.chain.slot > current.expires_at_slot && !inFlight(current)) {
+          if (!current.stopped && this.d.chain.slot > current.expires_at_slot && !inFlight(current)) {
             await this.settle.stop(current.tx_id, { state: current.state });
           }
           return;
         }
         // The proof, read under the lock: no user signature is anywhere in the chain's history. (A durable-nonce
         // transaction's own landing advances its nonce, so the nonce alone proves nothing.)
-        const read = await this.ctx.o.rpc
+        const read = await this.d.rpc
           .getSignatureStatusesWithContext(current.signatures, { searchTransactionHistory: true })
           .catch(() => null);
         // From a node that is not behind relay: one behind may not have seen a landing yet.
-        if (!read || read.contextSlot < this.ctx.chain.slot - CONTEXT_SLACK_SLOTS) return;
+        if (!read || read.contextSlot < this.d.chain.slot - CONTEXT_SLACK_SLOTS) return;
         if (read.statuses.some((status) => status !== null)) return; // it landed: the tracker moves it forward
         for (const a of current.attempts) {
           if (!a.outcome && a.stage !== 'failed') {
@@ -55,7 +55,7 @@ export class Expiry {
             });
           }
         }
-        await this.settle.moveTo(current, 'expired', this.ctx.chain.slot, this.ctx.now(), {});
+        await this.settle.moveTo(current, 'expired', this.d.chain.slot, this.d.now(), {});
       });
     }
   }

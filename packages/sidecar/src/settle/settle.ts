@@ -8,7 +8,7 @@ import {
   type TxHistoryEntry,
   type TxState,
 } from '@solrelay/core';
-import type { RelayContext } from '../context';
+import type { RelayPorts } from '../context';
 import { lifecycleEntry, statusEvent } from '../events/announce';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import type { TxEvent } from '../store/store';
@@ -35,7 +35,9 @@ const TIMED_COMMITMENTS: ReadonlySet<TxState> = new Set(['processed', 'confirmed
 export class Settler {
   readonly signals = new SettleSignals();
 
-  constructor(private readonly ctx: RelayContext) {}
+  constructor(
+    private readonly d: Pick<RelayPorts, 'chain' | 'log' | 'metrics' | 'now' | 'oracle' | 'policy' | 'store'>,
+  ) {}
 
   private path(from: TxState, to: TxState, slot: number, ts: number): TxHistoryEntry[] {
     return txTransitionPath(from, to).map((state) => ({ state, slot, ts }));
@@ -46,7 +48,7 @@ export class Settler {
     txId: string,
     n?: number,
   ): Promise<{ tx: StoredTx; attempt: StoredAttempt | null } | null> {
-    const tx = await this.ctx.store.get(txId);
+    const tx = await this.d.store.get(txId);
     if (!tx) return null;
     if (n === undefined) return { tx, attempt: null };
     const attempt = tx.attempts.find((a) => a.attempt === n);
@@ -65,8 +67,8 @@ export class Settler {
     const found = await this.fresh(given.tx_id, givenAttempt.attempt);
     if (!found?.attempt) return;
     const { tx, attempt } = found;
-    const now = this.ctx.now();
-    const slot = this.ctx.chain.slot;
+    const now = this.d.now();
+    const slot = this.d.chain.slot;
     const target = targetWindow(slot);
     const timeline = { ...attempt.timeline, submitted: { slot, ts: now } };
     const moves = tx.state === 'pending' ? this.path(tx.state, 'submitted', slot, now) : [];
@@ -80,7 +82,7 @@ export class Settler {
     const after = moves.length ? { ...tx, state: 'submitted' as TxState } : tx;
     const events: TxEvent[] = [{ kind: 'lifecycle', entry: lifecycleEntry(after, { ...attempt, ...set }) }];
     if (moves.length) events.push(statusEvent(after, attempt.bundle_id, now));
-    await this.ctx.store.transition(
+    await this.d.store.transition(
       tx.tx_id,
       { state: tx.state, attempt: { n: attempt.attempt, stage: attempt.stage } },
       {
@@ -89,7 +91,7 @@ export class Settler {
         events,
       },
     );
-    for (const _ of moves) this.ctx.o.metrics.transitions.inc({ state: 'submitted' });
+    for (const _ of moves) this.d.metrics.transitions.inc({ state: 'submitted' });
   }
 
   /** A tip landed without its bundle: counted, logged and recorded once (`afterEnd`: after the transaction ended). */
@@ -102,8 +104,8 @@ export class Settler {
     const found = await this.fresh(given.tx_id, givenAttempt.attempt);
     if (!found?.attempt) return;
     const { tx, attempt } = found;
-    this.ctx.o.metrics.tipsLeaked.inc(attempt.tip_lamports);
-    this.ctx.o.log.warn(
+    this.d.metrics.tipsLeaked.inc(attempt.tip_lamports);
+    this.d.log.warn(
       {
         tx_id: tx.tx_id,
         bundle_id: attempt.bundle_id,
@@ -115,7 +117,7 @@ export class Settler {
     // The tip was paid: it stays counted against spend-limit even if the attempt was settled before. An attempt
     // that had already ended gets its audit entry again, now leaked (one still open gets it when it settles).
     const set: Partial<StoredAttempt> = { leaked: true, slot_landed: slot, released: false };
-    await this.ctx.store.transition(
+    await this.d.store.transition(
       tx.tx_id,
       { attempt: { n: attempt.attempt, stage: attempt.stage } },
       {
@@ -198,7 +200,7 @@ export class Settler {
       events.push({ kind: 'lifecycle', entry: lifecycleEntry({ ...tx, ...set }, after) });
       if (after.stage === 'finalized') events.push(this.bundleSettled(tx, after, null, tx.retries, now));
     }
-    const next = await this.ctx.store.transition(
+    const next = await this.d.store.transition(
       tx.tx_id,
       { state: tx.state, ...(attempt ? { attempt: { n: attempt.attempt, stage: attempt.stage } } : {}) },
       {
@@ -210,22 +212,22 @@ export class Settler {
       },
     );
     for (const m of moves) {
-      this.ctx.o.metrics.transitions.inc({ state: m.state });
+      this.d.metrics.transitions.inc({ state: m.state });
       if (firstReached.has(m.state) && TIMED_COMMITMENTS.has(m.state))
-        this.ctx.o.metrics.timeToCommitment.observe(
+        this.d.metrics.timeToCommitment.observe(
           { commitment: m.state },
           Math.max(0, m.ts - tx.enqueued_at) / 1000,
         );
     }
-    if (terminal && to !== 'finalized') this.ctx.o.metrics.evicted.inc({ reason: to });
+    if (terminal && to !== 'finalized') this.d.metrics.evicted.inc({ reason: to });
     if (after && stageChanges.length > 0) {
       // An attempt resurrected after its block left the chain passes these stages again: count each once. A tip is
       // paid once its bundle is confirmed (a processed block can still be orphaned); the oracle takes it as soon as
       // it lands, for freshness.
       if (stageChanges.includes('landed') && !seenBefore.landed && after.tip_lamports > 0)
-        this.ctx.o.oracle.ingestLandedTip(after.tip_lamports, now);
+        this.d.oracle.ingestLandedTip(after.tip_lamports, now);
       if (stageChanges.includes('confirmed') && !seenBefore.confirmed)
-        this.ctx.o.metrics.tipsPaid.inc(after.tip_lamports);
+        this.d.metrics.tipsPaid.inc(after.tip_lamports);
     }
     // Once the user transactions landed, no other attempt of this transaction can: settle the rest.
     if (extra.landedSlot !== undefined) {
@@ -280,9 +282,9 @@ export class Settler {
     // Settled already (the caller's record was a change behind): nothing more to settle.
     if (!found?.attempt || found.attempt.outcome || found.attempt.stage === 'failed') return;
     const { tx, attempt } = found;
-    const now = this.ctx.now();
-    const slot = this.ctx.chain.slot;
-    const policy = this.ctx.o.policy();
+    const now = this.d.now();
+    const slot = this.d.chain.slot;
+    const policy = this.d.policy();
     const timeline = { ...attempt.timeline, failed: { slot, ts: now } };
     const retries = tx.retries + (options.countRetry ? 1 : 0);
     const retryable = isRetryableOutcome(outcome);
@@ -320,7 +322,7 @@ export class Settler {
       { kind: 'lifecycle', entry: lifecycleEntry({ ...tx, ...set }, { ...attempt, ...attemptSet }) },
       this.bundleSettled(tx, attempt, outcome, retries, now),
     );
-    await this.ctx.store.transition(
+    await this.d.store.transition(
       tx.tx_id,
       { state: tx.state, attempt: { n: attempt.attempt, stage: attempt.stage } },
       {
@@ -331,9 +333,9 @@ export class Settler {
         events,
       },
     );
-    this.ctx.o.metrics.attemptOutcomes.inc({ outcome });
-    if (fails) this.ctx.o.metrics.evicted.inc({ reason: 'failed' });
-    for (const m of moves) this.ctx.o.metrics.transitions.inc({ state: m.state });
+    this.d.metrics.attemptOutcomes.inc({ outcome });
+    if (fails) this.d.metrics.evicted.inc({ reason: 'failed' });
+    for (const m of moves) this.d.metrics.transitions.inc({ state: m.state });
     this.signals.emit('attempt-ended', { txId: tx.tx_id, attempt: attempt.attempt });
     // Settlement never calls a decider: it tells whoever listens (bypass retries at once) that the transaction is
     // pending again. Listeners run synchronously here, after the store's commit, as fire-and-forget work.
@@ -342,30 +344,26 @@ export class Settler {
 
   /** No further attempt will be made: the transaction only waits for proof one way or the other. */
   async stop(txId: string, expect: { state: TxState }): Promise<void> {
-    await this.ctx.store.transition(
-      txId,
-      { state: expect.state, stopped: false },
-      { set: { stopped: true } },
-    );
+    await this.d.store.transition(txId, { state: expect.state, stopped: false }, { set: { stopped: true } });
   }
 
   /** Under the transaction's lock: its landing slot died, so it is pending again and the landed attempt dropped. */
   async unland(txId: string, slot: number, why = `slot ${slot} died`): Promise<void> {
-    const current = await this.ctx.store.get(txId);
+    const current = await this.d.store.get(txId);
     if (!current || current.landed_slot !== slot) return;
     if (current.state !== 'landed' && current.state !== 'processed') return;
     const landed = current.attempts.find((a) => a.slot_landed === slot && !a.leaked);
-    const now = this.ctx.now();
-    const next = await this.ctx.store.transition(
+    const now = this.d.now();
+    const next = await this.d.store.transition(
       current.tx_id,
       { state: current.state },
       {
         set: { state: 'pending', landed_slot: null },
-        history: [{ state: 'pending', slot: this.ctx.chain.slot, ts: now }],
+        history: [{ state: 'pending', slot: this.d.chain.slot, ts: now }],
         events: [statusEvent({ ...current, state: 'pending' }, undefined, now)],
       },
     );
-    this.ctx.o.metrics.transitions.inc({ state: 'pending' });
+    this.d.metrics.transitions.inc({ state: 'pending' });
     if (landed)
       await this.settleFailed(next, landed, 'dropped', {
         countRetry: false,

@@ -1,14 +1,11 @@
 import { TX_PROGRESS_PATH, isTerminalTxState } from '@solrelay/core';
-import type { RelayContext } from '../context';
+import type { RelayPorts } from '../context';
 import type { Settler } from '../settle/settle';
 import { inFlight, signaturesOf } from '../store/queries';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import { blockOrderNeeded, creditedAttempt, tipsInUserSlot } from './credit';
-import {
-  diagnoseTipTransaction,
-  diagnoseUserTransactions,
-  type TipFailedHandler,
-} from '../upstream/diagnose';
+import { attributeFault, type FaultApplier } from './fault';
+import { diagnoseTipTransaction, diagnoseUserTransactions } from '../upstream/diagnose';
 import {
   TIP_LANDING_HORIZON_SLOTS,
   commitmentRank,
@@ -51,13 +48,12 @@ export class Evaluator {
   private readonly unreadableAtFinalized = new Map<string, number>();
 
   constructor(
-    private readonly ctx: RelayContext,
+    private readonly d: Pick<RelayPorts, 'chain' | 'log' | 'metrics' | 'now' | 'oracle' | 'rpc' | 'store'>,
     private readonly settle: Settler,
-    /** Relay's own tip transaction is why an attempt did not land (an operator fault). */
-    private readonly onTipFailed: TipFailedHandler = () => undefined,
-    /** Packing: who sank a pack, who rides no more, which pack a rider rode in. */
-    private readonly packing: Pick<PackingPort, 'exclude' | 'carrierOf' | 'faultOf'> = {
-      exclude: () => undefined,
+    /** Applies the verdict on whose fault a lost attempt was. */
+    private readonly faults: Pick<FaultApplier, 'apply'>,
+    /** Packing: which pack a rider rode in, and whether a rider sank one. */
+    private readonly packing: Pick<PackingPort, 'carrierOf' | 'faultOf'> = {
       carrierOf: () => null,
       faultOf: () => Promise.resolve(null),
     },
@@ -68,12 +64,12 @@ export class Evaluator {
    * (confirmed, in a live slot) was paid: recorded as leaked, with its lifecycle entry, like a leak seen in flight.
    */
   async watchLateTips(txId: string, statuses: StatusMap): Promise<void> {
-    const tx = await this.ctx.store.get(txId);
+    const tx = await this.d.store.get(txId);
     if (!tx || !isTerminalTxState(tx.state)) return;
     for (const a of tx.attempts) {
       if (!a.tip_signature || a.leaked || a.stage !== 'failed') continue;
       const tipStatus = statuses.get(a.tip_signature);
-      if (!tipStatus || this.ctx.chain.deadSlots.has(tipStatus.slot)) continue;
+      if (!tipStatus || this.d.chain.deadSlots.has(tipStatus.slot)) continue;
       if (commitmentRank(tipStatus.confirmationStatus) < 1) continue;
       await this.settle.markLeaked(tx, a, tipStatus.slot, { afterEnd: true });
     }
@@ -85,11 +81,11 @@ export class Evaluator {
     statuses: StatusMap,
     readAt: { slot: number; ts: number; contextSlot?: number },
   ): Promise<void> {
-    let tx = await this.ctx.store.get(txId);
+    let tx = await this.d.store.get(txId);
     if (!tx || isTerminalTxState(tx.state)) return;
     // Moved to a slot that died while the move was being written (the dead-slot notice came in between): undo it.
     const early = tx.state === 'landed' || tx.state === 'processed';
-    if (early && tx.landed_slot !== null && this.ctx.chain.deadSlots.has(tx.landed_slot)) {
+    if (early && tx.landed_slot !== null && this.d.chain.deadSlots.has(tx.landed_slot)) {
       await this.settle.unland(tx.tx_id, tx.landed_slot);
       return;
     }
@@ -98,12 +94,12 @@ export class Evaluator {
     // quadratic in the in-flight count, the largest cost of a busy tracker).
     for (const signature of signaturesOf(tx)) {
       const status = statuses.get(signature);
-      if (status && this.ctx.chain.deadSlots.has(status.slot)) statuses.delete(signature);
+      if (status && this.d.chain.deadSlots.has(status.slot)) statuses.delete(signature);
     }
     const userStatuses = tx.signatures.map((s) => statuses.get(s));
     const landedAll = userStatuses.every((s) => s !== undefined);
     const failedStatus = userStatuses.find((s) => s && s.err);
-    const now = this.ctx.now();
+    const now = this.d.now();
 
     // A landing whose block left the chain without notice: a block on an abandoned fork gets no dead-slot message
     // (Yellowstone sends SLOT_DEAD only on replay failure); its slot never confirms and its statuses turn null. Proof
@@ -111,9 +107,9 @@ export class Evaluator {
     // the chain's history has none of the user transactions either.
     const gone = userStatuses.every((s) => s === undefined);
     if (early && gone && tx.landed_slot !== null && (await this.landingGone(tx, tx.landed_slot, readAt))) {
-      this.ctx.o.metrics.orphanedLandings.inc();
-      this.ctx.o.log.info(
-        { tx_id: tx.tx_id, slot: tx.landed_slot, finalized_slot: this.ctx.chain.finalizedSlot },
+      this.d.metrics.orphanedLandings.inc();
+      this.d.log.info(
+        { tx_id: tx.tx_id, slot: tx.landed_slot, finalized_slot: this.d.chain.finalizedSlot },
         'landing gone from the chain (abandoned fork, no dead-slot notice): back to pending',
       );
       await this.settle.unland(
@@ -149,7 +145,7 @@ export class Evaluator {
     }
     // What follows is judged on the record as the leaks left it.
     if (leaks > 0) {
-      tx = await this.ctx.store.get(txId);
+      tx = await this.d.store.get(txId);
       if (!tx || isTerminalTxState(tx.state)) return;
     }
 
@@ -173,43 +169,22 @@ export class Evaluator {
       // Judged as of the slot the answer describes: a node behind relay has simply not seen the landing yet.
       const seenAt = { slot: Math.min(readAt.slot, readAt.contextSlot ?? readAt.slot), ts: readAt.ts };
       if (flying && windowPassed(flying, seenAt)) {
-        // JSON-RPC has no push channel: before blaming the tip, check whether the user transactions themselves
-        // can execute (an unfunded fee payer or a failing program never lands, whatever the tip).
-        const userFault = await diagnoseUserTransactions(this.ctx.o.rpc, tx);
-        if (userFault) {
-          await this.settle.settleFailed(tx, flying, userFault.outcome, {
-            countRetry: true,
-            detail: userFault.detail,
-          });
-          return;
-        }
-        // A passenger that sank the pack (cannot execute, dead blockhash, processed apart): the lead loses no
-        // retry, the passenger rides no more.
-        const rider = await this.packing.faultOf(flying);
-        if (rider) {
-          this.packing.exclude(rider.txId);
-          await this.settle.settleFailed(tx, flying, 'dropped', {
-            countRetry: false,
-            detail: `transaction ${rider.txId} riding in this bundle sank it: ${rider.detail}`,
-          });
-          return;
-        }
-        // Then relay's own tip transaction: a tipper that cannot pay it is an operator fault. The attempt ends
-        // without a retry counted, and the tipper is held until it is funded (the transaction waits meanwhile).
-        const tipFault = await diagnoseTipTransaction(this.ctx.o.rpc, flying);
-        if (tipFault) {
-          this.onTipFailed(flying, tipFault.detail);
-          await this.settle.settleFailed(tx, flying, 'dropped', {
-            countRetry: false,
-            detail: `relay's tip transaction cannot execute: ${tipFault.detail}`,
-          });
-          return;
-        }
-        const belowFloor = flying.tip_lamports < this.ctx.o.oracle.view(now).p50;
-        await this.settle.settleFailed(tx, flying, belowFloor ? 'fee_too_low' : 'dropped', {
-          countRetry: true,
-          detail: `target window ${flying.target_slot ?? '?'}..${flying.window_end_slot} passed without landing`,
-        });
+        // JSON-RPC has no push channel: relay looks, in the order blame goes (the user's own transactions, a
+        // rider, relay's tip), only as far as it must; the verdict is the judge's.
+        const userFault = await diagnoseUserTransactions(this.d.rpc, tx);
+        const riderFault = userFault ? null : await this.packing.faultOf(flying);
+        const tipFault = userFault || riderFault ? null : await diagnoseTipTransaction(this.d.rpc, flying);
+        const verdict = attributeFault(
+          tx,
+          flying,
+          {
+            source: 'window',
+            detail: `target window ${flying.target_slot ?? '?'}..${flying.window_end_slot} passed without landing`,
+            belowFloor: flying.tip_lamports < this.d.oracle.view(now).p50,
+          },
+          { userFault, riderFault, tipFault },
+        );
+        await this.faults.apply(tx, flying, verdict);
       }
       return;
     }
@@ -232,13 +207,13 @@ export class Evaluator {
     landedSlot: number,
     readAt: { contextSlot?: number },
   ): Promise<boolean> {
-    if (!landingGoneBy(landedSlot, this.ctx.chain.finalizedSlot, readAt.contextSlot)) return false;
+    if (!landingGoneBy(landedSlot, this.d.chain.finalizedSlot, readAt.contextSlot)) return false;
     try {
-      const history = await this.ctx.o.rpc.getSignatureStatusesWithContext(tx.signatures, {
+      const history = await this.d.rpc.getSignatureStatusesWithContext(tx.signatures, {
         searchTransactionHistory: true,
       });
       // A node behind the root relay knows may not have the landing yet: no proof from it.
-      if (history.contextSlot < this.ctx.chain.finalizedSlot) return false;
+      if (history.contextSlot < this.d.chain.finalizedSlot) return false;
       return history.statuses.every((status) => status === null);
     } catch {
       return false; // RPC cannot say now: the next pass asks again
@@ -258,13 +233,13 @@ export class Evaluator {
           a.tip_signature !== null &&
           !a.leaked &&
           !statuses.has(a.tip_signature) &&
-          this.ctx.chain.slot - a.created_slot > TIP_LANDING_HORIZON_SLOTS,
+          this.d.chain.slot - a.created_slot > TIP_LANDING_HORIZON_SLOTS,
       )
       .map((a) => a.tip_signature as string);
     if (old.length === 0) return;
     try {
       // Old by definition: past the status cache, only the history has them.
-      await readStatusesInto(this.ctx.o.rpc, old, statuses, { searchTransactionHistory: true });
+      await readStatusesInto(this.d.rpc, old, statuses, { searchTransactionHistory: true });
     } catch {
       /* RPC cannot say now: the next pass reads them again */
     }
@@ -298,7 +273,7 @@ export class Evaluator {
         this.unreadableAtFinalized.delete(this.unreadableAtFinalized.keys().next().value as string);
       if (failures < GUESS_AFTER_UNREADABLE_READS) return { attempt: null, unresolved: sharing };
       const guess = creditedAttempt(tx, statuses);
-      this.ctx.o.log.warn(
+      this.d.log.warn(
         {
           tx_id: tx.tx_id,
           slot: user.slot,
@@ -317,7 +292,7 @@ export class Evaluator {
         if (this.decidedByBlock.size <= 1024) break;
         this.decidedByBlock.delete(old);
       }
-      this.ctx.o.log.info(
+      this.d.log.info(
         {
           tx_id: tx.tx_id,
           slot: user.slot,
@@ -336,7 +311,7 @@ export class Evaluator {
     if (known) return known;
     let order: string[] | null;
     try {
-      order = await this.ctx.o.rpc.getBlockSignatures(slot);
+      order = await this.d.rpc.getBlockSignatures(slot);
     } catch {
       return null; // RPC cannot say now: the next pass asks again
     }

@@ -1,13 +1,13 @@
 import { classifyGrpcBundleResult } from '@solrelay/core';
-import type { RelayContext } from '../context';
+import type { RelayPorts } from '../context';
 import type { Expiry } from '../settle/expiry';
 import type { Settler } from '../settle/settle';
 import { inFlight, signaturesOf } from '../store/queries';
 import type { StoredTx } from '../store/records';
-import type { TipFailedHandler } from '../upstream/diagnose';
 import type { BundleResultMessage } from '../upstream/block-engine';
 import { MAX_SIGNATURES_PER_STATUS_CALL } from '../upstream/solana-rpc';
-import type { Evaluator, PackingPort } from './evaluate';
+import type { Evaluator } from './evaluate';
+import { attributeFault, type FaultApplier } from './fault';
 import { TIP_LANDING_HORIZON_SLOTS, WINDOW_GRACE_SLOTS, tipStillLive, type StatusMap } from './judge';
 import { readStatusesInto } from './read-statuses';
 
@@ -48,17 +48,15 @@ export class Tracker {
   private streamWatching: () => boolean = () => false;
 
   constructor(
-    private readonly ctx: RelayContext,
+    private readonly d: Pick<
+      RelayPorts,
+      'chain' | 'isClosed' | 'locks' | 'log' | 'metrics' | 'now' | 'rpc' | 'store'
+    >,
     private readonly settle: Settler,
     private readonly evaluator: Evaluator,
     private readonly expiry: Expiry,
-    /** Relay's own tip transaction failed in the engine's simulation (an operator fault). */
-    private readonly onTipFailed: TipFailedHandler = () => undefined,
-    /** Packing: who rides no more after a pack failed. */
-    private readonly packing: Pick<PackingPort, 'exclude' | 'excludeAll'> = {
-      exclude: () => undefined,
-      excludeAll: () => undefined,
-    },
+    /** Applies the verdict on whose fault a lost attempt was. */
+    private readonly faults: Pick<FaultApplier, 'apply'>,
   ) {}
 
   /**
@@ -92,16 +90,16 @@ export class Tracker {
       default: {
         const flying = inFlight(tx);
         // Its user transactions may still land on their own (not through relay), which the stream need not show.
-        if (!flying) return this.ctx.chain.slot % CONFIRMED_POLL_EVERY_SLOTS === 0;
+        if (!flying) return this.d.chain.slot % CONFIRMED_POLL_EVERY_SLOTS === 0;
         if (!watching || flying.stage !== 'submitted' || flying.window_end_slot === null) return true;
-        return this.ctx.chain.slot > flying.window_end_slot + WINDOW_GRACE_SLOTS;
+        return this.d.chain.slot > flying.window_end_slot + WINDOW_GRACE_SLOTS;
       }
     }
   }
 
   /** The stream reports a slot finalized (rooted): confirmed transactions up to it are worth a status read. */
   onFinalizedSlot(slot: number): void {
-    this.ctx.chain.finalized(slot);
+    this.d.chain.finalized(slot);
   }
 
   /**
@@ -113,18 +111,18 @@ export class Tracker {
    */
   private confirmedDue(tx: StoredTx): boolean {
     if (tx.landed_slot === null) return true;
-    if (this.ctx.chain.slot - this.ctx.chain.finalizedReportedAt <= FINALIZED_REPORT_FRESH_SLOTS)
-      return this.ctx.chain.finalizedSlot >= tx.landed_slot;
-    return this.ctx.chain.slot % CONFIRMED_POLL_EVERY_SLOTS === 0;
+    if (this.d.chain.slot - this.d.chain.finalizedReportedAt <= FINALIZED_REPORT_FRESH_SLOTS)
+      return this.d.chain.finalizedSlot >= tx.landed_slot;
+    return this.d.chain.slot % CONFIRMED_POLL_EVERY_SLOTS === 0;
   }
 
   /** A slot was abandoned: whatever landed in it is back to pending. */
   async onDeadSlot(slot: number): Promise<void> {
     // Status reads taken before this moment may still show the slot's signatures: ignore them from now on.
-    if (this.ctx.chain.markDead(slot)) this.ctx.o.metrics.deadSlots.inc();
-    for (const tx of await this.ctx.store.landedIn(slot)) {
+    if (this.d.chain.markDead(slot)) this.d.metrics.deadSlots.inc();
+    for (const tx of await this.d.store.landedIn(slot)) {
       if (tx.state !== 'landed' && tx.state !== 'processed') continue;
-      await this.ctx.locks.run(tx.tx_id, () => this.settle.unland(tx.tx_id, slot));
+      await this.d.locks.run(tx.tx_id, () => this.settle.unland(tx.tx_id, slot));
     }
   }
 
@@ -137,7 +135,7 @@ export class Tracker {
 
   /** The gRPC transport's push results: auction losses, simulation failures and drops settle an attempt at once. */
   async onBundleResult(result: BundleResultMessage): Promise<void> {
-    const owner = await this.ctx.store.byBundle(result.bundleId);
+    const owner = await this.d.store.byBundle(result.bundleId);
     if (!owner) return;
     const txId = owner.tx_id;
     const report = classifyGrpcBundleResult(result);
@@ -147,42 +145,18 @@ export class Tracker {
       return;
     }
     if (report.kind !== 'outcome') return;
-    await this.ctx.locks.run(txId, async () => {
-      const tx = await this.ctx.store.get(txId);
+    await this.d.locks.run(txId, async () => {
+      const tx = await this.d.store.get(txId);
       const attempt = tx?.attempts.find((a) => a.bundle_id === result.bundleId);
       if (!tx || !attempt || attempt.stage !== 'submitted') return;
-      // Which transaction failed decides whose fault it is: relay's own tip transaction failing (the tipper cannot
-      // pay) pauses submission and costs the user's transaction nothing, not even a retry.
-      const failed = result.rejected?.simulationFailure?.txSignature;
-      if (failed && failed === attempt.tip_signature) {
-        this.onTipFailed(attempt, report.detail);
-        await this.settle.settleFailed(tx, attempt, 'dropped', {
-          countRetry: false,
-          detail: `engine: relay's tip transaction failed in simulation: ${report.detail}`,
-        });
-        return;
-      }
-      // A passenger's transaction sank the pack: the lead loses nothing, not even a retry (the passenger goes
-      // alone from now on and meets its own verdict). A failing pack that names no member of its own: nobody
-      // rides again, and the lead goes on without a fatal verdict that may not be its own.
-      const packed = (attempt.passengers?.length ?? 0) > 0;
-      const rider = failed ? attempt.passengers?.find((p) => p.signatures.includes(failed)) : undefined;
-      const leadNamed = !!failed && tx.signatures.includes(failed);
-      if (rider || (packed && !leadNamed && report.outcome === 'simulation_failed')) {
-        if (rider) this.packing.exclude(rider.tx_id);
-        else this.packing.excludeAll(tx.tx_id, attempt);
-        await this.settle.settleFailed(tx, attempt, 'dropped', {
-          countRetry: false,
-          detail: rider
-            ? `engine: transaction ${rider.tx_id} riding in this bundle failed in simulation: ${report.detail}`
-            : `engine: the packed bundle failed with no member named: ${report.detail}`,
-        });
-        return;
-      }
-      await this.settle.settleFailed(tx, attempt, report.outcome, {
-        countRetry: true,
-        detail: `engine: ${report.detail}`,
+      // Which transaction failed decides whose fault it is: relay's tip, a rider, the pack, the user or the auction.
+      const verdict = attributeFault(tx, attempt, {
+        source: 'engine-result',
+        outcome: report.outcome,
+        detail: report.detail,
+        failedSignature: result.rejected?.simulationFailure?.txSignature ?? null,
       });
+      await this.faults.apply(tx, attempt, verdict);
     });
   }
 
@@ -200,7 +174,7 @@ export class Tracker {
     const tips: string[] = [];
     for (const a of tx.attempts) {
       if (!a.tip_signature || a.leaked || a.stage !== 'failed') continue;
-      if (!tipStillLive(a, this.ctx.chain)) continue;
+      if (!tipStillLive(a, this.d.chain)) continue;
       if (kind === 'hint' && !hinted.has(a.tip_signature)) continue;
       tips.push(a.tip_signature);
     }
@@ -213,8 +187,8 @@ export class Tracker {
   }
 
   async track(kind: TrackKind = 'slot'): Promise<void> {
-    if (this.ctx.closed) return;
-    if (kind === 'slot' && this.ctx.chain.slot - this.lastTrackedSlot < 1) return;
+    if (this.d.isClosed()) return;
+    if (kind === 'slot' && this.d.chain.slot - this.lastTrackedSlot < 1) return;
     if (this.tracking) {
       // Asked for during a pass: one more pass after it (the running one may have read before the news), the
       // widest of what was asked.
@@ -223,8 +197,8 @@ export class Tracker {
     }
     this.tracking = true;
     // A hinted pass reads only what has a bundle out: the slot's pass over everything is still due.
-    if (kind !== 'hint') this.lastTrackedSlot = this.ctx.chain.slot;
-    const startedAt = this.ctx.now();
+    if (kind !== 'hint') this.lastTrackedSlot = this.d.chain.slot;
+    const startedAt = this.d.now();
     const hinted = this.hinted;
     this.hinted = new Set();
     try {
@@ -246,12 +220,10 @@ export class Tracker {
         }
         current.push(...group);
       };
-      const cacheBegins = this.ctx.chain.finalizedSlot - STATUS_CACHE_SAFE_ROOTED_SLOTS;
+      const cacheBegins = this.d.chain.finalizedSlot - STATUS_CACHE_SAFE_ROOTED_SLOTS;
       // Ended transactions whose lost tips may still land: built within twice the horizon (a tip's life is counted
       // in blocks, and skipped slots make a block span more than one slot); `lateTipsOf` decides exactly.
-      const { live, ended } = await this.ctx.store.followed(
-        this.ctx.chain.slot - 2 * TIP_LANDING_HORIZON_SLOTS,
-      );
+      const { live, ended } = await this.d.store.followed(this.d.chain.slot - 2 * TIP_LANDING_HORIZON_SLOTS);
       for (const tx of ended) {
         const late = this.lateTipsOf(tx, kind, hinted);
         if (late.length > 0) {
@@ -269,7 +241,7 @@ export class Tracker {
           if (
             a.tip_signature &&
             !a.leaked &&
-            this.ctx.chain.slot - a.created_slot <= TIP_LANDING_HORIZON_SLOTS
+            this.d.chain.slot - a.created_slot <= TIP_LANDING_HORIZON_SLOTS
           ) {
             group.push(a.tip_signature);
           }
@@ -280,8 +252,8 @@ export class Tracker {
       // The statuses show the chain as of (at least) this slot and time. A pass over many transactions can take
       // longer than a slot, so "not landed" is judged against these, never against the slot reached meanwhile.
       const readAt: { slot: number; ts: number; contextSlot?: number } = {
-        slot: this.ctx.chain.slot,
-        ts: this.ctx.now(),
+        slot: this.d.chain.slot,
+        ts: this.d.now(),
       };
       let contextSlot = Number.POSITIVE_INFINITY;
       for (const [list, searchTransactionHistory] of [
@@ -290,7 +262,7 @@ export class Tracker {
       ] as const) {
         for (const chunk of list) {
           if (chunk.length === 0) continue;
-          const read = await readStatusesInto(this.ctx.o.rpc, chunk, statuses, { searchTransactionHistory });
+          const read = await readStatusesInto(this.d.rpc, chunk, statuses, { searchTransactionHistory });
           if (read > 0) contextSlot = Math.min(contextSlot, read); // 0: the answer had no context
         }
       }
@@ -303,36 +275,36 @@ export class Tracker {
           followed
             .slice(i, i + EVALUATE_CONCURRENCY)
             .map((tx) =>
-              this.ctx.locks.run(tx.tx_id, () => this.evaluator.evaluate(tx.tx_id, statuses, readAt)),
+              this.d.locks.run(tx.tx_id, () => this.evaluator.evaluate(tx.tx_id, statuses, readAt)),
             ),
         );
         for (const result of judged)
           if (result.status === 'rejected')
-            this.ctx.o.log.debug({ err: result.reason }, 'status evaluation failed');
+            this.d.log.debug({ err: result.reason }, 'status evaluation failed');
       }
       for (const tx of lateWatched)
-        await this.ctx.locks
+        await this.d.locks
           .run(tx.tx_id, () => this.evaluator.watchLateTips(tx.tx_id, statuses))
-          .catch((error: unknown) => this.ctx.o.log.debug({ err: error }, 'late tip check failed'));
+          .catch((error: unknown) => this.d.log.debug({ err: error }, 'late tip check failed'));
       // Expiry moves with slots: the slot's pass starts it, not every hinted one. It runs beside the passes (one
       // at a time): its RPC reads must not hold the next status pass up.
       if (kind !== 'hint' && !this.expiryRunning)
         this.expiryRunning = this.expiry
           .checkExpiry()
-          .catch((error: unknown) => this.ctx.o.log.debug({ err: error }, 'expiry check failed'))
+          .catch((error: unknown) => this.d.log.debug({ err: error }, 'expiry check failed'))
           .finally(() => {
             this.expiryRunning = null;
           });
     } catch (error) {
-      this.ctx.o.log.debug({ err: error }, 'status poll failed');
+      this.d.log.debug({ err: error }, 'status poll failed');
     } finally {
       this.tracking = false;
       const again = this.trackAgain;
       this.trackAgain = null;
-      if (again && !this.ctx.closed) {
+      if (again && !this.d.isClosed()) {
         // Under load the stream hints at a landing every few ms: spacing the passes keeps tracking from taking
         // the whole event loop, and costs a hinted landing at most this long.
-        const wait = again === 'hint' ? Math.max(0, startedAt + MIN_HINTED_PASS_GAP_MS - this.ctx.now()) : 0;
+        const wait = again === 'hint' ? Math.max(0, startedAt + MIN_HINTED_PASS_GAP_MS - this.d.now()) : 0;
         const timer = setTimeout(() => void this.track(again), wait);
         timer.unref();
       }

@@ -1,4 +1,4 @@
-import type { TxStore } from '../store/store';
+import type { TxStore } from './store';
 
 export const ROLLING_HOUR_MS = 3_600_000;
 
