@@ -2,3 +2,4 @@ export * from './sse';
 export * from './stack';
 export * from './process';
 export * from './seed';
+export * from './postgres';
