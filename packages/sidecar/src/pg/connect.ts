@@ -43,6 +43,9 @@ export interface DatabaseOptions {
   applicationName?: string;
 }
 
+/** The pool relay uses (node-postgres'). */
+export type DatabasePool = pg.Pool;
+
 /**
  * A pool on `url` with relay's settings (see {@link DATABASE_DEFAULTS}); connects lazily. Use
  * {@link connectDatabase} to find out at start-up whether the database is there.

@@ -6,6 +6,7 @@ export {
   createDatabasePool,
   databaseError,
   type DatabaseOptions,
+  type DatabasePool,
 } from './connect';
 export { parseDatabaseUrl, redactDatabaseUrl, type DatabaseUrl } from './url';
 export {
