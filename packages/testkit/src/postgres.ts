@@ -83,8 +83,10 @@ function executable(path: string): boolean {
  * The directory holding `initdb` and `pg_ctl`. Throws, naming Debian's package, when they are missing: a test that
  * needs PostgreSQL must fail where there is none, never pass or skip.
  */
-export function findPostgresBinaries(env: NodeJS.ProcessEnv = process.env): string {
-  const dirs = binaryDirectories(env);
+export function findPostgresBinaries(
+  env: NodeJS.ProcessEnv = process.env,
+  dirs: readonly string[] = binaryDirectories(env),
+): string {
   const found = dirs.find((dir) => executable(join(dir, 'initdb')) && executable(join(dir, 'pg_ctl')));
   if (found) return found;
   throw new Error(
