@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { usePostgres } from '@solrelay/testkit';
 import pg from 'pg';
 import { loadMigrations, migrate } from '../../src/pg';
@@ -150,4 +152,49 @@ test('events: the cursor orders by (xid, id); rows land in daily partitions, whi
   expect(dropped.rows[0]?.n).toBe(Number(daily.rows[0]?.n));
   const left = await pool.query<{ n: string }>('SELECT count(*) AS n FROM events');
   expect(Number(left.rows[0]?.n)).toBe(0);
+});
+
+describe("the README's queries", () => {
+  const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## Running on PostgreSQL'));
+  const queries = [...section.matchAll(/```sql\n([\s\S]*?)```/g)].map((m) => m[1] as string);
+
+  test('there are two: stuck transactions, then spend this hour', () => {
+    expect(queries).toHaveLength(2);
+  });
+
+  test('stuck transactions: finds one unchanged for 5 minutes whose owner is dead, with its unsettled attempt', async () => {
+    await pool.query(
+      `INSERT INTO host_sessions (host_id, epoch, started_at, heartbeat_at, lease_expires_at)
+       VALUES ('box:7777', 41, now() - interval '10 minutes', now() - interval '6 minutes', now() - interval '6 minutes')`,
+    );
+    await insertTx('tx_stuck', 'sigStuck');
+    await insertTx('tx_fresh', 'sigFresh');
+    await insertAttempt('tx_stuck', 1, 'submitted');
+    await pool.query(
+      `UPDATE transactions SET owner_host = 'box:7777', owner_epoch = 41, updated_at = now() - interval '5 minutes'
+       WHERE tx_id = 'tx_stuck'`,
+    );
+    const { rows } = await pool.query(queries[0] as string);
+    expect(rows).toEqual([
+      expect.objectContaining({ tx_id: 'tx_stuck', owner_alive: false, attempt: 1, stage: 'submitted' }),
+    ]);
+  });
+
+  test('spend this hour: unreleased reservations of the last hour, in all and by tipper', async () => {
+    await pool.query(
+      `INSERT INTO spend_reservations (tx_id, attempt, tipper, reserved_at, lamports, released_at) VALUES
+         ('a', 1, 'TipperA', now() - interval '10 minutes', 1000, NULL),
+         ('b', 1, 'TipperA', now() - interval '50 minutes', 2000, NULL),
+         ('c', 1, 'TipperA', now() - interval '5 minutes', 500, now()),
+         ('d', 1, 'TipperB', now() - interval '61 minutes', 700, NULL),
+         ('e', 1, NULL, now(), 300, NULL)`,
+    );
+    const { rows } = await pool.query(queries[1] as string);
+    expect(rows.map((r) => [r.tipper, Number(r.attempts), Number(r.lamports)])).toEqual([
+      ['all tippers', 3, 3300],
+      ['TipperA', 2, 3000],
+      ['(tip included)', 1, 300],
+    ]);
+  });
 });
