@@ -6,6 +6,7 @@ import {
   chownSync,
   existsSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   realpathSync,
   rmSync,
@@ -58,7 +59,14 @@ export interface PgServerOptions {
 function binaryDirectories(env: NodeJS.ProcessEnv): string[] {
   const dirs: string[] = [];
   if (env.RELAY_PG_BIN) dirs.push(env.RELAY_PG_BIN);
+  // Debian's layout: 15 (what DESIGN §10 names, Debian 12's), then any other version installed, newest first.
   dirs.push('/usr/lib/postgresql/15/bin');
+  try {
+    const versions = readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v));
+    for (const v of versions.sort((a, b) => Number(b) - Number(a))) dirs.push(`/usr/lib/postgresql/${v}/bin`);
+  } catch {
+    // no PostgreSQL from Debian's packages
+  }
   for (const dir of (env.PATH ?? '').split(delimiter).filter(Boolean)) {
     // pg_ctl on PATH is often a symlink into the versioned directory that also holds initdb.
     try {
