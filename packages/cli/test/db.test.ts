@@ -44,7 +44,7 @@ test('status on an empty database: behind, exit 1; migrate applies 001_initial; 
   const doc = JSON.parse(after.stdout);
   expect(doc).toMatchObject({ state: 'up-to-date', current: 1, latest: 1, pending: [], changed: [] });
   expect(doc.applied).toEqual([{ version: 1, name: 'initial', applied_at: expect.any(String) }]);
-  expect(doc.database).toMatch(/^postgres:\/\/relay:\*\*\*@127\.0\.0\.1:\d+\/t\d+_\d+$/);
+  expect(doc.database).toMatch(/^postgres:\/\/relay:\*\*\*@127\.0\.0\.1:\d+\/t\d+_\d+_[0-9a-f]+$/);
   expectNoPassword(after, password);
 });
 

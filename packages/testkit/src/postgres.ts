@@ -5,17 +5,19 @@ import {
   constants,
   chownSync,
   existsSync,
+  mkdirSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
   realpathSync,
   rmSync,
+  writeFileSync,
 } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
 import { Client } from 'pg';
-import { freePort } from './stack';
+import { freePort } from './ports';
 
 /**
  * A throwaway PostgreSQL server for tests: the real server from the machine's packages (Debian's `postgresql`,
@@ -28,7 +30,22 @@ import { freePort } from './stack';
  * Connections over TCP authenticate with a password (scram-sha-256), so a wrong password is refused as it would be in
  * production; the Unix socket in the temp directory trusts local users.
  */
+/** Where a running server is and how to reach and stop it (what a shared server hands to other test workers). */
+export interface PgServerInfo {
+  bin: string;
+  /** Its tools run as the `postgres` user (we are root). */
+  asPostgres: boolean;
+  /** The temp directory holding the data directory, socket and log; removed on stop. */
+  root: string;
+  dataDir: string;
+  host: string;
+  port: number;
+  user: string;
+  password: string;
+}
+
 export interface PgServer {
+  info: PgServerInfo;
   host: string;
   port: number;
   user: string;
@@ -140,32 +157,44 @@ function installExitHook(stopSync: () => void): void {
   process.once('exit', () => stopSync());
 }
 
-/** Start a throwaway server; see {@link PgServer}. Cleans up after itself if any step fails. */
-export async function startPostgres(options: PgServerOptions = {}): Promise<PgServer> {
+/** Stop a server (immediate: nothing of a test server is worth a clean shutdown) and remove its directory. */
+function stopServer(info: PgServerInfo): void {
+  // Also after a failed start: pg_ctl may have left a server running before it gave up waiting.
+  if (existsSync(join(info.dataDir, 'postmaster.pid'))) {
+    try {
+      const args = ['-D', info.dataDir, '-m', 'immediate', '-w', 'stop'];
+      const pgCtl = join(info.bin, 'pg_ctl');
+      if (info.asPostgres)
+        execFileSync('runuser', ['-u', 'postgres', '--', pgCtl, ...args], { stdio: 'ignore' });
+      else execFileSync(pgCtl, args, { stdio: 'ignore' });
+    } catch {
+      // already stopped
+    }
+  }
+  rmSync(info.root, { recursive: true, force: true });
+}
+
+/**
+ * Start a throwaway server; see {@link PgServer}. Cleans up after itself if any step fails. Stopped by `stop()`, or
+ * when this process exits; `shared` leaves that to {@link postgresGlobalTeardown} (other workers use it).
+ */
+export async function startPostgres(options: PgServerOptions & { shared?: boolean } = {}): Promise<PgServer> {
   const bin = findPostgresBinaries();
   const owner = asServerUser();
   const root = mkdtempSync(join(tmpdir(), 'relay-pg-'));
-  const dataDir = join(root, 'data');
-  const user = 'relay';
-  const password = randomBytes(12).toString('hex');
-  const host = '127.0.0.1';
-  let started = false;
-  let port = 0;
-  const pgCtl = join(bin, 'pg_ctl');
-  const stopSync = () => {
-    // Also after a failed start: pg_ctl may have left a server running before it gave up waiting.
-    if (started || existsSync(join(dataDir, 'postmaster.pid'))) {
-      try {
-        const args = ['-D', dataDir, '-m', 'immediate', '-w', 'stop'];
-        if (owner) execFileSync('runuser', ['-u', 'postgres', '--', pgCtl, ...args], { stdio: 'ignore' });
-        else execFileSync(pgCtl, args, { stdio: 'ignore' });
-      } catch {
-        // already stopped
-      }
-      started = false;
-    }
-    rmSync(root, { recursive: true, force: true });
+  const info: PgServerInfo = {
+    bin,
+    asPostgres: owner !== null,
+    root,
+    dataDir: join(root, 'data'),
+    host: '127.0.0.1',
+    port: 0,
+    user: 'relay',
+    password: randomBytes(12).toString('hex'),
   };
+  const { dataDir, host, user, password } = info;
+  const pgCtl = join(bin, 'pg_ctl');
+  let started = false;
   try {
     if (owner) chownSync(root, owner.uid, owner.gid);
     const pwfile = join(root, 'pwfile');
@@ -189,9 +218,9 @@ export async function startPostgres(options: PgServerOptions = {}): Promise<PgSe
     );
     // A free port now may be taken before the server binds it: try another port a few times.
     for (let tries = 1; !started; tries++) {
-      port = await freePort();
+      info.port = await freePort();
       const settings: Record<string, string> = {
-        port: String(port),
+        port: String(info.port),
         listen_addresses: host,
         unix_socket_directories: root,
         fsync: 'off',
@@ -214,10 +243,24 @@ export async function startPostgres(options: PgServerOptions = {}): Promise<PgSe
       started = true;
     }
   } catch (error) {
-    stopSync();
+    stopServer(info);
     throw error;
   }
+  if (options.shared) return serverHandle(info, () => {});
+  const server = serverHandle(info, () => {
+    running.delete(server);
+    stopServer(info);
+  });
+  running.add(server);
+  installExitHook(() => {
+    for (const s of running) void s.stop();
+  });
+  return server;
+}
 
+/** The handle on a running server; `stop` is what stopping means for this holder. */
+function serverHandle(info: PgServerInfo, stop: () => void): PgServer {
+  const { host, port, user, password, dataDir } = info;
   let counter = 0;
   const url = (database = 'postgres') =>
     `postgres://${user}:${password}@${host}:${port}/${encodeURIComponent(database)}`;
@@ -230,7 +273,8 @@ export async function startPostgres(options: PgServerOptions = {}): Promise<PgSe
       await client.end();
     }
   };
-  const server: PgServer = {
+  return {
+    info,
     host,
     port,
     user,
@@ -245,20 +289,15 @@ export async function startPostgres(options: PgServerOptions = {}): Promise<PgSe
       return name;
     },
     async createDatabase(template) {
-      const name = `t${process.pid}_${++counter}`;
+      // Unique across the workers and files sharing a server (a worker's pid serves many files).
+      const name = `t${process.pid}_${++counter}_${randomBytes(3).toString('hex')}`;
       await sql(`CREATE DATABASE ${quoteIdent(name)}${template ? ` TEMPLATE ${quoteIdent(template)}` : ''}`);
       return url(name);
     },
     async stop() {
-      running.delete(server);
-      stopSync();
+      stop();
     },
   };
-  running.add(server);
-  installExitHook(() => {
-    for (const s of running) void s.stop();
-  });
-  return server;
 }
 
 function quoteIdent(name: string): string {
@@ -266,27 +305,107 @@ function quoteIdent(name: string): string {
 }
 
 /**
- * One server for the test file that calls this (started in `beforeAll`, stopped in `afterAll`, which jest runs even
- * when a test or the setup failed), with a template prepared once by `prepare` (e.g. relay's migrations).
- * `fresh()` gives each test its own database copied from the template.
+ * The variable that tells test workers to share one server: a directory, set by {@link postgresGlobalSetup}, where
+ * the first worker that needs a server records it (`server.json`) under a lock; {@link postgresGlobalTeardown} stops it.
  */
-export function usePostgres(prepare?: (url: string) => Promise<void>): {
+export const SHARED_POSTGRES_ENV = 'RELAY_TEST_PG_SHARED';
+
+/**
+ * A jest `globalSetup`: test files of this run that call {@link usePostgres} share one server, started by the first
+ * that needs it (a run with no PostgreSQL test starts none). Pair it with {@link postgresGlobalTeardown}.
+ */
+export async function postgresGlobalSetup(): Promise<void> {
+  process.env[SHARED_POSTGRES_ENV] = mkdtempSync(join(tmpdir(), 'relay-pg-shared-'));
+}
+
+/** A jest `globalTeardown`: stops the shared server, if one was started, and removes what it left. */
+export async function postgresGlobalTeardown(): Promise<void> {
+  const dir = process.env[SHARED_POSTGRES_ENV];
+  if (!dir) return;
+  const file = join(dir, 'server.json');
+  if (existsSync(file)) stopServer(JSON.parse(readFileSync(file, 'utf8')) as PgServerInfo);
+  rmSync(dir, { recursive: true, force: true });
+  delete process.env[SHARED_POSTGRES_ENV];
+}
+
+/** Runs `work` holding a lock shared by every worker (a directory: `mkdir` either creates it or fails). */
+async function withDirectoryLock<T>(lock: string, work: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch (error) {
+      if ((error as { code?: string }).code !== 'EEXIST') throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  try {
+    return await work();
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+/** The run's shared server (started now if this is the first file to need it) with `template` prepared once. */
+async function sharedServer(
+  dir: string,
+  template: string | undefined,
+  prepare: ((url: string) => Promise<void>) | undefined,
+): Promise<PgServer> {
+  return withDirectoryLock(join(dir, 'lock'), async () => {
+    const file = join(dir, 'server.json');
+    let server: PgServer;
+    if (existsSync(file)) {
+      server = serverHandle(JSON.parse(readFileSync(file, 'utf8')) as PgServerInfo, () => {});
+    } else {
+      server = await startPostgres({ shared: true });
+      writeFileSync(file, JSON.stringify(server.info));
+    }
+    if (template && prepare) {
+      const client = new Client({ connectionString: server.url() });
+      await client.connect();
+      const { rowCount } = await client
+        .query('SELECT 1 FROM pg_database WHERE datname = $1', [template])
+        .finally(() => client.end());
+      if (!rowCount) await server.createTemplate(template, prepare);
+    }
+    return server;
+  });
+}
+
+/**
+ * A server for the test file that calls this, with a template prepared once by `prepare` (e.g. relay's migrations)
+ * under the name `template`; `fresh()` gives each test its own database copied from it (or an empty one).
+ *
+ * With {@link postgresGlobalSetup} as the package's jest globalSetup, every file of the run shares one server (files
+ * that prepare different templates must name them differently). Without it, the file gets its own server, started in
+ * `beforeAll` and stopped in `afterAll`, which jest runs even when a test or the setup failed.
+ */
+export function usePostgres(
+  prepare?: (url: string) => Promise<void>,
+  template = 'relay_template',
+): {
   server(): PgServer;
   fresh(): Promise<string>;
 } {
   let server: PgServer | null = null;
-  let template: string | undefined;
+  const shared = process.env[SHARED_POSTGRES_ENV];
   beforeAll(async () => {
-    server = await startPostgres();
-    if (prepare) template = await server.createTemplate('relay_template', prepare);
+    if (shared) {
+      server = await sharedServer(shared, prepare ? template : undefined, prepare);
+    } else {
+      server = await startPostgres();
+      if (prepare) await server.createTemplate(template, prepare);
+    }
   }, 60_000);
   afterAll(async () => {
-    await server?.stop();
+    // A shared server outlives the file: the global teardown stops it.
+    if (!shared) await server?.stop();
   });
   const get = () => {
     if (!server)
       throw new Error('usePostgres: the server is not started (call it at the top of a test file)');
     return server;
   };
-  return { server: get, fresh: () => get().createDatabase(template) };
+  return { server: get, fresh: () => get().createDatabase(prepare ? template : undefined) };
 }
