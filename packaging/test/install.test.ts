@@ -100,6 +100,7 @@ const allLoaded = {
   'core/wire': true,
   client: true,
   sidecar: true,
+  'sidecar/pg': true,
   simnet: true,
   agent: true,
   cli: true,

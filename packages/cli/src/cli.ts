@@ -40,6 +40,13 @@ function jsonOption<T>(y: Argv<T>) {
   });
 }
 
+function databaseUrlOption<T>(y: Argv<T>) {
+  return y.option('database-url', {
+    type: 'string',
+    describe: 'postgres://user:password@host:5432/database (default RELAY_DATABASE_URL; a flag shows in ps)',
+  });
+}
+
 function simOptions<T>(y: Argv<T>) {
   return y
     .option('sim', { type: 'boolean', default: false, describe: SIM_DESCRIPTION })
@@ -256,6 +263,33 @@ export function buildParser(select: (json: boolean, run: CommandRunner) => void)
       },
     )
     .command(
+      'db',
+      'PostgreSQL schema at RELAY_DATABASE_URL: migrate, status (the sidecar does not run on it yet)',
+      (y) =>
+        y
+          .command(
+            'migrate',
+            'apply pending schema migrations (one transaction each, under an advisory lock: safe from several hosts)',
+            (z) => databaseUrlOption(jsonOption(z)),
+            (args) => {
+              run(args.json, async (ctx) =>
+                (await import('./commands/db')).dbMigrate(ctx, { databaseUrl: args['database-url'] }),
+              );
+            },
+          )
+          .command(
+            'status',
+            "schema version, this relay's version and pending migrations; exit 1 unless up to date",
+            (z) => databaseUrlOption(jsonOption(z)),
+            (args) => {
+              run(args.json, async (ctx) =>
+                (await import('./commands/db')).dbStatus(ctx, { databaseUrl: args['database-url'] }),
+              );
+            },
+          )
+          .demandCommand(1, 'Name a db command: migrate or status.'),
+    )
+    .command(
       'policy',
       'read and edit the policy file (RELAY_POLICY_FILE, default ./relay.policy.json)',
       (y) =>
@@ -331,12 +365,12 @@ const LEADING_FLAGS = new Set(['-h', '--help', '--version']);
  * wrong problem; say which option is misplaced instead.
  */
 function misplacedOption(argv: string[]): void {
-  const at = argv[0] === 'policy' ? 1 : 0;
-  const token = argv[at];
+  const group = argv[0] === 'policy' || argv[0] === 'db' ? argv[0] : null;
+  const token = argv[group ? 1 : 0];
   if (token === undefined || !token.startsWith('-') || LEADING_FLAGS.has(token)) return;
-  const where = at === 0 ? 'the command' : 'the policy command';
+  const where = group ? `the ${group} command` : 'the command';
   throw usageError(
-    `${token} before ${where}: options go after it (relay ${at === 0 ? '<command>' : 'policy <command>'} [options])`,
+    `${token} before ${where}: options go after it (relay ${group ? `${group} <command>` : '<command>'} [options])`,
   );
 }
 

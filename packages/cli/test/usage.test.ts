@@ -19,6 +19,9 @@ test.each([
   [['--verbose', 'status'], /--verbose before the command: options go after it/],
   [['-x'], /-x before the command/],
   [['policy', '--bogus', 'show'], /--bogus before the policy command/],
+  [['db'], /Name a db command/],
+  [['db', '--bogus', 'status'], /--bogus before the db command/],
+  [['db', 'status', '--verbose'], /Unknown argument/],
   [['bundle', '..'], /a bundle id is 64 hex characters, got "\.\."/],
 ])('relay %j is a usage error: exit 2 with the reason and a hint', async (args, message) => {
   const run = await runRelay(args as string[]);
@@ -44,6 +47,7 @@ test('--help lists every command and exits 0', async () => {
     'lifecycle',
     'bundle',
     'policy',
+    'db',
   ]) {
     expect(run.stdout).toContain(`relay ${command}`);
   }

@@ -132,6 +132,19 @@ export interface RelayErrorContext {
   RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP: { tip: number; max_tip: number };
   RELAY_E_CONFIG_DATA_DIR_IN_USE: { data_dir: string; pid: number };
 
+  /**
+   * PostgreSQL (`RELAY_DATABASE_URL`, DESIGN §10). `url` is always the URL with its password replaced by `***`:
+   * no message, detail or log line carries the password.
+   */
+  RELAY_E_DB_INVALID_URL: { url: string; reason: string };
+  RELAY_E_DB_UNREACHABLE: { url: string; reason: string };
+  RELAY_E_DB_AUTH_FAILED: { url: string; user: string; reason: string };
+  RELAY_E_DB_NOT_FOUND: { url: string; database: string };
+  /** `pending`: the migrations not applied yet (`NNN_name`), oldest first. */
+  RELAY_E_DB_SCHEMA_BEHIND: { current: number; latest: number; pending: string[] };
+  RELAY_E_DB_SCHEMA_AHEAD: { current: number; latest: number };
+  RELAY_E_DB_MIGRATION_FAILED: { version: number; name: string; reason: string };
+
   RELAY_E_INTERNAL_ERROR: { reason: string };
 }
 
@@ -286,6 +299,26 @@ export const RELAY_ERRORS = {
     status: 500,
     message:
       'The data directory $data_dir is in use by another relay sidecar (pid $pid); stop it or use another RELAY_DATA_DIR',
+  },
+
+  // PostgreSQL store (start-up, `relay db`); the URL in each is redacted
+  RELAY_E_DB_INVALID_URL: { status: 500, message: 'The database URL $url is invalid: $reason' },
+  RELAY_E_DB_UNREACHABLE: { status: 503, message: 'Cannot reach PostgreSQL at $url: $reason' },
+  RELAY_E_DB_AUTH_FAILED: { status: 500, message: 'PostgreSQL at $url refused user $user: $reason' },
+  RELAY_E_DB_NOT_FOUND: { status: 500, message: 'The database $database does not exist (at $url)' },
+  RELAY_E_DB_SCHEMA_BEHIND: {
+    status: 500,
+    message:
+      'The database schema is at version $current; this relay needs version $latest (run `relay db migrate`)',
+  },
+  RELAY_E_DB_SCHEMA_AHEAD: {
+    status: 500,
+    message:
+      'The database schema is at version $current, newer than the $latest this relay knows (upgrade relay, or use another database)',
+  },
+  RELAY_E_DB_MIGRATION_FAILED: {
+    status: 500,
+    message: 'Migration $version ($name) failed and was rolled back: $reason',
   },
 
   // A bug

@@ -264,6 +264,17 @@ const SAMPLES: { [C in RelayErrorCode]: RelayErrorContext[C] } = {
   RELAY_E_CONFIG_UNREADABLE_KEYPAIR: { path: '/keys/tipper.json', reason: 'ENOENT' },
   RELAY_E_CONFIG_BYPASS_TIP_ABOVE_MAX_TIP: { tip: 3_000_000, max_tip: 2_000_000 },
   RELAY_E_CONFIG_DATA_DIR_IN_USE: { data_dir: '/var/lib/relay', pid: 4242 },
+  RELAY_E_DB_INVALID_URL: { url: 'postgres://relay:***@db:5432', reason: 'name the database in the path' },
+  RELAY_E_DB_UNREACHABLE: { url: 'postgres://relay:***@db:5432/relay', reason: 'ECONNREFUSED' },
+  RELAY_E_DB_AUTH_FAILED: {
+    url: 'postgres://relay:***@db:5432/relay',
+    user: 'relay',
+    reason: 'password authentication failed (28P01)',
+  },
+  RELAY_E_DB_NOT_FOUND: { url: 'postgres://relay:***@db:5432/relay', database: 'relay' },
+  RELAY_E_DB_SCHEMA_BEHIND: { current: 0, latest: 1, pending: ['001_initial'] },
+  RELAY_E_DB_SCHEMA_AHEAD: { current: 3, latest: 1 },
+  RELAY_E_DB_MIGRATION_FAILED: { version: 1, name: 'initial', reason: 'syntax error at or near "TABEL"' },
   RELAY_E_INTERNAL_ERROR: { reason: 'not a slot: -1' },
 };
 

@@ -1,6 +1,7 @@
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { RelayError } from '@solrelay/core';
+import { parseDatabaseUrl } from './pg/url';
 
 /**
  * The sidecar's configuration: the spec's environment table plus DESIGN §3's additions, validated once at start-up.
@@ -52,6 +53,11 @@ export interface SidecarConfig {
   webhookUrls: string[];
   /** The Standard Webhooks signing secret (`whsec_` + base64); set whenever `webhookUrls` is. */
   webhookSecret: string | undefined;
+  /**
+   * `RELAY_DATABASE_URL` (DESIGN §10), checked; undefined (the default) keeps the local journal. The PostgreSQL store
+   * is not built yet: for now only `relay db migrate` / `relay db status` use it.
+   */
+  databaseUrl: string | undefined;
 }
 
 /** Jito's regional mainnet block engines (jito.md §1.1); each gives an IP its own budget. */
@@ -278,6 +284,15 @@ function keypairList(env: Env, cwd: string, fallback: string): string[] {
   return paths;
 }
 
+/**
+ * `RELAY_DATABASE_URL`: unset keeps the local journal; set, a postgres:// URL naming a user, host and database
+ * (`RELAY_E_DB_INVALID_URL` otherwise, the URL shown with its password redacted).
+ */
+function databaseUrl(env: Env): string | undefined {
+  const v = value(env, 'RELAY_DATABASE_URL');
+  return v === undefined ? undefined : parseDatabaseUrl(v).url;
+}
+
 function flag(env: Env, name: string): boolean {
   return oneOf(env, name, ['0', '1', 'true', 'false'] as const, '0') === '1' || value(env, name) === 'true';
 }
@@ -338,5 +353,6 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     agentGraceSeconds: integer(env, 'RELAY_AGENT_GRACE_S', DEFAULTS.agentGraceSeconds, 0, 86_400),
     webhookUrls,
     webhookSecret: webhookSecret(env, webhookUrls),
+    databaseUrl: databaseUrl(env),
   };
 }

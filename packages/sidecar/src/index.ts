@@ -90,3 +90,6 @@ export {
   type RegionedLeaders,
 } from './upstream/engine-regions';
 export { GrpcBlockEngine, type LeaderSchedule, type NextScheduledLeader } from './upstream/block-engine-grpc';
+
+// PostgreSQL: connection and schema migrations (also `@solrelay/sidecar/pg`, without the service). No store yet.
+export * from './pg';

@@ -16,6 +16,7 @@ import { answerClientError } from './http/client-error';
 import { Journal } from './journal/journal';
 import { LifecycleLog } from './lifecycle/log';
 import { Metrics } from './metrics';
+import { redactDatabaseUrl } from './pg/url';
 import { lockDataDir } from './runtime/data-dir-lock';
 import { PolicyStore } from './policy/policy-store';
 import { Relay, type CrashPointName } from './relay';
@@ -91,6 +92,13 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     slotStallMs: 10_000,
     ...options.intervals,
   };
+  if (config.databaseUrl !== undefined) {
+    // Checked, but not used yet: the PostgreSQL store is not built. Say so rather than let an operator believe it.
+    log.warn(
+      { database: redactDatabaseUrl(config.databaseUrl) },
+      'RELAY_DATABASE_URL is set, but this relay does not run on PostgreSQL yet: state stays in the local journal (RELAY_DATA_DIR)',
+    );
+  }
   // The tipper pool: every file of KEYPAIR_PATH, in order (a bad one stops start-up, naming its path).
   const tippers = await loadKeypairs(config.keypairPaths, log);
   const crashPoint = options.crashPoint;

@@ -206,3 +206,22 @@ describe('regional block engines', () => {
     expect(() => configFromEnv({ ...minimal, ...env }, '/srv/relay')).toThrow(message);
   });
 });
+
+test('RELAY_DATABASE_URL: unset keeps the local journal; a postgres URL is kept; each mistake named without the password', () => {
+  expect(configFromEnv(minimal, '/srv/relay').databaseUrl).toBeUndefined();
+  expect(configFromEnv({ ...minimal, RELAY_DATABASE_URL: '  ' }, '/srv/relay').databaseUrl).toBeUndefined();
+  const good = 'postgresql://relay:s3cret@db.internal:5433/relay?sslmode=require';
+  expect(configFromEnv({ ...minimal, RELAY_DATABASE_URL: ` ${good} ` }, '/srv/relay').databaseUrl).toBe(good);
+  for (const [url, reason] of [
+    ['mysql://relay:s3cret@db/relay', /expected postgres:\/\/ or postgresql:\/\//],
+    ['postgres://relay:s3cret@db.internal:5432', /name one database/],
+    ['postgres://relay:s3cret@db:99999/relay', /not a URL/],
+    ['postgres://:s3cret@db/relay', /no user/],
+    ['relay:s3cret@db/relay', /expected postgres|not a URL/],
+  ] as const) {
+    const error = errorOf({ ...minimal, RELAY_DATABASE_URL: url });
+    expect([url, error.code]).toEqual([url, 'RELAY_E_DB_INVALID_URL']);
+    expect(error.message).toMatch(reason);
+    expect(error.message).not.toContain('s3cret');
+  }
+});

@@ -1,4 +1,6 @@
 export * from './sse';
 export * from './stack';
+export * from './ports';
 export * from './process';
 export * from './seed';
+export * from './postgres';

@@ -1,0 +1,141 @@
+import { RelayError, isRelayError } from '@solrelay/core';
+import pg from 'pg';
+import { parseDatabaseUrl, type DatabaseUrl } from './url';
+
+/**
+ * Connecting to PostgreSQL (`RELAY_DATABASE_URL`, DESIGN §10): the URL checked and redacted, a pool with the timeouts
+ * relay relies on, and every way a first connection fails turned into one coded error that names the cause and never
+ * the password.
+ */
+
+/**
+ * The connection settings relay expects (README "Running on PostgreSQL"). Short timeouts bound how long a lock or an
+ * abandoned transaction can hold up the fleet; relay never holds a transaction open across an RPC or engine call, so
+ * an idle transaction is a bug or a dead client, and its locks must go.
+ */
+export const DATABASE_DEFAULTS = {
+  /** A statement running longer is cancelled (57014). */
+  statementTimeoutMs: 10_000,
+  /** Waiting longer for a row or table lock fails the statement (55P03) rather than queueing behind it. */
+  lockTimeoutMs: 2_000,
+  /** A session idle inside a transaction longer is ended by the server, which frees its locks. */
+  idleInTransactionSessionTimeoutMs: 5_000,
+  /** Giving up on opening a connection (DNS, TCP, TLS and authentication). */
+  connectionTimeoutMs: 5_000,
+  /** TCP keepalive on every connection, first probe after this idle time: a dead peer is noticed. */
+  keepAliveInitialDelayMs: 10_000,
+  /** Connections in the pool. */
+  poolMax: 10,
+  /** A connection idle in the pool longer is closed. */
+  idleTimeoutMs: 30_000,
+  applicationName: 'relay',
+} as const;
+
+/** Overrides of {@link DATABASE_DEFAULTS}. */
+export interface DatabaseOptions {
+  statementTimeoutMs?: number;
+  lockTimeoutMs?: number;
+  idleInTransactionSessionTimeoutMs?: number;
+  connectionTimeoutMs?: number;
+  keepAliveInitialDelayMs?: number;
+  poolMax?: number;
+  idleTimeoutMs?: number;
+  applicationName?: string;
+}
+
+/** The pool relay uses (node-postgres'). */
+export type DatabasePool = pg.Pool;
+
+/**
+ * A pool on `url` with relay's settings (see {@link DATABASE_DEFAULTS}); connects lazily. Use
+ * {@link connectDatabase} to find out at start-up whether the database is there.
+ */
+export function createDatabasePool(target: DatabaseUrl, options: DatabaseOptions = {}): pg.Pool {
+  const o = { ...DATABASE_DEFAULTS, ...options };
+  const pool = new pg.Pool({
+    connectionString: target.url,
+    max: o.poolMax,
+    idleTimeoutMillis: o.idleTimeoutMs,
+    connectionTimeoutMillis: o.connectionTimeoutMs,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: o.keepAliveInitialDelayMs,
+    statement_timeout: o.statementTimeoutMs,
+    lock_timeout: o.lockTimeoutMs,
+    idle_in_transaction_session_timeout: o.idleInTransactionSessionTimeoutMs,
+    application_name: o.applicationName,
+  });
+  // An idle client whose connection dies (a server restart) emits on the pool; without a listener that would
+  // crash the process. The next checkout opens a new connection, and its failure is the caller's to handle.
+  pool.on('error', () => {});
+  return pool;
+}
+
+/** invalid_password; invalid_authorization_specification (no such role, no pg_hba.conf entry). */
+const AUTH_CODES = new Set(['28P01', '28000']);
+
+function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string') return code;
+  // Node reports a host with several addresses that all refuse as an AggregateError of the attempts.
+  const inner = (error as { errors?: unknown[] } | null)?.errors?.[0];
+  return inner === undefined ? undefined : errorCode(inner);
+}
+
+/**
+ * The coded error for a failure to connect to (or query) `target`; a RelayError passes through, anything else not
+ * recognised becomes `RELAY_E_DB_UNREACHABLE` with the driver's message. The password never appears: the URL is
+ * redacted, and the password is cut out of any message that repeats it.
+ */
+export function databaseError(error: unknown, target: DatabaseUrl): RelayError {
+  if (isRelayError(error)) return error;
+  const code = errorCode(error);
+  const password = safePassword(target.url);
+  let message = String((error as { message?: unknown } | null)?.message ?? error);
+  if (password) message = message.split(password).join('***');
+  const reason = code && !message.includes(code) ? `${message} (${code})` : message;
+  const url = target.redacted;
+  if (code === '3D000')
+    return new RelayError('RELAY_E_DB_NOT_FOUND', { url, database: target.database }, { cause: error });
+  if (code !== undefined && AUTH_CODES.has(code)) {
+    return new RelayError('RELAY_E_DB_AUTH_FAILED', { url, user: target.user, reason }, { cause: error });
+  }
+  // The server asked for a password and none was given: the driver refuses before sending anything.
+  if (/SASL|client password must be a string/i.test(message)) {
+    return new RelayError(
+      'RELAY_E_DB_AUTH_FAILED',
+      { url, user: target.user, reason: `the server wants a password and the URL gives none (${message})` },
+      { cause: error },
+    );
+  }
+  // Refused, unresolvable, timed out, reset, a server starting up or out of connections (57P03, 53300); and
+  // anything else that stops a first connection, with the driver's own words.
+  return new RelayError('RELAY_E_DB_UNREACHABLE', { url, reason }, { cause: error });
+}
+
+function safePassword(raw: string): string {
+  try {
+    return decodeURIComponent(new URL(raw).password);
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * Open a pool on `url` and check it with a first query, so a bad URL, an unreachable server, wrong credentials or a
+ * missing database refuse at start-up with their own code (`RELAY_E_DB_INVALID_URL`, `RELAY_E_DB_UNREACHABLE`,
+ * `RELAY_E_DB_AUTH_FAILED`, `RELAY_E_DB_NOT_FOUND`), never later at the first write.
+ */
+export async function connectDatabase(
+  url: string | DatabaseUrl,
+  options: DatabaseOptions = {},
+): Promise<{ pool: pg.Pool; target: DatabaseUrl }> {
+  const target = typeof url === 'string' ? parseDatabaseUrl(url) : url;
+  const pool = createDatabasePool(target, options);
+  try {
+    await pool.query('SELECT 1');
+  } catch (error) {
+    await pool.end().catch(() => {});
+    throw databaseError(error, target);
+  }
+  return { pool, target };
+}
