@@ -71,7 +71,9 @@ export function createPorts(o: RelayOptions): { ports: RelayPorts; close: () => 
   const chain = new ChainPosition();
   const announce = new Announcer({ hub: o.hub, lifecycle: o.lifecycle, log: o.log, enqueuedAt, now });
   // What the store commits is announced from its change feed, in commit order, and nowhere else.
-  announce.follow(o.store.changes);
+  const unfollow = announce.follow(o.store.changes);
+  o.store.changes.onListenerError = (error, change) =>
+    o.log.error({ err: error, tx_id: change.tx.tx_id, seq: change.seq }, 'a change-feed listener failed');
   let closed = false;
   const ports: RelayPorts = {
     ...o,
@@ -93,6 +95,7 @@ export function createPorts(o: RelayOptions): { ports: RelayPorts; close: () => 
     ports,
     close: () => {
       closed = true;
+      unfollow();
     },
   };
 }

@@ -39,7 +39,7 @@ export { toTxRecord } from './views/views';
  *
  *   intake/ (parse, admit, journal) → deciders/ (bypass, fallback; the agent calls `submit` over HTTP)
  *   → attempts/ (policy, spend, tip transaction, write-ahead) → send/ (budgeted queue; sender turns the engine's
- *   answer into a verdict) → track/ (pass scheduling; a pure judge) → settle/ (the only writer of transitions;
+ *   answer into a verdict) → track/ (pass scheduling; a pure judge) → settle/ (the only writer of a transaction's state;
  *   never calls a decider: it emits `back-to-pending`, which bypass subscribes to) → events/, views/.
  */
 export class Relay {

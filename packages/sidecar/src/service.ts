@@ -4,9 +4,9 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { LeaderBuffer, RelayError, TipOracle, type LifecycleEntry } from '@solrelay/core';
 import pino, { type Logger } from 'pino';
-import { startChainPollers } from './chain/pollers';
-import { startSlotFeed } from './chain/slot-feed';
-import { pollTipFloor } from './chain/tip-floor-poller';
+import { startChainPollers } from './inputs/pollers';
+import { startSlotFeed } from './inputs/slot-feed';
+import { pollTipFloor } from './inputs/tip-floor-poller';
 import type { SidecarConfig } from './config';
 import { EventHub } from './events/hub';
 import { readinessOf, statusOf, type StatusSources } from './health/status';
@@ -228,6 +228,14 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     ...(verifier ? { verifier } : {}),
   });
 
+  // What a restart left in flight is adopted before any input arrives: packed riders are held again before a slot
+  // tick, a bypass sweep or a tracking pass could send one alone beside its pack.
+  const resumed = await r.resumeAfterRestart();
+  if (resumed.resent + resumed.tracked + resumed.relogged > 0)
+    log.info(resumed, 'resumed in-flight work from the journal');
+  if (resumed.relogged > 0)
+    log.warn({ relogged: resumed.relogged }, 'lifecycle log: wrote again entries a crash lost');
+
   const periodic = new Periodic(log);
   periodic.every(intervals.tipFloorMs, () =>
     pollTipFloor({ url: config.tipFloorUrl, oracle, health, hub, clock }),
@@ -248,17 +256,16 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   const bundleResults = engine.regions.map((region) =>
     followBundleResults(
       region.transport,
-      (result) => void r.onBundleResult(result),
+      (result) =>
+        void r
+          .onBundleResult(result)
+          .catch((error: unknown) =>
+            log.warn({ err: error, bundle_id: result.bundleId }, 'bundle result failed'),
+          ),
       log.child({ region: region.url }),
       () => metrics.bundleResultResubscribes.inc(),
     ),
   );
-
-  const resumed = await r.resumeAfterRestart();
-  if (resumed.resent + resumed.tracked + resumed.relogged > 0)
-    log.info(resumed, 'resumed in-flight work from the journal');
-  if (resumed.relogged > 0)
-    log.warn({ relogged: resumed.relogged }, 'lifecycle log: wrote again entries a crash lost');
 
   const sources: StatusSources = {
     relay: r,

@@ -89,6 +89,14 @@ describe("the engine's refusal of a send", () => {
       retry: false,
     });
   });
+  test("the user's dead blockhash outranks a rider: nothing of the transaction can be sent again", () => {
+    const riderFault = { txId: 'tx_rider', detail: 'its blockhash is dead' };
+    expect(judge(pack, refusal('blockhash_expired'), { userBlockhashDead: true, riderFault })).toMatchObject({
+      blame: 'user',
+      stop: true,
+      exclude: null,
+    });
+  });
   test('a rider at fault costs the carrier nothing, whatever the refusal (an unrecognised one included)', () => {
     const riderFault = { txId: 'tx_rider', detail: 'its blockhash is dead' };
     for (const r of ['blockhash_expired', 'dropped'] as const)

@@ -5,6 +5,7 @@ import { isRelayErrorCode, relayErrorFromBody, relayErrorJson } from '@solrelay/
 import { Journal } from '../src/journal/journal';
 import { toTxRecord } from '../src/relay';
 import { storeCodec, type StoredTx } from '../src/store/records';
+import { JournalTxStore } from '../src/store/store';
 
 /**
  * A lost attempt is journaled as `last_error` with RELAY_E_ATTEMPT_LOST; journals written before that code carry
@@ -61,8 +62,9 @@ test('a journal with the old and the new lost-attempt code replays both, served 
   const { journal: reopened, recovery } = await Journal.open(dir, storeCodec(100));
   try {
     expect(recovery.warnings).toEqual([]);
-    const old = toTxRecord(reopened.state.records.get('tx_old') as StoredTx);
-    const fresh = toTxRecord(reopened.state.records.get('tx_new') as StoredTx);
+    const store = new JournalTxStore(reopened);
+    const old = toTxRecord((await store.get('tx_old')) as StoredTx);
+    const fresh = toTxRecord((await store.get('tx_new')) as StoredTx);
     expect(old.last_error).toEqual(legacy);
     expect(fresh.last_error).toEqual({
       code: 'RELAY_E_ATTEMPT_LOST',

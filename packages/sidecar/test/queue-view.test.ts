@@ -1,5 +1,5 @@
 import { DEFAULT_POLICY, QUEUED_TX_STATES, type TxState } from '@solrelay/core';
-import { storeCodec, type StoreState, type StoredTx } from '../src/store/records';
+import type { StoredTx } from '../src/store/records';
 import { queueView } from '../src/views/views';
 
 /**
@@ -33,16 +33,11 @@ function tx(id: string, state: TxState, enqueuedSlot: number): StoredTx {
   };
 }
 
-function storeOf(records: StoredTx[]): StoreState {
-  const codec = storeCodec(100);
-  const state = codec.initial();
-  for (const record of records) codec.apply(state, { k: 'put', tx: record });
-  codec.apply(state, { k: 'counters', evicted: { expired: 2, failed: 1 } });
-  return state;
-}
+/** Evictions as the store counts them (left the queue without landing). */
+const EVICTED = { evicted: { expired: 2, failed: 1 } };
 
 test('every entry carries its state; by_state counts each queued state; terminal transactions are left out', () => {
-  const state = storeOf([
+  const records = [
     tx('tx_01', 'confirmed', 100),
     tx('tx_02', 'pending', 110),
     tx('tx_03', 'submitted', 120),
@@ -50,8 +45,8 @@ test('every entry carries its state; by_state counts each queued state; terminal
     tx('tx_05', 'finalized', 90),
     tx('tx_06', 'pending', 125),
     tx('tx_07', 'expired', 95),
-  ]);
-  const view = queueView([...state.records.values()], state, DEFAULT_POLICY, 130);
+  ];
+  const view = queueView(records, EVICTED, DEFAULT_POLICY, 130);
   expect(view.entries.map((e) => [e.tx_id, e.state, e.age_slots])).toEqual([
     ['tx_01', 'confirmed', 30],
     ['tx_02', 'pending', 20],
@@ -65,7 +60,7 @@ test('every entry carries its state; by_state counts each queued state; terminal
 });
 
 test('an empty queue still reports every state, at 0, in forward order', () => {
-  const view = queueView([], storeOf([]), DEFAULT_POLICY, 10);
+  const view = queueView([], { evicted: {} }, DEFAULT_POLICY, 10);
   expect(Object.keys(view.by_state)).toEqual([...QUEUED_TX_STATES]);
   expect(Object.values(view.by_state)).toEqual([0, 0, 0, 0, 0]);
   expect(view).toMatchObject({ pending: 0, entries: [] });

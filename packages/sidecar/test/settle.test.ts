@@ -4,19 +4,13 @@ import { Metrics } from '../src/metrics';
 import { Settler } from '../src/settle/settle';
 import { Evaluator } from '../src/track/evaluate';
 import { FaultApplier } from '../src/track/fault';
-import type { Journal } from '../src/journal/journal';
-import {
-  storeCodec,
-  type StoreOp,
-  type StoreState,
-  type StoredAttempt,
-  type StoredTx,
-} from '../src/store/records';
-import { JournalTxStore } from '../src/store/store';
+import type { StoredAttempt, StoredTx } from '../src/store/records';
+import { InMemoryTxStore } from '../src/store/store';
 
 /**
- * Settlement on its own: the only writer of transitions, over a fake journal (the store's real reducer, no disk), a
- * recording hub and lifecycle log, and upstream stubs that throw if settlement ever touches them.
+ * Settlement on its own: the only writer of a transaction's state, over the in-memory store (the store's real
+ * tables and rules, no disk), a recording hub and lifecycle log, and upstream stubs that throw if settlement ever
+ * touches them.
  */
 
 const SLOT = 500;
@@ -36,17 +30,7 @@ function forbidden(name: string): never {
 }
 
 function rig(policy: Partial<Policy> = {}) {
-  const codec = storeCodec(1000);
-  const state = codec.initial();
-  const ops: StoreOp[] = [];
-  const journal = {
-    state,
-    commit: (op: StoreOp) => {
-      ops.push(op);
-      codec.apply(state, op);
-      return Promise.resolve();
-    },
-  };
+  const store = new InMemoryTxStore(1000);
   const events: Array<{ name: string; data: Record<string, unknown> }> = [];
   const hub = {
     publish: (name: string, data: Record<string, unknown>) => events.push({ name, data }),
@@ -54,7 +38,7 @@ function rig(policy: Partial<Policy> = {}) {
   const lifecycle: Array<{ bundle_id: string; stage: string; failure: string | null }> = [];
   const log = { error: jest.fn(), warn: jest.fn(), info: jest.fn(), debug: jest.fn() };
   const options = {
-    store: new JournalTxStore(journal as unknown as Journal<StoreState, StoreOp>),
+    store,
     hub,
     lifecycle: {
       append: (entry: { bundle_id: string; stage: string; failure: string | null }) => {
@@ -81,7 +65,7 @@ function rig(policy: Partial<Policy> = {}) {
   const settle = new Settler(ctx);
   const backToPending: string[] = [];
   settle.signals.on('back-to-pending', ({ txId }) => backToPending.push(txId));
-  return { ctx, settle, state, ops, events, lifecycle, backToPending, journal };
+  return { ctx, settle, store, events, lifecycle, backToPending };
 }
 
 function attempt(n: number, stage: StoredAttempt['stage']): StoredAttempt {
@@ -151,9 +135,9 @@ async function put(
     landed_slot: null,
     stopped: false,
   };
-  await r.journal.commit({ k: 'put', tx });
-  await r.journal.commit({ k: 'patch', id: tx.tx_id, attempt: attempt(retries + 1, stage) });
-  return r.state.records.get(tx.tx_id) as StoredTx;
+  await r.store.accept(tx);
+  await r.store.addAttempt(tx.tx_id, attempt(retries + 1, stage));
+  return (await r.store.get(tx.tx_id)) as StoredTx;
 }
 
 const statusEvents = (r: ReturnType<typeof rig>) =>
@@ -172,12 +156,12 @@ function faultsOf(settle: Settler): FaultApplier {
 test('a retryable loss re-pends a submitted transaction, counts a retry, releases the spend and says so', async () => {
   const r = rig();
   const tx = await put(r, 'submitted');
-  expect(r.state.spend.size).toBe(1);
+  expect(await r.store.spentSince(0)).toBeGreaterThan(0);
   await r.settle.settleFailed(tx, tx.attempts[0] as StoredAttempt, 'fee_too_low', {
     countRetry: true,
     detail: 'window passed',
   });
-  const after = r.state.records.get('tx_1') as StoredTx;
+  const after = (await r.store.get('tx_1')) as StoredTx;
   expect(after.state).toBe('pending');
   expect(after.retries).toBe(1);
   expect(after.stopped).toBe(false);
@@ -188,7 +172,7 @@ test('a retryable loss re-pends a submitted transaction, counts a retry, release
   const a = after.attempts[0] as StoredAttempt;
   expect(a).toMatchObject({ stage: 'failed', outcome: 'fee_too_low', released: true });
   expect(a.timeline.failed).toEqual({ slot: SLOT, ts: NOW });
-  expect(r.state.spend.size).toBe(0);
+  expect(await r.store.spentSince(0)).toBe(0);
   expect(statusEvents(r)).toEqual(['pending']);
   const settled = r.events.find((e) => e.name === 'bundle_settled');
   expect(settled?.data).toMatchObject({
@@ -200,7 +184,7 @@ test('a retryable loss re-pends a submitted transaction, counts a retry, release
   expect(r.lifecycle).toEqual([{ bundle_id: a.bundle_id, stage: 'failed', failure: 'fee_too_low' }]);
   // Settlement calls no decider: it signals, after the journal commit and the events.
   expect(r.backToPending).toEqual(['tx_1']);
-  expect(r.state.active).toBe(1);
+  expect((await r.store.counts()).active).toBe(1);
 });
 
 test('a non-retryable outcome fails the transaction for good and counts an eviction', async () => {
@@ -210,13 +194,13 @@ test('a non-retryable outcome fails the transaction for good and counts an evict
     countRetry: false,
     detail: 'engine: bad bundle',
   });
-  const after = r.state.records.get('tx_1') as StoredTx;
+  const after = (await r.store.get('tx_1')) as StoredTx;
   expect(after.state).toBe('failed');
   expect(after.failure).toBe('invalid_bundle');
   expect(after.stopped).toBe(true);
   expect(after.retries).toBe(0);
-  expect(r.state.evicted).toEqual({ failed: 1 });
-  expect(r.state.active).toBe(0);
+  expect((await r.store.counts()).evicted).toEqual({ failed: 1 });
+  expect((await r.store.counts()).active).toBe(0);
   expect(statusEvents(r)).toEqual(['failed']);
   expect(r.events.find((e) => e.name === 'tx_status_changed')?.data.failure).toBe('invalid_bundle');
   expect(r.backToPending).toEqual([]);
@@ -229,7 +213,7 @@ test('a retry past max-retries stops attempts: pending, stopped, waiting for pro
     countRetry: true,
     detail: 'dropped',
   });
-  const after = r.state.records.get('tx_1') as StoredTx;
+  const after = (await r.store.get('tx_1')) as StoredTx;
   expect(after.state).toBe('pending');
   expect(after.retries).toBe(3);
   expect(after.stopped).toBe(true);
@@ -245,7 +229,7 @@ test('an attempt settled with final: false leaves the transaction where it is', 
     detail: 'a user transaction failed on chain',
     final: false,
   });
-  const after = r.state.records.get('tx_1') as StoredTx;
+  const after = (await r.store.get('tx_1')) as StoredTx;
   expect(after.state).toBe('submitted');
   expect(after.attempts[0]?.stage).toBe('failed');
   expect(statusEvents(r)).toEqual([]);
@@ -261,7 +245,7 @@ test('moving forward emits every skipped state in order and moves the landed bun
     landedSlot: SLOT - 2,
     attempt: a,
   });
-  const after = r.state.records.get('tx_1') as StoredTx;
+  const after = (await r.store.get('tx_1')) as StoredTx;
   expect(after.state).toBe('confirmed');
   expect(after.landed_slot).toBe(SLOT - 2);
   expect(after.history.slice(1).map((h) => h.state)).toEqual(['landed', 'processed', 'confirmed']);
@@ -277,7 +261,7 @@ test('the engine taking an attempt marks it submitted with its target window', a
     slot: slot + 2,
     end: slot + 5,
   }));
-  const after = r.state.records.get('tx_1') as StoredTx;
+  const after = (await r.store.get('tx_1')) as StoredTx;
   expect(after.state).toBe('submitted');
   expect(after.attempts[0]).toMatchObject({
     stage: 'submitted',
@@ -294,7 +278,7 @@ test('a landing slot that died puts the transaction back to pending and drops th
   const a = tx.attempts[0] as StoredAttempt;
   await r.settle.moveTo(tx, 'processed', SLOT - 2, NOW, { landedSlot: SLOT - 2, attempt: a });
   await r.settle.unland('tx_1', SLOT - 2);
-  const after = r.state.records.get('tx_1') as StoredTx;
+  const after = (await r.store.get('tx_1')) as StoredTx;
   expect(after.state).toBe('pending');
   expect(after.landed_slot).toBeNull();
   expect(after.retries).toBe(0);
@@ -305,12 +289,12 @@ test('a landing slot that died puts the transaction back to pending and drops th
 describe('a lost attempt whose tip lands alone after the transaction ended', () => {
   async function finalizedWithLostAttempt(r: ReturnType<typeof rig>) {
     const tx = await put(r, 'finalized', 0, 'failed');
-    await r.journal.commit({
-      k: 'patch',
-      id: tx.tx_id,
-      attempts: [{ n: 1, set: { outcome: 'dropped', released: true } }],
-    });
-    return r.state.records.get(tx.tx_id) as StoredTx;
+    await r.store.transition(
+      tx.tx_id,
+      {},
+      { attempts: [{ n: 1, set: { outcome: 'dropped', released: true } }] },
+    );
+    return (await r.store.get(tx.tx_id)) as StoredTx;
   }
 
   test('is recorded as leaked, with its lifecycle entry and the metric, once confirmed', async () => {
@@ -322,12 +306,12 @@ describe('a lost attempt whose tip lands alone after the transaction ended', () 
       tx.tx_id,
       new Map([['tip1', { slot: SLOT - 2, err: null, confirmationStatus: 'processed' }]]),
     );
-    expect(r.state.records.get(tx.tx_id)?.attempts[0]?.leaked).toBe(false);
+    expect((await r.store.get(tx.tx_id))?.attempts[0]?.leaked).toBe(false);
     await evaluator.watchLateTips(
       tx.tx_id,
       new Map([['tip1', { slot: SLOT - 2, err: null, confirmationStatus: 'confirmed' }]]),
     );
-    const after = r.state.records.get(tx.tx_id)!;
+    const after = (await r.store.get(tx.tx_id))!;
     expect(after.state).toBe('finalized');
     expect(after.attempts[0]).toMatchObject({ leaked: true, slot_landed: SLOT - 2, released: false });
     expect(r.lifecycle.at(-1)).toMatchObject({ bundle_id: after.attempts[0]!.bundle_id, stage: 'failed' });
@@ -353,6 +337,6 @@ describe('a lost attempt whose tip lands alone after the transaction ended', () 
       tx.tx_id,
       new Map([['tip1', { slot: SLOT - 2, err: null, confirmationStatus: 'confirmed' }]]),
     );
-    expect(r.state.records.get(tx.tx_id)?.attempts[0]?.leaked).toBe(false);
+    expect((await r.store.get(tx.tx_id))?.attempts[0]?.leaked).toBe(false);
   });
 });

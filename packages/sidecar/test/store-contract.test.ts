@@ -401,6 +401,8 @@ describe.each(stores)('%s', (_name, open) => {
   });
 });
 
+// Written by the released build itself (fixtures/released-data-dir.gen.cjs says how): a snapshot generation from a
+// compaction, then later operations.
 test('a data directory written by the released sidecar (164dff9) opens with every record, attempt and spend', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'relay-released-'));
   dirs.push(dir);

@@ -1,6 +1,6 @@
 import pino from 'pino';
 import { UpstreamHealth } from '../src/health/upstream-health';
-import { tipFloorSampleTime } from '../src/chain/tip-floor-poller';
+import { tipFloorSampleTime } from '../src/inputs/tip-floor-poller';
 import { followBundleResults } from '../src/upstream/bundle-results';
 import type { BlockEngineTransport, BundleResultMessage } from '../src/upstream/block-engine';
 import { Metrics } from '../src/metrics';

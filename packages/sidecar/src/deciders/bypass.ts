@@ -23,9 +23,9 @@ export class BypassDecider {
 
   /** Submit a pending transaction with no attempt in flight at the fixed tip (refusals are logged, not thrown). */
   async submit(txId: string): Promise<void> {
-    const tx = await this.d.store.get(txId);
-    if (!tx || tx.state !== 'pending' || tx.stopped || inFlight(tx)) return;
     try {
+      const tx = await this.d.store.get(txId);
+      if (!tx || tx.state !== 'pending' || tx.stopped || inFlight(tx)) return;
       await this.attempts.submit(
         {
           tx_id: txId,

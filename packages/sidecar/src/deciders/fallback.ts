@@ -25,8 +25,12 @@ export class FallbackDecider {
       const policy = this.d.policy();
       const floor = this.attempts.floorNow();
       const leaders = this.d.leaders.leaderView(this.d.chain.slot);
-      for (const tx of await this.d.store.awaitingAttempt()) {
-        if (this.d.locks.isBusy(tx.tx_id)) continue;
+      for (const listed of await this.d.store.awaitingAttempt()) {
+        if (this.d.locks.isBusy(listed.tx_id)) continue;
+        // Decided on the record as it is now: an earlier submit of this pass took time, and the listing is a
+        // snapshot (its retries and last attempt may be behind).
+        const tx = await this.d.store.get(listed.tx_id);
+        if (!tx || tx.state !== 'pending' || tx.stopped || inFlight(tx)) continue;
         const previous = lastSettled(tx);
         const decision = decideReflex({
           tx: {

@@ -16,7 +16,7 @@ export class SlotTick {
   constructor(
     private readonly d: Pick<
       RelayPorts,
-      'chain' | 'now' | 'metrics' | 'leaders' | 'hub' | 'bypass' | 'store'
+      'chain' | 'now' | 'metrics' | 'leaders' | 'hub' | 'bypass' | 'store' | 'log'
     >,
     private readonly work: {
       /** Send capacity and the expected queue wait, for the metrics. */
@@ -34,10 +34,13 @@ export class SlotTick {
     const d = this.d;
     if (!d.chain.advance(slot, blockHeight)) return;
     d.chain.observeSlotTime(slot, d.now());
-    void this.work.capacity().then((capacity) => {
-      d.metrics.sendCapacity.set(capacity.sendRatePerSecond);
-      d.metrics.expectedQueueWait.set(capacity.expectedWaitMs / 1000);
-    });
+    void this.work
+      .capacity()
+      .then((capacity) => {
+        d.metrics.sendCapacity.set(capacity.sendRatePerSecond);
+        d.metrics.expectedQueueWait.set(capacity.expectedWaitMs / 1000);
+      })
+      .catch((error: unknown) => d.log.debug({ err: error }, 'capacity read failed'));
     d.leaders.advance(slot);
     d.metrics.slot.set(slot);
     const view = d.leaders.leaderView(slot);
@@ -48,12 +51,14 @@ export class SlotTick {
       next_bundle_engine_slot: d.leaders.nextBundleEngineSlot(slot, 64),
       ts: d.now(),
     });
-    if (this.work.fallbackActive()) void this.work.runFallback();
-    if (d.bypass.enabled) void this.work.sweepBypass();
+    // Each slot's work runs beside the stream; a failure is logged and the next slot tries again.
+    const failed = (what: string) => (error: unknown) => d.log.warn({ err: error, slot }, `${what} failed`);
+    if (this.work.fallbackActive()) void this.work.runFallback().catch(failed('fallback pass'));
+    if (d.bypass.enabled) void this.work.sweepBypass().catch(failed('bypass sweep'));
     const now = d.now();
     if (now - this.lastSpendPrune > SPEND_PRUNE_EVERY_MS) {
       this.lastSpendPrune = now;
-      void pruneSpend(d.store, now);
+      void pruneSpend(d.store, now).catch(failed('spend pruning'));
     }
   }
 }

@@ -1,7 +1,7 @@
 import { choosePassengers, deriveBundleId, isTerminalTxState, type PackCandidate } from '@solrelay/core';
 import type { RelayPorts } from '../context';
 import { inFlight } from '../store/queries';
-import { diagnoseUserTransactions } from '../upstream/diagnose';
+import { diagnoseUserTransactions } from '../operator/diagnose';
 import { attemptKey, type StoredAttempt, type StoredTx } from '../store/records';
 import { isWritableIndex, parseTransaction } from '../wire/transaction';
 import type { SendJob, SendQueue } from './queue';

@@ -21,7 +21,7 @@ export interface TargetWindow {
 }
 
 /**
- * Settlement: the only writer of transaction state transitions (and of bundle stages that go with them). Each is
+ * Settlement: the only writer of a transaction's state (and of the bundle stages that go with it). Each change is
  * one compare-and-set transition of the store that carries what it causes (`tx_status_changed`, `bundle_settled`,
  * lifecycle entries): the store publishes them once the change is durable. It never calls a decider: what a
  * decider may act on is emitted on `signals`.
@@ -270,17 +270,17 @@ export class Settler {
   /**
    * An attempt ended without landing. Releases its spend reservation, records the bundle's failed stage, tells the
    * agent (`bundle_settled`), then either re-pends the transaction for another attempt or, for a non-retryable
-   * outcome, fails it.
+   * outcome, fails it. Resolves false when there was nothing to settle (the attempt had already ended, or is gone).
    */
   async settleFailed(
     given: StoredTx,
     givenAttempt: StoredAttempt,
     outcome: AttemptOutcome,
     options: { countRetry: boolean; detail: string; stop?: boolean; final?: boolean },
-  ): Promise<void> {
+  ): Promise<boolean> {
     const found = await this.fresh(given.tx_id, givenAttempt.attempt);
     // Settled already (the caller's record was a change behind): nothing more to settle.
-    if (!found?.attempt || found.attempt.outcome || found.attempt.stage === 'failed') return;
+    if (!found?.attempt || found.attempt.outcome || found.attempt.stage === 'failed') return false;
     const { tx, attempt } = found;
     const now = this.d.now();
     const slot = this.d.chain.slot;
@@ -340,6 +340,7 @@ export class Settler {
     // Settlement never calls a decider: it tells whoever listens (bypass retries at once) that the transaction is
     // pending again. Listeners run synchronously here, after the store's commit, as fire-and-forget work.
     if (backToPending && !fails) this.signals.emit('back-to-pending', { txId: tx.tx_id });
+    return true;
   }
 
   /** No further attempt will be made: the transaction only waits for proof one way or the other. */

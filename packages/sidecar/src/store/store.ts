@@ -68,7 +68,10 @@ export interface TxQueries {
   awaitingAttempt(): Promise<StoredTx[]>;
   /** Non-terminal transactions whose landing slot is `slot` (a dead slot un-lands them). */
   landedIn(slot: number): Promise<StoredTx[]>;
-  /** Live transactions, then retained terminal ones with an attempt that ended unleaked at or after `sinceSlot`. */
+  /**
+   * Live transactions, and retained terminal ones with an attempt that ended unleaked and was built at or after
+   * `sinceSlot` (its tip may still land: the caller decides exactly, by the tip's blockhash).
+   */
   followed(sinceSlot: number): Promise<{ live: StoredTx[]; ended: StoredTx[] }>;
   /** Every retained record, terminal ones included (recovery, tipper loads). */
   all(): Promise<StoredTx[]>;
@@ -157,11 +160,32 @@ export class ChangeFeed {
     return this.seq;
   }
 
-  /** @internal the store calls this after a commit. */
+  /**
+   * @internal the store calls this after a commit. A listener that throws is reported to `onListenerError` and
+   * never reaches the writer: the change is durable whatever a listener does with it.
+   */
   emit(tx: StoredTx, events: readonly TxEvent[]): void {
     const change: StoreChange = { seq: ++this.seq, tx, events };
-    for (const listener of this.listeners) listener(change);
+    for (const listener of this.listeners) {
+      try {
+        listener(change);
+      } catch (error) {
+        this.onListenerError(error, change);
+      }
+    }
   }
+
+  /** Where a listener's failure goes (the composition logs it). */
+  onListenerError: (error: unknown, change: StoreChange) => void = () => undefined;
+}
+
+/** `tx` with `change` applied (what a store answers for a record it no longer keeps). */
+function applied(tx: StoredTx, change: Omit<TxChange, 'events'>): StoredTx {
+  const attempts = tx.attempts.map((a) => {
+    const set = change.attempts?.find((c) => c.n === a.attempt)?.set;
+    return set ? { ...a, ...set } : a;
+  });
+  return { ...tx, ...change.set, history: [...tx.history, ...(change.history ?? [])], attempts };
 }
 
 /** Whether `tx` matches `expect`. */
@@ -252,7 +276,7 @@ abstract class TableTxStore implements TxStore {
       const next = this.current(txId);
       // Retention may already have evicted a record that went terminal (a retention of 0): answer with what the
       // change made of it.
-      const answer = next ?? { ...tx, ...change.set };
+      const answer = next ?? applied(tx, rest);
       this.changes.emit(answer, events);
       return answer;
     });

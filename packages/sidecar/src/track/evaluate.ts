@@ -5,7 +5,7 @@ import { inFlight, signaturesOf } from '../store/queries';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import { blockOrderNeeded, creditedAttempt, tipsInUserSlot } from './credit';
 import { attributeFault, type FaultApplier } from './fault';
-import { diagnoseTipTransaction, diagnoseUserTransactions } from '../upstream/diagnose';
+import { diagnoseTipTransaction, diagnoseUserTransactions } from '../operator/diagnose';
 import {
   TIP_LANDING_HORIZON_SLOTS,
   commitmentRank,

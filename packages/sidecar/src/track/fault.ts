@@ -105,6 +105,9 @@ export function attributeFault(
       });
     }
     case 'engine-refusal': {
+      // The user's own blockhash is dead: nothing more can be sent, whoever rode along.
+      if (cause.rejection === 'blockhash_expired' && evidence.userBlockhashDead)
+        return verdict({ blame: 'user', outcome: 'dropped', stop: true, detail: cause.message });
       const rider = evidence.riderFault;
       if (rider)
         return riderVerdict(
@@ -112,9 +115,7 @@ export function attributeFault(
           `transaction ${rider.txId} riding in this bundle: ${rider.detail}: ${cause.message}`,
         );
       if (cause.rejection === 'blockhash_expired') {
-        // The user's own blockhash is dead: nothing more can be sent. Else the tip's was the one refused.
-        if (evidence.userBlockhashDead)
-          return verdict({ blame: 'user', outcome: 'dropped', stop: true, detail: cause.message });
+        // Neither the user's blockhash nor a rider's: the tip's was the one refused.
         return verdict({
           blame: 'tip',
           outcome: 'dropped',
@@ -184,7 +185,7 @@ export class FaultApplier {
         attempt: StoredAttempt,
         outcome: AttemptOutcome,
         options: { countRetry: boolean; detail: string; stop?: boolean },
-      ) => Promise<void>;
+      ) => Promise<boolean>;
       packing: {
         exclude(txId: string): void;
         excludeAll(txId: string, attempt: StoredAttempt): void;
@@ -194,15 +195,21 @@ export class FaultApplier {
     },
   ) {}
 
+  /**
+   * The attempt is settled first; who rides no more and the tipper's hold follow only if this verdict settled it (a
+   * verdict on an attempt that had already ended, by another path, changes nothing). The cached blockhash is
+   * forgotten either way: the engine refused it.
+   */
   async apply(tx: StoredTx, attempt: StoredAttempt, v: FaultVerdict): Promise<void> {
-    if (v.exclude === 'pack') this.d.packing.excludeAll(tx.tx_id, attempt);
-    else if (v.exclude) this.d.packing.exclude(v.exclude.txId);
-    if (v.tipperHeld !== null) this.d.onTipFailed(attempt, v.tipperHeld);
     if (v.forgetBlockhash) this.d.forgetBlockhash();
-    await this.d.settleFailed(tx, attempt, v.outcome, {
+    const settled = await this.d.settleFailed(tx, attempt, v.outcome, {
       countRetry: v.countRetry,
       detail: v.detail,
       ...(v.stop ? { stop: true } : {}),
     });
+    if (!settled) return;
+    if (v.exclude === 'pack') this.d.packing.excludeAll(tx.tx_id, attempt);
+    else if (v.exclude) this.d.packing.exclude(v.exclude.txId);
+    if (v.tipperHeld !== null) this.d.onTipFailed(attempt, v.tipperHeld);
   }
 }

@@ -221,9 +221,10 @@ export class Tracker {
         current.push(...group);
       };
       const cacheBegins = this.d.chain.finalizedSlot - STATUS_CACHE_SAFE_ROOTED_SLOTS;
-      // Ended transactions whose lost tips may still land: built within twice the horizon (a tip's life is counted
-      // in blocks, and skipped slots make a block span more than one slot); `lateTipsOf` decides exactly.
-      const { live, ended } = await this.d.store.followed(this.d.chain.slot - 2 * TIP_LANDING_HORIZON_SLOTS);
+      // Ended transactions whose lost tips may still land: attempts built within three horizons (a tip's life is
+      // counted in blocks and skipped slots make a block span more than one slot; a tip re-signed at its first send
+      // lives from then, up to a blockhash's life after the attempt was built); `lateTipsOf` decides exactly.
+      const { live, ended } = await this.d.store.followed(this.d.chain.slot - 3 * TIP_LANDING_HORIZON_SLOTS);
       for (const tx of ended) {
         const late = this.lateTipsOf(tx, kind, hinted);
         if (late.length > 0) {

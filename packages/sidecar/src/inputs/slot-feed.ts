@@ -46,9 +46,16 @@ export function startSlotFeed(deps: {
         onNewSlot(update.slot, true);
         void relay.track();
         if (update.slot % 8 === 0)
-          void relay.includedPayers().then((payers) => stream.setPayerAccounts(payers));
+          void relay
+            .includedPayers()
+            .then((payers) => stream.setPayerAccounts(payers))
+            .catch((error: unknown) => log.debug({ err: error }, 'included payers read failed'));
       } else if (update.status === 'dead') {
-        void relay.onDeadSlot(update.slot);
+        void relay
+          .onDeadSlot(update.slot)
+          .catch((error: unknown) =>
+            log.warn({ err: error, slot: update.slot }, 'dead slot handling failed'),
+          );
       } else if (update.status === 'finalized') {
         relay.onFinalizedSlot(update.slot);
       }

@@ -1,8 +1,8 @@
 import { classifyTransactionError, type AttemptOutcome } from '@solrelay/core';
 import { SIGNATURE_FEE_LAMPORTS } from '../engine/tip-tx';
-import { RENT_EXEMPT_MINIMUM, tipCost, tipperOf } from '../operator/tipper-funds';
+import { RENT_EXEMPT_MINIMUM, tipCost, tipperOf } from './tipper-funds';
 import type { StoredAttempt, StoredTx } from '../store/records';
-import type { SolanaRpc } from './solana-rpc';
+import type { SolanaRpc } from '../upstream/solana-rpc';
 
 /** Relay's own tip transaction of `attempt` could not execute: an operator fault (its tipper is held). */
 export type TipFailedHandler = (attempt: StoredAttempt, detail: string) => void;
