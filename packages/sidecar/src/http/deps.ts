@@ -1,0 +1,33 @@
+import type { Express } from 'express';
+import type { LifecycleEntry, ReadyResponse, StatusResponse } from '@solrelay/core';
+import type { Logger } from 'pino';
+import type { EventHub } from '../events/hub';
+import type { LifecycleLog } from '../lifecycle/log';
+import type { Metrics } from '../metrics';
+import type { PolicyStore } from '../policy/policy-store';
+import type { Relay } from '../relay';
+
+/** Everything the HTTP layer uses. Each middleware and route group takes the `Pick<AppDeps, …>` it needs. */
+export interface AppDeps {
+  relay: Relay;
+  hub: EventHub;
+  lifecycle: LifecycleLog<LifecycleEntry>;
+  policy: PolicyStore;
+  metrics: Metrics;
+  log: Logger;
+  apiToken: string | undefined;
+  status: () => Promise<StatusResponse>;
+  ready: () => ReadyResponse;
+  tip: () => unknown;
+  /** Built dashboard files served at `/`, when present. */
+  webDist?: string | undefined;
+  /** The address the API is bound to: on a loopback address, Host headers are checked (DNS rebinding). */
+  apiHost?: string | undefined;
+  /** Host names accepted besides loopback ones; `*` turns the Host check off. */
+  allowedHosts?: readonly string[] | undefined;
+  /** The service's clock (event timestamps); the system's when absent. */
+  now?: () => number;
+}
+
+/** What a route group registers its routes on: the app itself (see `createApp` for why not a sub-router). */
+export type Routes = Pick<Express, 'get' | 'post'>;
