@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -51,11 +51,19 @@ export function openApiRoutes(document: unknown): ApiRoute[] {
   return routes;
 }
 
-/** packages/sidecar/src/http/app.ts, where the API's routes are registered. */
-export const APP_SOURCE = join(__dirname, '..', '..', 'packages', 'sidecar', 'src', 'http', 'app.ts');
+/** packages/sidecar/src/http: `app.ts` composes the API, `routes/*.ts` register its routes. */
+export const HTTP_SOURCE = join(__dirname, '..', '..', 'packages', 'sidecar', 'src', 'http');
+
+/** The text of every file that registers routes: `app.ts` and each route group. */
+function httpSources(): string {
+  const routes = join(HTTP_SOURCE, 'routes');
+  return [join(HTTP_SOURCE, 'app.ts'), ...readdirSync(routes).map((name) => join(routes, name))]
+    .map((file) => readFileSync(file, 'utf8'))
+    .join('\n');
+}
 
 /** The `app.get('/path', ...)` style registrations of the sidecar's express app, as route keys. */
-export function sourceRoutes(source = readFileSync(APP_SOURCE, 'utf8')): string[] {
+export function sourceRoutes(source = httpSources()): string[] {
   const keys: string[] = [];
   for (const match of source.matchAll(
     /\bapp\.(get|post|put|patch|delete|head|options|all)\(\s*(['"`])(\/[^'"`]*)\2/g,

@@ -144,6 +144,20 @@ export class Relay {
     return this.s.ports.store.get(txId);
   }
 
+  /**
+   * Calls `use` with the record as it is now, synchronously after a read that no commit raced (the store's change
+   * feed did not move while it was read): a subscriber attached inside `use` misses no change made after the record
+   * it was given. After a few raced reads under heavy load it uses the newest one.
+   */
+  async withCurrent<T>(txId: string, use: (tx: StoredTx | undefined) => T): Promise<T> {
+    const { store } = this.s.ports;
+    for (let tries = 1; ; tries++) {
+      const at = store.changes.position;
+      const tx = await store.get(txId);
+      if (store.changes.position === at || tries >= 10) return use(tx);
+    }
+  }
+
   async queueView(): Promise<QueueResponse> {
     const [live, counts] = await Promise.all([this.s.ports.store.live(), this.s.ports.store.counts()]);
     return queueView(live, counts, this.s.ports.policy(), this.s.ports.chain.slot);

@@ -1,5 +1,7 @@
 import { RelayError, isTerminalTxState, txStatusChangedEvent } from '@solrelay/core';
 import { EventHub as Hub } from '../../events/hub';
+import type { ServerResponse } from 'node:http';
+import type { StoredTx } from '../../store/records';
 import type { AppDeps, Routes } from '../deps';
 
 /**
@@ -16,7 +18,11 @@ export function transactionRoutes(app: Routes, deps: Pick<AppDeps, 'relay' | 'hu
 
   app.get('/tx/events/:txId', async (req, res) => {
     const txId = req.params.txId as string;
-    const tx = await relay.stored(txId);
+    // The current state and the subscription are taken at one moment: no change falls between them.
+    await relay.withCurrent(txId, (tx) => subscribe(txId, tx, res));
+  });
+
+  function subscribe(txId: string, tx: StoredTx | undefined, res: ServerResponse): void {
     if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: txId });
     const current = txStatusChangedEvent({
       tx_id: tx.tx_id,
@@ -34,7 +40,7 @@ export function transactionRoutes(app: Routes, deps: Pick<AppDeps, 'relay' | 'hu
         event.name === 'tx_status_changed' && (event.data as { tx_id: string }).tx_id === txId,
       closeAfter: (event) => isTerminalTxState((event.data as { state: 'pending' }).state),
     });
-  });
+  }
 
   app.get('/tx/:txId', async (req, res) => {
     res.json(await relay.txRecord(req.params.txId as string));
