@@ -1,4 +1,5 @@
 export * from './sse';
 export * from './stack';
+export * from './sidecar';
 export * from './process';
 export * from './seed';
