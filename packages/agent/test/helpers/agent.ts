@@ -1,5 +1,5 @@
-import type { Sidecar } from '@solrelay/sidecar';
-import type { Stack } from '@solrelay/testkit';
+import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
+import { startInProcessStack, type Stack } from '@solrelay/testkit';
 import {
   createRelayAgent,
   type CreatedRelayAgent,
@@ -8,10 +8,12 @@ import {
 } from '../../src';
 
 /**
- * The sidecar's environment for these tests: its own fallback reflex off (RELAY_AGENT_GRACE_S=0), so every
- * decision is the agent's.
+ * testkit's stack with the built sidecar in this process and its own fallback reflex off (RELAY_AGENT_GRACE_S=0), so
+ * every decision in these tests is the agent's; `env` adds to the sidecar's environment.
  */
-export const AGENT_DECIDES = { RELAY_AGENT_GRACE_S: '0' } as const;
+export function startAgentStack(env: Record<string, string> = {}): Promise<Stack<Sidecar>> {
+  return startInProcessStack({ configFromEnv, startSidecar }, { env: { RELAY_AGENT_GRACE_S: '0', ...env } });
+}
 
 /** An agent wired to the stack's sidecar and the simnet's Messages endpoint, recording its lines and submits. */
 export interface TestAgent extends CreatedRelayAgent {

@@ -1,7 +1,7 @@
 import { RelayClient } from '@solrelay/client';
-import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
-import { startInProcessStack, waitUntil, type Stack } from '@solrelay/testkit';
-import { AGENT_DECIDES, agentFor, type TestAgent } from './helpers/agent';
+import type { Sidecar } from '@solrelay/sidecar';
+import { waitUntil, type Stack } from '@solrelay/testkit';
+import { agentFor, startAgentStack, type TestAgent } from '../helpers/agent';
 
 // Real simnet + sidecar: the sidecar is in cortex mode but the agent has no model, so every decision is a
 // reflex one (the agent's trace says decision_mode "reflex", fallback "cortex_unavailable"). The lifecycle entry's
@@ -11,10 +11,7 @@ let relay: RelayClient;
 let agent: TestAgent;
 
 beforeAll(async () => {
-  stack = await startInProcessStack(
-    { configFromEnv, startSidecar },
-    { env: { ...AGENT_DECIDES, AGENT_DECISION_MODE: 'cortex' } },
-  );
+  stack = await startAgentStack({ AGENT_DECISION_MODE: 'cortex' });
   relay = new RelayClient({ baseUrl: stack.sidecar.url });
   agent = agentFor(stack, { withModel: false });
   await agent.agent.start();

@@ -1,7 +1,7 @@
 import { RelayClient, isRelayError } from '@solrelay/client';
-import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
-import { freePort, startInProcessStack, waitUntil, type Stack } from '@solrelay/testkit';
-import { AGENT_DECIDES, agentFor, type TestAgent } from './helpers/agent';
+import type { Sidecar } from '@solrelay/sidecar';
+import { freePort, waitUntil, type Stack } from '@solrelay/testkit';
+import { agentFor, startAgentStack, type TestAgent } from '../helpers/agent';
 
 // A real stack on a pinned port (so a restarted sidecar is at the same URL), reflex mode, no sidecar fallback: a
 // transaction only moves when an agent decides it.
@@ -16,10 +16,7 @@ function newAgent(): TestAgent {
 }
 
 beforeAll(async () => {
-  stack = await startInProcessStack(
-    { configFromEnv, startSidecar },
-    { env: { ...AGENT_DECIDES, API_PORT: String(await freePort()) } },
-  );
+  stack = await startAgentStack({ API_PORT: String(await freePort()) });
   relay = new RelayClient({ baseUrl: stack.sidecar.url });
 }, 30_000);
 

@@ -22,9 +22,9 @@ import {
   parseSseEventId,
   type ConnectionStateEvent,
   type FetchFunction,
-} from '../src';
-import { base58Encode } from './helpers/base58';
-import { TcpProxy } from './helpers/tcp-proxy';
+} from '../../src';
+import { base58Encode } from '../helpers/base58';
+import { TcpProxy } from '../helpers/tcp-proxy';
 
 // One bypass stack (each enqueue is submitted at once at a fixed tip; ~3 s to finalized with 60 ms slots) behind a
 // bearer token, on a pinned port so the client finds the sidecar at the same URL across a restart.

@@ -1,7 +1,7 @@
 import { RelayClient } from '@solrelay/client';
 import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
 import { startInProcessStack, waitUntil, type Stack } from '@solrelay/testkit';
-import { baseEnv, freePort, runRelay } from './helpers/relay-bin';
+import { baseEnv, freePort, runRelay } from '../helpers/relay-bin';
 
 // One bypass sidecar on simnet, on a pinned port the binary finds through API_PORT. Two transfers are enqueued and
 // finalized first, so lifecycle and bundle have real entries to show.
