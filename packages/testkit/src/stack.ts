@@ -30,9 +30,12 @@ export interface AgentLike {
   close(): Promise<void>;
 }
 
-/** Starts an agent once the sidecar listens (it is given the whole stack: the sidecar's URL, env, dir, simnet). */
+/**
+ * Starts an agent once the sidecar listens; it is given the stack (the sidecar's URL, env, dir, the cluster), whose
+ * `agent` is still null then.
+ */
 export type StartAgent<C extends ClusterLike, S extends SidecarLike, A extends AgentLike> = (
-  stack: RelayStack<C, S, never>,
+  stack: RelayStack<C, S, A>,
 ) => Promise<A>;
 
 export interface RelayStackOptions<
@@ -145,7 +148,7 @@ export async function startRelayStack<
         await simnet.stop();
       },
     };
-    if (options.agent) agent = await options.agent(stack as unknown as RelayStack<C, S, never>);
+    if (options.agent) agent = await options.agent(stack);
     return stack;
   } catch (error) {
     await sidecar?.close().catch(() => undefined);
