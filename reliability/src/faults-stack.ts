@@ -1,6 +1,14 @@
 import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
 import { configFromEnv, startSidecar, type Sidecar, type SidecarOptions } from '@solrelay/sidecar';
-import { get, post, startStack, type HttpAnswer, type Stack } from '@solrelay/testkit';
+import {
+  get,
+  inProcessSidecar,
+  post,
+  startStack,
+  TEST_INTERVALS,
+  type HttpAnswer,
+  type Stack,
+} from '@solrelay/testkit';
 
 /**
  * The upstream-fault suite's stack: the real simnet and the real sidecar (in-process `startSidecar`, built package),
@@ -13,11 +21,7 @@ export const SLOT_MS = 60;
 
 /** Poll intervals for 60 ms slots (the production defaults are for 400 ms slots). */
 export const FAULT_INTERVALS: NonNullable<SidecarOptions['intervals']> = {
-  tipFloorMs: 300,
-  balanceMs: 300,
-  leadersMs: 1000,
-  rpcSlotMs: 100,
-  blockHeightMs: 200,
+  ...TEST_INTERVALS,
   slotStallMs: 3000,
 };
 
@@ -68,8 +72,10 @@ export async function startFaultStack(policy: Record<string, unknown> = {}): Pro
     simnet: { slotMs: SLOT_MS, seed: 10 },
     env: { RELAY_AGENT_GRACE_S: '1' },
     policy: { 'rate-limit': 100_000, 'max-queue': 10_000, ...policy },
-    start: (env, dir) =>
-      startSidecar(configFromEnv(env, dir), { logger: capturingLogger(logs), intervals: FAULT_INTERVALS }),
+    start: inProcessSidecar(
+      { configFromEnv, startSidecar },
+      { logger: capturingLogger(logs), intervals: FAULT_INTERVALS },
+    ),
   });
   return {
     stack,

@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { configFromEnv, startSidecar, type Sidecar, type SidecarOptions } from '@solrelay/sidecar';
-import { startStack, type Stack, type StackOptions } from '@solrelay/testkit';
+import { inProcessSidecar, startStack, type Stack, type StackOptions } from '@solrelay/testkit';
 
 /**
  * The bad-input suite's stack: the real simnet and the real sidecar (in-process `startSidecar`, as the sidecar's
@@ -15,21 +15,11 @@ const fuzzLogger: NonNullable<SidecarOptions['logger']> = pino({
   level: process.env.RELAY_TEST_LOG ?? 'silent',
 });
 
-/** Short poll intervals: the simnet's slots are 60 ms in tests. */
-const intervals: SidecarOptions['intervals'] = {
-  tipFloorMs: 300,
-  balanceMs: 300,
-  leadersMs: 1000,
-  rpcSlotMs: 100,
-  blockHeightMs: 200,
-};
-
 export function startFuzzStack(
   options: Omit<StackOptions<Sidecar>, 'start'> & { sidecar?: SidecarOptions } = {},
 ): Promise<Stack<Sidecar>> {
   return startStack({
     ...options,
-    start: (env, dir) =>
-      startSidecar(configFromEnv(env, dir), { logger: fuzzLogger, intervals, ...options.sidecar }),
+    start: inProcessSidecar({ configFromEnv, startSidecar }, { logger: fuzzLogger, ...options.sidecar }),
   });
 }

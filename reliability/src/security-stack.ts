@@ -8,6 +8,7 @@ import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
 import type { Simnet } from '@solrelay/simnet';
 import {
   get,
+  inProcessSidecar,
   spawnSidecar,
   startStack,
   waitUntil,
@@ -19,15 +20,6 @@ import { base58 } from './crash-wire';
 
 type SidecarOptions = NonNullable<Parameters<typeof startSidecar>[1]>;
 type Logger = NonNullable<SidecarOptions['logger']>;
-
-/** Poll intervals matched to the simnet's 60 ms test slots. */
-export const FAST_INTERVALS: SidecarOptions['intervals'] = {
-  tipFloorMs: 300,
-  balanceMs: 300,
-  leadersMs: 1000,
-  rpcSlotMs: 100,
-  blockHeightMs: 200,
-};
 
 /**
  * Every line the in-process sidecar logs, kept as text so a test can grep it (at debug level, so nothing the
@@ -61,12 +53,7 @@ export function startInProcessStack(options: InProcessOptions = {}): Promise<Sta
   const log = options.log ?? new CapturedLog('warn');
   return startStack<Sidecar>({
     ...options,
-    start: (env, dir) =>
-      startSidecar(configFromEnv(env, dir), {
-        logger: log.logger,
-        intervals: FAST_INTERVALS,
-        ...options.sidecar,
-      }),
+    start: inProcessSidecar({ configFromEnv, startSidecar }, { logger: log.logger, ...options.sidecar }),
   });
 }
 

@@ -159,7 +159,7 @@ async function runLevel(
       sidecar_rss_mb: Math.round(rss / 2 ** 20),
     };
   } finally {
-    await stack.stop();
+    await stack.close();
   }
   // node writes the profile when the sidecar exits, so it is read after stop().
   if (profile) result.profile = summarizeCpuProfile(join(stack.dir, 'profile'));

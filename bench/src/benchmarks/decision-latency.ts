@@ -5,10 +5,9 @@
  * the decision path itself. Cortex asks the simnet's Messages endpoint with zero added latency; the model's own time
  * (the trace's `latency_ms`, read back from `/bundle/{id}`) is subtracted to get relay's overhead.
  */
-import { join } from 'node:path';
 import type { Benchmark, BenchContext } from '../benchmark';
 import { getJson, keepAliveAgent, postJson } from '../lib/http';
-import { cpuTimeMs, groupCpuTimeMs, sleep, startAgentChild } from '../lib/processes';
+import { cpuTimeMs, groupCpuTimeMs, sleep } from '../lib/processes';
 import { SseReader } from '../lib/sse';
 import { benchPolicy, startRelayStack } from '../lib/stack';
 import { probeFsync } from '../lib/fsync-probe';
@@ -42,117 +41,113 @@ async function runMode(
     simnet: { seed: 3, slotMs: 400, bundleEngineShare: 1, fixedClearingTip: 5_000 },
     policy: benchPolicy({ 'max-tip': 2_000_000 }),
     env: { AGENT_DECISION_MODE: mode },
+    onSimnet: async (simnet) => {
+      await simnet.request({ op: 'llmLatency', ms: 0 });
+    },
+    agent: (env) => ({
+      ANTHROPIC_BASE_URL: env.ANTHROPIC_BASE_URL ?? '',
+      ANTHROPIC_API_KEY: env.ANTHROPIC_API_KEY ?? '',
+    }),
   });
   try {
-    await stack.simnet.request({ op: 'llmLatency', ms: 0 });
     const url = stack.sidecar.url;
-    const agentProcess = await startAgentChild(
-      url,
-      {
-        ANTHROPIC_BASE_URL: stack.env.ANTHROPIC_BASE_URL ?? '',
-        ANTHROPIC_API_KEY: stack.env.ANTHROPIC_API_KEY ?? '',
+    const agentProcess = stack.agent;
+    if (!agentProcess) throw new Error('the stack started no agent');
+    const factory = new TxFactory(20);
+    await stack.simnet.request({
+      op: 'fund',
+      addresses: factory.payers.map((p) => p.publicKey),
+      lamports: 10_000_000_000_000,
+    });
+    const enqueuedAt = new Map<string, number>();
+    const accepted: string[] = [];
+    const submitted = new Map<string, { ts: number; bundle: string }>();
+    const observer = new SseReader(`${url}/internal/events`, {
+      parse: true,
+      onEvent: (e) => {
+        if (e.event !== 'tx_enqueued' && e.event !== 'submit_requested') return;
+        const d = JSON.parse(e.data) as { tx_id: string; ts: number; bundle_id?: string };
+        if (e.event === 'tx_enqueued') enqueuedAt.set(d.tx_id, d.ts);
+        else if (!submitted.has(d.tx_id)) submitted.set(d.tx_id, { ts: d.ts, bundle: d.bundle_id ?? '' });
       },
-      join(stack.dir, 'agent.log'),
-    );
-    try {
-      const factory = new TxFactory(20);
-      await stack.simnet.request({
-        op: 'fund',
-        addresses: factory.payers.map((p) => p.publicKey),
-        lamports: 10_000_000_000_000,
-      });
-      const enqueuedAt = new Map<string, number>();
-      const accepted: string[] = [];
-      const submitted = new Map<string, { ts: number; bundle: string }>();
-      const observer = new SseReader(`${url}/internal/events`, {
-        parse: true,
-        onEvent: (e) => {
-          if (e.event !== 'tx_enqueued' && e.event !== 'submit_requested') return;
-          const d = JSON.parse(e.data) as { tx_id: string; ts: number; bundle_id?: string };
-          if (e.event === 'tx_enqueued') enqueuedAt.set(d.tx_id, d.ts);
-          else if (!submitted.has(d.tx_id)) submitted.set(d.tx_id, { ts: d.ts, bundle: d.bundle_id ?? '' });
-        },
-      });
-      await observer.open();
-      const agent = keepAliveAgent(4);
-      let blockhash = await stack.simnet.request<string>({ op: 'blockhash' });
-      let blockhashAt = Date.now();
-      ctx.progress(`${mode}: ${count} transactions paced at ${ratePerS}/s`);
-      const cpu0 = { sidecar: cpuTimeMs(stack.sidecar.pid), agent: groupCpuTimeMs(agentProcess.pid) };
-      const t0 = performance.now();
-      for (let i = 0; i < count; i++) {
-        // Paced on an absolute schedule, so a slow answer does not turn into a burst afterwards.
-        const due = t0 + (i * 1000) / ratePerS;
-        const wait = due - performance.now();
-        if (wait > 0) await sleep(wait);
-        if (Date.now() - blockhashAt > 10_000) {
-          blockhash = await stack.simnet.request<string>({ op: 'blockhash' });
-          blockhashAt = Date.now();
-        }
-        const [tx] = factory.make(1, blockhash);
-        const answer = await postJson(agent, `${url}/tx/enqueue`, (tx as { body: string }).body);
-        if (answer.status !== 202) throw new Error(`enqueue answered ${answer.status}: ${answer.body}`);
-        accepted.push((JSON.parse(answer.body) as { tx_id: string }).tx_id);
+    });
+    await observer.open();
+    const agent = keepAliveAgent(4);
+    let blockhash = await stack.simnet.request<string>({ op: 'blockhash' });
+    let blockhashAt = Date.now();
+    ctx.progress(`${mode}: ${count} transactions paced at ${ratePerS}/s`);
+    const cpu0 = { sidecar: cpuTimeMs(stack.sidecar.pid), agent: groupCpuTimeMs(agentProcess.pid) };
+    const t0 = performance.now();
+    for (let i = 0; i < count; i++) {
+      // Paced on an absolute schedule, so a slow answer does not turn into a burst afterwards.
+      const due = t0 + (i * 1000) / ratePerS;
+      const wait = due - performance.now();
+      if (wait > 0) await sleep(wait);
+      if (Date.now() - blockhashAt > 10_000) {
+        blockhash = await stack.simnet.request<string>({ op: 'blockhash' });
+        blockhashAt = Date.now();
       }
-      // Wait for every accepted transaction (by the ids the answers gave, not by the events seen so far: the last
-      // tx_enqueued may still be on its way), both its tx_enqueued and its submit_requested.
-      const deadline = Date.now() + 20_000;
-      const done = () => accepted.every((id) => enqueuedAt.has(id) && submitted.has(id));
-      while (!done() && Date.now() < deadline) await sleep(100);
-      const undecided = accepted.filter((id) => !enqueuedAt.has(id) || !submitted.has(id)).length;
-      const elapsedS = (performance.now() - t0) / 1000;
-      // The agent may start helpers of its own: its CPU is the sum over its process group.
-      const cpu = {
-        sidecar: cpuTimeMs(stack.sidecar.pid) - cpu0.sidecar,
-        agent: groupCpuTimeMs(agentProcess.pid) - cpu0.agent,
-      };
-      observer.close();
-      agent.destroy();
-
-      const latencies: number[] = [];
-      for (const [txId, enq] of enqueuedAt) {
-        const sub = submitted.get(txId);
-        if (sub) latencies.push(sub.ts - enq);
-      }
-      let modelMs: number[] | null = null;
-      let overheadMs: number[] | null = null;
-      let fallbacks = 0;
-      if (mode === 'cortex') {
-        ctx.progress("cortex: reading each decision trace for the model's own time");
-        modelMs = [];
-        overheadMs = [];
-        for (const [txId, sub] of submitted) {
-          const entry = await getJson<{
-            ai_decision_trace?: { latency_ms?: number; fallback_reason?: string | null } | null;
-          }>(`${url}/bundle/${sub.bundle}`).catch(() => null);
-          const trace = entry?.ai_decision_trace;
-          if (trace?.fallback_reason) fallbacks++;
-          const enq = enqueuedAt.get(txId);
-          if (typeof trace?.latency_ms !== 'number' || enq === undefined) continue;
-          modelMs.push(trace.latency_ms);
-          overheadMs.push(sub.ts - enq - trace.latency_ms);
-        }
-      }
-      return {
-        mode,
-        transactions: accepted.length,
-        rate_per_s: ratePerS,
-        decided: latencies.length,
-        undecided,
-        latency_ms: distribution(latencies),
-        model_ms: modelMs ? distribution(modelMs) : null,
-        overhead_ms: overheadMs ? distribution(overheadMs) : null,
-        fallbacks,
-        cpu_pct_of_one_core: {
-          sidecar: round((cpu.sidecar / (elapsedS * 1000)) * 100, 1),
-          agent: round((cpu.agent / (elapsedS * 1000)) * 100, 1),
-        },
-      };
-    } finally {
-      await agentProcess.stop();
+      const [tx] = factory.make(1, blockhash);
+      const answer = await postJson(agent, `${url}/tx/enqueue`, (tx as { body: string }).body);
+      if (answer.status !== 202) throw new Error(`enqueue answered ${answer.status}: ${answer.body}`);
+      accepted.push((JSON.parse(answer.body) as { tx_id: string }).tx_id);
     }
+    // Wait for every accepted transaction (by the ids the answers gave, not by the events seen so far: the last
+    // tx_enqueued may still be on its way), both its tx_enqueued and its submit_requested.
+    const deadline = Date.now() + 20_000;
+    const done = () => accepted.every((id) => enqueuedAt.has(id) && submitted.has(id));
+    while (!done() && Date.now() < deadline) await sleep(100);
+    const undecided = accepted.filter((id) => !enqueuedAt.has(id) || !submitted.has(id)).length;
+    const elapsedS = (performance.now() - t0) / 1000;
+    // The agent may start helpers of its own: its CPU is the sum over its process group.
+    const cpu = {
+      sidecar: cpuTimeMs(stack.sidecar.pid) - cpu0.sidecar,
+      agent: groupCpuTimeMs(agentProcess.pid) - cpu0.agent,
+    };
+    observer.close();
+    agent.destroy();
+
+    const latencies: number[] = [];
+    for (const [txId, enq] of enqueuedAt) {
+      const sub = submitted.get(txId);
+      if (sub) latencies.push(sub.ts - enq);
+    }
+    let modelMs: number[] | null = null;
+    let overheadMs: number[] | null = null;
+    let fallbacks = 0;
+    if (mode === 'cortex') {
+      ctx.progress("cortex: reading each decision trace for the model's own time");
+      modelMs = [];
+      overheadMs = [];
+      for (const [txId, sub] of submitted) {
+        const entry = await getJson<{
+          ai_decision_trace?: { latency_ms?: number; fallback_reason?: string | null } | null;
+        }>(`${url}/bundle/${sub.bundle}`).catch(() => null);
+        const trace = entry?.ai_decision_trace;
+        if (trace?.fallback_reason) fallbacks++;
+        const enq = enqueuedAt.get(txId);
+        if (typeof trace?.latency_ms !== 'number' || enq === undefined) continue;
+        modelMs.push(trace.latency_ms);
+        overheadMs.push(sub.ts - enq - trace.latency_ms);
+      }
+    }
+    return {
+      mode,
+      transactions: accepted.length,
+      rate_per_s: ratePerS,
+      decided: latencies.length,
+      undecided,
+      latency_ms: distribution(latencies),
+      model_ms: modelMs ? distribution(modelMs) : null,
+      overhead_ms: overheadMs ? distribution(overheadMs) : null,
+      fallbacks,
+      cpu_pct_of_one_core: {
+        sidecar: round((cpu.sidecar / (elapsedS * 1000)) * 100, 1),
+        agent: round((cpu.agent / (elapsedS * 1000)) * 100, 1),
+      },
+    };
   } finally {
-    await stack.stop();
+    await stack.close();
   }
 }
 

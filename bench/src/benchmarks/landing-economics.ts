@@ -4,11 +4,10 @@
  * end-to-end run of relay reflex through the real sidecar and agent processes on a real simnet, whose landing rate
  * is compared with the simulator's for the same regime and expiry.
  */
-import { join } from 'node:path';
 import type { Regime } from '@solrelay/simnet';
 import type { Benchmark, BenchContext } from '../benchmark';
 import { keepAliveAgent, postJson } from '../lib/http';
-import { sleep, startAgentChild } from '../lib/processes';
+import { sleep } from '../lib/processes';
 import { SseReader } from '../lib/sse';
 import { benchPolicy, startRelayStack } from '../lib/stack';
 import { meanInterval, percentile, round, type Interval } from '../lib/stats';
@@ -107,16 +106,8 @@ async function endToEnd(
       strategy === 'reflex'
         ? { AGENT_DECISION_MODE: 'reflex' }
         : { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '10000' },
+    ...(strategy === 'reflex' ? { agent: () => ({}) } : {}),
   });
-  const agentProcess =
-    strategy === 'reflex'
-      ? await startAgentChild(stack.sidecar.url, {}, join(stack.dir, 'agent.log')).catch(
-          async (e: unknown) => {
-            await stack.stop();
-            throw e;
-          },
-        )
-      : null;
   try {
     const url = stack.sidecar.url;
     const factory = new TxFactory(20);
@@ -187,8 +178,7 @@ async function endToEnd(
       submits,
     };
   } finally {
-    await agentProcess?.stop();
-    await stack.stop();
+    await stack.close();
   }
 }
 

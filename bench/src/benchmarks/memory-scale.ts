@@ -8,7 +8,7 @@ import type { Benchmark, BenchContext } from '../benchmark';
 import { keepAliveAgent, postJson } from '../lib/http';
 import { rssBytes, sleep, startSidecarChild } from '../lib/processes';
 import { SseReader } from '../lib/sse';
-import { benchPolicy, startRelayStack, type RelayStack } from '../lib/stack';
+import { benchPolicy, startRelayStack, type BenchStack } from '../lib/stack';
 import { round } from '../lib/stats';
 import { TxFactory } from '../lib/txgen';
 
@@ -16,7 +16,7 @@ const RSS_TARGET_MB = 200;
 const mb = (bytes: number) => Math.round(bytes / 2 ** 20);
 
 /** Stop the sidecar and start it again on the same files; ms from spawn to listening. */
-async function restartTime(stack: RelayStack, label: string): Promise<{ start_ms: number; rss_mb: number }> {
+async function restartTime(stack: BenchStack, label: string): Promise<{ start_ms: number; rss_mb: number }> {
   await stack.sidecar.stop();
   const again = await startSidecarChild(stack.env, join(stack.dir, `sidecar-restart-${label}.log`));
   const result = { start_ms: Math.round(again.startMs), rss_mb: mb(rssBytes(again.pid)) };
@@ -54,7 +54,7 @@ async function pendingPhase(ctx: BenchContext, pending: number) {
     const restart = await restartTime(stack, 'pending');
     return { pending, idle_rss_mb: idle, rss_mb: withPending, restart };
   } finally {
-    await stack.stop();
+    await stack.close();
   }
 }
 
@@ -180,7 +180,7 @@ async function throughPhase(
       restart,
     };
   } finally {
-    await stack.stop();
+    await stack.close();
   }
 }
 

@@ -7,6 +7,7 @@ import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Keypair } from '@solana/web3.js';
 import type { SimnetChildOptions, SimnetRequest, SimnetStarted } from './simnet-process';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
@@ -36,8 +37,10 @@ export function rssBytes(pid: number): number {
 
 export interface SimnetChild {
   pid: number;
-  env: Record<string, string>;
-  keypairPath: string;
+  /** The environment that points a sidecar at this simnet. */
+  env(): Record<string, string>;
+  /** A fresh keypair the child's faucet credited (as the in-process simnet's `fundedKeypair`). */
+  fundedKeypair(lamports: number): Promise<Keypair>;
   /** Endpoints, the tipper and capabilities the child reported at start. */
   started: SimnetStarted;
   request<T = unknown>(request: SimnetRequest): Promise<T>;
@@ -71,8 +74,12 @@ export async function startSimnetChild(options: SimnetChildOptions): Promise<Sim
   return {
     started,
     pid: started.pid,
-    env: started.env,
-    keypairPath: options.keypairPath,
+    env: () => started.env,
+    async fundedKeypair(lamports) {
+      const keypair = Keypair.generate();
+      await request({ op: 'fund', addresses: [keypair.publicKey.toBase58()], lamports });
+      return keypair;
+    },
     request,
     async stop() {
       if (child.exitCode !== null) return;

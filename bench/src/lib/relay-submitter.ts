@@ -4,11 +4,9 @@
  * 429 (with Retry-After) recorded; each accepted transaction followed over the SSE stream to confirmed or a terminal
  * state; engine requests read from relay_engine_requests_total.
  */
-import { join } from 'node:path';
 import { Connection } from '@solana/web3.js';
 import type { StrategyRun, TxOutcome } from './e2e-run';
 import { landedSlots, newOutcome, pinAndWarmUp, sleep, slotTimeline, spentLamports } from './e2e-run';
-import { startAgentChild } from './processes';
 import { SseReader } from './sse';
 import { benchPolicy, startRelayStack } from './stack';
 import { UserTxFactory, type UserTxKind } from './usertx';
@@ -52,13 +50,8 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       }
       return Promise.resolve();
     },
+    agent: () => ({}),
   });
-  const agent = await startAgentChild(stack.sidecar.url, {}, join(stack.dir, 'agent.log')).catch(
-    async (error: unknown) => {
-      await stack.stop();
-      throw error;
-    },
-  );
   try {
     const { started } = stack.simnet;
     await pinned;
@@ -67,7 +60,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
     });
     const payers = factory.payers.map((p) => p.publicKey);
     await stack.simnet.request({ op: 'fund', addresses: payers, lamports: 10_000_000_000_000 });
-    const wallets = [...payers, started.tipper];
+    const wallets = [...payers, stack.tipper.publicKey.toBase58()];
     const before = await stack.simnet.request<number[]>({ op: 'balances', addresses: wallets });
     const url = stack.sidecar.url;
     const connection = new Connection(started.rpcUrl, 'confirmed');
@@ -165,7 +158,6 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       extra: { engine_requests_by_result: byResult, relay_states: states },
     };
   } finally {
-    await agent.stop();
-    await stack.stop();
+    await stack.close();
   }
 }

@@ -12,8 +12,8 @@ export interface SimnetChildOptions {
   /** Pinned clearing tip (lamports), or null for the seeded calm / busy / spike auction. */
   fixedClearingTip: number | null;
   regime?: 'calm' | 'busy' | 'spike' | null;
-  /** Where to write the funded tipper keypair (Solana CLI JSON). */
-  keypairPath: string;
+  /** Where to write a funded tipper keypair (Solana CLI JSON); none is made without it. */
+  keypairPath?: string;
   /** The block engine's per-IP rate limit (1 req/s per region): off unless asked, as the older benchmarks ran. */
   rateLimit?: boolean;
   /** Regional block engines (default: the simnet's default, all eight). */
@@ -24,8 +24,8 @@ export interface SimnetChildOptions {
 export interface SimnetStarted {
   env: Record<string, string>;
   pid: number;
-  /** The funded tipper written to keypairPath (base58). */
-  tipper: string;
+  /** The funded tipper written to keypairPath (base58); null without a keypairPath. */
+  tipper: string | null;
   rpcUrl: string;
   adminUrl: string;
   tipFloorUrl: string;
@@ -66,8 +66,9 @@ async function handle(request: SimnetRequest): Promise<unknown> {
       });
       simnet.engine.auction.setFixedClearingTip(o.fixedClearingTip);
       if (o.regime) simnet.engine.auction.setRegime(o.regime);
-      const tipper = simnet.fundedKeypair(1_000_000_000_000);
-      writeFileSync(o.keypairPath, JSON.stringify([...tipper.secretKey]), { mode: 0o600 });
+      const tipper = o.keypairPath ? simnet.fundedKeypair(1_000_000_000_000) : null;
+      if (o.keypairPath && tipper)
+        writeFileSync(o.keypairPath, JSON.stringify([...tipper.secretKey]), { mode: 0o600 });
       simnet.cluster.on('slot', (event) => {
         if (event.status === 'processed' && !slotSeenAt.has(event.slot))
           slotSeenAt.set(event.slot, Date.now());
@@ -76,7 +77,7 @@ async function handle(request: SimnetRequest): Promise<unknown> {
       const started: SimnetStarted = {
         env: simnet.env(),
         pid: process.pid,
-        tipper: tipper.publicKey.toBase58(),
+        tipper: tipper?.publicKey.toBase58() ?? null,
         rpcUrl: endpoints.rpcUrl,
         adminUrl: endpoints.adminUrl,
         tipFloorUrl: endpoints.tipFloorUrl,

@@ -1,18 +1,24 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startSidecarChild, startSimnetChild, type SidecarChild, type SimnetChild } from './processes';
+import { startRelayStack as startStack, type RelayStack } from '@solrelay/testkit';
+import {
+  startAgentChild,
+  startSidecarChild,
+  startSimnetChild,
+  type ProcessHandle,
+  type SidecarChild,
+  type SimnetChild,
+} from './processes';
 import type { SimnetChildOptions } from './simnet-process';
 
-export interface RelayStack {
-  dir: string;
-  simnet: SimnetChild;
-  sidecar: SidecarChild;
-  env: Record<string, string>;
-  stop(): Promise<void>;
-}
+/** The real sidecar process, stopped by the stack's `close` (SIGTERM to its group). */
+export type BenchSidecar = SidecarChild & { close(): Promise<void> };
+/** The real agent process (apps/agents), when the benchmark asked for one. */
+export type BenchAgent = ProcessHandle & { close(): Promise<void> };
 
-export interface RelayStackOptions {
+/** testkit's relay stack, every part a process of its own (so its CPU and memory are read apart). */
+export type BenchStack = RelayStack<SimnetChild, BenchSidecar, BenchAgent>;
+
+export interface BenchStackOptions {
   simnet: Omit<SimnetChildOptions, 'keypairPath'>;
   /** Written to relay.policy.json before the sidecar starts (DESIGN §5: benchmarks set these explicitly). */
   policy: Record<string, unknown>;
@@ -22,52 +28,53 @@ export interface RelayStackOptions {
   dir?: string;
   /** Called once the simnet is up, before the sidecar starts (e.g. to pin the auction's regime). */
   onSimnet?: (simnet: SimnetChild) => Promise<void>;
+  /**
+   * Start the real agent process once the sidecar listens (log: agent.log in the stack's directory), with the
+   * environment this returns from the sidecar's (RELAY_URL is added).
+   */
+  agent?: (sidecarEnv: Record<string, string>) => Record<string, string>;
 }
 
-/** A simnet process plus the real sidecar process over loopback, every file in a fresh temp directory. */
-export async function startRelayStack(options: RelayStackOptions): Promise<RelayStack> {
-  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'relay-bench-'));
-  const keypairPath = join(dir, 'tipper.json');
-  const simnet = await startSimnetChild({ ...options.simnet, keypairPath });
-  try {
-    await options.onSimnet?.(simnet);
-  } catch (error) {
-    await simnet.stop();
-    throw error;
-  }
-  writeFileSync(join(dir, 'relay.policy.json'), JSON.stringify(options.policy));
-  const env: Record<string, string> = {
-    ...simnet.env,
-    KEYPAIR_PATH: keypairPath,
-    API_PORT: '0',
-    RELAY_DATA_DIR: join(dir, 'data'),
-    LIFECYCLE_PATH: join(dir, 'lifecycle.jsonl'),
-    RELAY_POLICY_FILE: join(dir, 'relay.policy.json'),
-    BUNDLE_ENGINE_RPS: '1000',
-    AGENT_DECISION_MODE: 'reflex',
-    ...options.env,
-  };
-  let sidecar: SidecarChild;
-  try {
-    const nodeArgs = options.cpuProfile ? ['--cpu-prof', '--cpu-prof-dir', join(dir, 'profile')] : [];
-    // Extra node/V8 flags for the sidecar (exploring memory/speed trade-offs), e.g. "--max-semi-space-size=8".
-    if (process.env.BENCH_SIDECAR_NODE_FLAGS)
-      nodeArgs.push(...process.env.BENCH_SIDECAR_NODE_FLAGS.split(' '));
-    sidecar = await startSidecarChild(env, join(dir, 'sidecar.log'), nodeArgs);
-  } catch (error) {
-    await simnet.stop();
-    throw error;
-  }
-  return {
-    dir,
-    simnet,
-    sidecar,
-    env,
-    async stop() {
-      await sidecar.stop();
-      await simnet.stop();
+/** A simnet process, the real sidecar process and (when asked) the real agent process over loopback. */
+export function startRelayStack(options: BenchStackOptions): Promise<BenchStack> {
+  const { agent } = options;
+  return startStack<SimnetChild, BenchSidecar, BenchAgent>({
+    dir: options.dir,
+    policy: options.policy,
+    env: { BUNDLE_ENGINE_RPS: '1000', ...options.env },
+    // The tipper (and the payer the stack funds besides) hold 1,000 SOL: no benchmark runs out.
+    lamports: 1_000_000_000_000,
+    cluster: async () => {
+      const simnet = await startSimnetChild(options.simnet);
+      try {
+        await options.onSimnet?.(simnet);
+      } catch (error) {
+        await simnet.stop();
+        throw error;
+      }
+      return simnet;
     },
-  };
+    start: async (env, dir) => {
+      const nodeArgs = options.cpuProfile ? ['--cpu-prof', '--cpu-prof-dir', join(dir, 'profile')] : [];
+      // Extra node/V8 flags for the sidecar (exploring memory/speed trade-offs), e.g. "--max-semi-space-size=8".
+      if (process.env.BENCH_SIDECAR_NODE_FLAGS)
+        nodeArgs.push(...process.env.BENCH_SIDECAR_NODE_FLAGS.split(' '));
+      const sidecar = await startSidecarChild(env, join(dir, 'sidecar.log'), nodeArgs);
+      return Object.assign(sidecar, { close: () => sidecar.stop() });
+    },
+    ...(agent
+      ? {
+          agent: async (stack) => {
+            const handle = await startAgentChild(
+              stack.sidecar.url,
+              agent(stack.env),
+              join(stack.dir, 'agent.log'),
+            );
+            return Object.assign(handle, { close: () => handle.stop() });
+          },
+        }
+      : {}),
+  });
 }
 
 /** A policy that lets a benchmark, not the defaults, decide the load (DESIGN §5). */

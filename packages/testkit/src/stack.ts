@@ -4,96 +4,203 @@ import { join } from 'node:path';
 import { Connection, Keypair, SystemProgram, Transaction } from '@solana/web3.js';
 import { startSimnet, type Simnet, type SimnetOptions } from '@solrelay/simnet';
 
-/** What the stack needs of a sidecar; the caller supplies how to start one (so this package does not depend on it). */
+/** What a stack needs of a sidecar, however it runs (in this process, or a child process). */
 export interface SidecarLike {
   url: string;
   close(): Promise<void>;
 }
 
+/** Starts a sidecar on the stack's environment and directory (see `inProcessSidecar`, or spawn a built one). */
 export type StartSidecar<S extends SidecarLike> = (env: Record<string, string>, dir: string) => Promise<S>;
 
-export interface Stack<S extends SidecarLike> {
-  simnet: Simnet;
+/**
+ * What a stack needs of a simulated cluster, however it runs: the environment that points a sidecar at it, funded
+ * keypairs, and a way to stop it. The in-process simnet is one (`inProcessCluster`); bench's forked simnet another.
+ */
+export interface ClusterLike {
+  env(): Record<string, string>;
+  /** A fresh keypair credited with `lamports`. */
+  fundedKeypair(lamports: number): Keypair | Promise<Keypair>;
+  stop(): Promise<void>;
+}
+
+/** What a stack needs of an agent it starts: a way to stop it (stopped before the sidecar). */
+export interface AgentLike {
+  close(): Promise<void>;
+}
+
+/**
+ * Starts an agent once the sidecar listens; it is given the stack (the sidecar's URL, env, dir, the cluster), whose
+ * `agent` is still null then.
+ */
+export type StartAgent<C extends ClusterLike, S extends SidecarLike, A extends AgentLike> = (
+  stack: RelayStack<C, S, A>,
+) => Promise<A>;
+
+export interface RelayStackOptions<
+  C extends ClusterLike,
+  S extends SidecarLike,
+  A extends AgentLike = never,
+> {
+  /** Starts the cluster (stopped again if anything after it fails). */
+  cluster: () => Promise<C>;
+  /** Starts the sidecar, at first and on each `restart`. */
+  start: StartSidecar<S>;
+  /** Starts an agent after the sidecar (none by default). */
+  agent?: StartAgent<C, S, A>;
+  /** Overrides of the stack's sidecar environment (see `startRelayStack`). */
+  env?: Record<string, string>;
+  /** Written as the policy file before the sidecar starts. */
+  policy?: Record<string, unknown>;
+  /** How many funded tipper keypairs `KEYPAIR_PATH` lists (comma-separated, a pool). Default 1. */
+  tippers?: number;
+  /** Lamports each tipper and the payer are funded with. Default 50 SOL. */
+  lamports?: number;
+  /** The stack's directory (default: a fresh temp directory). */
+  dir?: string;
+}
+
+/** A cluster, a sidecar and (when asked) an agent, with every file of the sidecar in one directory. */
+export interface RelayStack<C extends ClusterLike, S extends SidecarLike, A extends AgentLike = never> {
+  simnet: C;
   /** The running sidecar (replaced by `restart`). */
   readonly sidecar: S;
+  /** The agent `agent` started (null without one). */
+  readonly agent: A | null;
   dir: string;
+  /** The sidecar's environment (`restart` may add to it for one start). */
   env: Record<string, string>;
   payer: Keypair;
   /** The tipper (the first of `tippers`). */
   tipper: Keypair;
   /** Every tipper keypair, in `KEYPAIR_PATH` order (one unless `tippers` asked for a pool). */
   tippers: Keypair[];
-  /** A signed transfer from the funded payer (or `from`), base64, on a fresh confirmed blockhash. */
-  transfer(lamports?: number, from?: Keypair): string;
-  connection(): Connection;
   /** Stop the sidecar and start it again on the same files (a restart). */
   restart(extraEnv?: Record<string, string>): Promise<S>;
-  /** Put the auction back as the stack started it (the default pinned clearing tip, no pinned regime). */
-  resetAuction(): void;
+  /** Stop the agent, the sidecar and the cluster. */
   close(): Promise<void>;
 }
 
-export interface StackOptions<S extends SidecarLike> {
-  start: StartSidecar<S>;
+/**
+ * The one sidecar stack: starts a cluster, funds the tipper(s) and a payer, writes the keypair files and the policy
+ * into one directory, and starts the sidecar there with the environment below (then the agent, if asked). Each
+ * part is a factory the caller passes, so this package depends on neither the sidecar nor the agent and each caller
+ * runs them as it needs (from source, as a built package in this process, or as a child process).
+ *
+ * The sidecar's environment: the cluster's endpoints, `KEYPAIR_PATH` (the tipper files), `API_PORT=0`,
+ * `RELAY_DATA_DIR`, `LIFECYCLE_PATH`, `RELAY_POLICY_FILE` (all in the directory), `BUNDLE_ENGINE_RPS=100`,
+ * `AGENT_DECISION_MODE=reflex`, then `options.env`.
+ */
+export async function startRelayStack<
+  C extends ClusterLike,
+  S extends SidecarLike,
+  A extends AgentLike = never,
+>(options: RelayStackOptions<C, S, A>): Promise<RelayStack<C, S, A>> {
+  const simnet = await options.cluster();
+  let sidecar: S | null = null;
+  try {
+    const dir = options.dir ?? (await mkdtemp(join(tmpdir(), 'relay-stack-')));
+    const lamports = options.lamports ?? 50_000_000_000;
+    const tippers: Keypair[] = [];
+    for (let i = 0; i < (options.tippers ?? 1); i++) tippers.push(await simnet.fundedKeypair(lamports));
+    const tipper = tippers[0] as Keypair;
+    const payer = await simnet.fundedKeypair(lamports);
+    // The first keeps its old name; a pool's others are tipper-2.json, tipper-3.json, ...
+    const keypairPaths = tippers.map((_, i) => join(dir, i === 0 ? 'tipper.json' : `tipper-${i + 1}.json`));
+    for (const [i, path] of keypairPaths.entries())
+      await writeFile(path, JSON.stringify([...(tippers[i] as Keypair).secretKey]), { mode: 0o600 });
+    if (options.policy) await writeFile(join(dir, 'relay.policy.json'), JSON.stringify(options.policy));
+    const env: Record<string, string> = {
+      ...simnet.env(),
+      KEYPAIR_PATH: keypairPaths.join(','),
+      API_PORT: '0',
+      RELAY_DATA_DIR: join(dir, 'data'),
+      LIFECYCLE_PATH: join(dir, 'lifecycle.jsonl'),
+      RELAY_POLICY_FILE: join(dir, 'relay.policy.json'),
+      BUNDLE_ENGINE_RPS: '100',
+      AGENT_DECISION_MODE: 'reflex',
+      ...options.env,
+    };
+    sidecar = await options.start(env, dir);
+    let agent: A | null = null;
+    const stack: RelayStack<C, S, A> = {
+      simnet,
+      get sidecar() {
+        return sidecar as S;
+      },
+      get agent() {
+        return agent;
+      },
+      dir,
+      env,
+      payer,
+      tipper,
+      tippers,
+      async restart(extraEnv = {}) {
+        await (sidecar as S).close();
+        sidecar = await options.start({ ...env, ...extraEnv }, dir);
+        return sidecar;
+      },
+      async close() {
+        await agent?.close().catch(() => undefined);
+        await sidecar?.close().catch(() => undefined);
+        await simnet.stop();
+      },
+    };
+    if (options.agent) agent = await options.agent(stack);
+    return stack;
+  } catch (error) {
+    await sidecar?.close().catch(() => undefined);
+    await simnet.stop();
+    throw error;
+  }
+}
+
+/** The in-process simnet as a stack's cluster. */
+export function inProcessCluster(options: SimnetOptions = {}): () => Promise<Simnet> {
+  return () => startSimnet({ slotMs: 60, rateLimit: false, ...options });
+}
+
+/** A stack on an in-process simnet: `startRelayStack`'s, plus what tests do with the simnet at hand. */
+export interface Stack<S extends SidecarLike> extends RelayStack<Simnet, S> {
+  /** A signed transfer from the funded payer (or `from`), base64, on a fresh confirmed blockhash. */
+  transfer(lamports?: number, from?: Keypair): string;
+  connection(): Connection;
+  /** Put the auction back as the stack started it (the default pinned clearing tip, no pinned regime). */
+  resetAuction(): void;
+}
+
+export interface StackOptions<S extends SidecarLike> extends Omit<
+  RelayStackOptions<Simnet, S>,
+  'cluster' | 'agent' | 'lamports'
+> {
   simnet?: SimnetOptions;
-  env?: Record<string, string>;
-  /** Written as the policy file before the sidecar starts. */
-  policy?: Record<string, unknown>;
   /**
    * The auction's clearing tip, pinned so that whether a bundle lands does not depend on which regime the seeded
    * auction happens to be in when a slow machine gets to it. Default 5,000 lamports (every tip a test sends wins);
    * null runs the seeded calm / busy / spike auction.
    */
   clearingTip?: number | null;
-  /** How many funded tipper keypairs `KEYPAIR_PATH` lists (comma-separated, a pool). Default 1. */
-  tippers?: number;
 }
 
 /**
- * A real simnet plus a real sidecar over loopback, with every file in a fresh temp directory: the ground of every
- * integration test. Rate limits are off and slots are 60 ms unless the options say otherwise.
+ * A real simnet in this process plus a sidecar over loopback, with every file in a fresh temp directory: the ground
+ * of every integration test. Rate limits are off and slots are 60 ms unless the options say otherwise. With
+ * `inProcessSidecar` as `start`, the sidecar runs in this process too.
  */
 export async function startStack<S extends SidecarLike>(options: StackOptions<S>): Promise<Stack<S>> {
-  const simnet = await startSimnet({ slotMs: 60, rateLimit: false, ...options.simnet });
   const clearingTip = options.clearingTip === undefined ? 5_000 : options.clearingTip;
-  simnet.engine.auction.setFixedClearingTip(clearingTip);
-  const dir = await mkdtemp(join(tmpdir(), 'relay-stack-'));
-  const tippers = Array.from({ length: options.tippers ?? 1 }, () => simnet.fundedKeypair(50_000_000_000));
-  const tipper = tippers[0] as Keypair;
-  const payer = simnet.fundedKeypair(50_000_000_000);
-  // The first keeps its old name; a pool's others are tipper-2.json, tipper-3.json, ...
-  const keypairPaths = tippers.map((_, i) => join(dir, i === 0 ? 'tipper.json' : `tipper-${i + 1}.json`));
-  for (const [i, path] of keypairPaths.entries())
-    await writeFile(path, JSON.stringify([...(tippers[i] as Keypair).secretKey]), { mode: 0o600 });
-  if (options.policy) await writeFile(join(dir, 'relay.policy.json'), JSON.stringify(options.policy));
-  const env: Record<string, string> = {
-    ...simnet.env(),
-    KEYPAIR_PATH: keypairPaths.join(','),
-    API_PORT: '0',
-    RELAY_DATA_DIR: join(dir, 'data'),
-    LIFECYCLE_PATH: join(dir, 'lifecycle.jsonl'),
-    RELAY_POLICY_FILE: join(dir, 'relay.policy.json'),
-    BUNDLE_ENGINE_RPS: '100',
-    AGENT_DECISION_MODE: 'reflex',
-    ...options.env,
-  };
-  let sidecar: S;
-  try {
-    sidecar = await options.start(env, dir);
-  } catch (error) {
-    await simnet.stop();
-    throw error;
-  }
-  return {
-    simnet,
-    get sidecar() {
-      return sidecar;
+  const startSimnetHere = inProcessCluster(options.simnet);
+  const stack = await startRelayStack<Simnet, S>({
+    ...options,
+    cluster: async () => {
+      const simnet = await startSimnetHere();
+      simnet.engine.auction.setFixedClearingTip(clearingTip);
+      return simnet;
     },
-    dir,
-    env,
-    payer,
-    tipper,
-    tippers,
+  });
+  const { simnet, payer } = stack;
+  return Object.assign(stack, {
     transfer(lamports = 1000, from = payer) {
       const { blockhash } = simnet.cluster.latestBlockhash('confirmed');
       const tx = new Transaction({ feePayer: from.publicKey, recentBlockhash: blockhash });
@@ -115,16 +222,7 @@ export async function startStack<S extends SidecarLike>(options: StackOptions<S>
       simnet.engine.auction.setFixedClearingTip(clearingTip);
       simnet.engine.auction.setRegime(null);
     },
-    async restart(extraEnv = {}) {
-      await sidecar.close();
-      sidecar = await options.start({ ...env, ...extraEnv }, dir);
-      return sidecar;
-    },
-    async close() {
-      await sidecar.close().catch(() => undefined);
-      await simnet.stop();
-    },
-  };
+  });
 }
 
 export interface HttpAnswer {

@@ -17,7 +17,8 @@ import { writeResults } from '../../src/security-results';
  * recording the answer, mid-way through a lifecycle write, during compaction) and at random moments, 20 trials.
  * After the restarts every acknowledged transaction is terminal and known; none is lost, none lands twice, no
  * landed transaction has a second tip on chain, the tipper paid exactly the tips relay recorded, the lifecycle log
- * parses and agrees with the records, and the final journal replays to the same records.
+ * parses and agrees with the records, and a sidecar started once more on the final data dir answers the same
+ * records. Every check goes through the sidecar's HTTP API and the simulated chain, not the store's internals.
  *
  * A control trial with no kill runs first: it checks the same invariants, measures how long the load takes from
  * start to the last finalization (random kills are drawn over that whole span: the enqueue burst, confirmations,

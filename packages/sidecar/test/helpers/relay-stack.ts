@@ -1,33 +1,27 @@
 import type { Keypair } from '@solana/web3.js';
-import { drainTo, get, startStack, waitUntil, type Stack, type StackOptions } from '@solrelay/testkit';
-import pino from 'pino';
+import {
+  drainTo,
+  get,
+  quietLogger,
+  startInProcessStack,
+  TEST_INTERVALS,
+  waitUntil,
+  type InProcessStackOptions,
+  type Stack,
+} from '@solrelay/testkit';
 import { configFromEnv } from '../../src/config';
 import { startSidecar, type Sidecar, type SidecarOptions } from '../../src/service';
 
-export const quietLogger = pino({ level: process.env.RELAY_TEST_LOG ?? 'silent' });
+export { quietLogger };
 
-/** Fast poll intervals: the simnet's slots are 60 ms in tests. */
-export const testIntervals: SidecarOptions['intervals'] = {
-  tipFloorMs: 300,
-  balanceMs: 300,
-  leadersMs: 1000,
-  rpcSlotMs: 100,
-  blockHeightMs: 200,
-};
+/** Fast poll intervals: the simnet's slots are 60 ms in tests (testkit's `TEST_INTERVALS`). */
+export const testIntervals: SidecarOptions['intervals'] = TEST_INTERVALS;
 
-/** The shared stack with this package's own sidecar (from source). */
+/** testkit's stack with this package's own sidecar, from source, in this process. */
 export function startRelayStack(
-  options: Omit<StackOptions<Sidecar>, 'start'> & { sidecar?: SidecarOptions } = {},
+  options: InProcessStackOptions<SidecarOptions> = {},
 ): Promise<Stack<Sidecar>> {
-  return startStack({
-    ...options,
-    start: (env, dir) =>
-      startSidecar(configFromEnv(env, dir), {
-        logger: quietLogger,
-        intervals: testIntervals,
-        ...options.sidecar,
-      }),
-  });
+  return startInProcessStack({ configFromEnv, startSidecar }, options);
 }
 
 /** A counter's value from the sidecar's `/metrics` (0 when the series has not been written yet). */

@@ -21,8 +21,8 @@ const CHROMIUM_ARGS = [
   '--disable-sync',
   '--disable-dev-shm-usage',
 ];
-const WEB_DIST = join(__dirname, '..', 'dist');
-const ARTIFACTS = join(__dirname, '..', 'artifacts');
+const WEB_DIST = join(__dirname, '..', '..', 'dist');
+const ARTIFACTS = join(__dirname, '..', '..', 'artifacts');
 const LAPTOP = { width: 1366, height: 768 };
 const MONITOR = { width: 1920, height: 1080 };
 

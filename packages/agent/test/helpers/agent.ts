@@ -1,6 +1,5 @@
 import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
-import { startStack, type Stack, type StackOptions } from '@solrelay/testkit';
-import pino from 'pino';
+import { startInProcessStack, type Stack } from '@solrelay/testkit';
 import {
   createRelayAgent,
   type CreatedRelayAgent,
@@ -9,19 +8,11 @@ import {
 } from '../../src';
 
 /**
- * A real simnet + the real sidecar, with the fast poll intervals the simnet's 60 ms slots need. The sidecar's own
- * fallback reflex is off (RELAY_AGENT_GRACE_S=0), so every decision in these tests is the agent's.
+ * testkit's stack with the built sidecar in this process and its own fallback reflex off (RELAY_AGENT_GRACE_S=0), so
+ * every decision in these tests is the agent's; `env` adds to the sidecar's environment.
  */
-export function startRelayStack(options: Omit<StackOptions<Sidecar>, 'start'> = {}): Promise<Stack<Sidecar>> {
-  return startStack({
-    ...options,
-    env: { RELAY_AGENT_GRACE_S: '0', ...options.env },
-    start: (env, dir) =>
-      startSidecar(configFromEnv(env, dir), {
-        logger: pino({ level: process.env.RELAY_TEST_LOG ?? 'silent' }),
-        intervals: { tipFloorMs: 300, balanceMs: 300, leadersMs: 1000, rpcSlotMs: 100, blockHeightMs: 200 },
-      }),
-  });
+export function startAgentStack(env: Record<string, string> = {}): Promise<Stack<Sidecar>> {
+  return startInProcessStack({ configFromEnv, startSidecar }, { env: { RELAY_AGENT_GRACE_S: '0', ...env } });
 }
 
 /** An agent wired to the stack's sidecar and the simnet's Messages endpoint, recording its lines and submits. */
@@ -59,5 +50,3 @@ export function agentFor(
   });
   return { ...created, lines, errors, submits };
 }
-
-export { freePort } from '@solrelay/testkit';

@@ -1,7 +1,7 @@
 import { RelayClient } from '@solrelay/client';
 import type { Sidecar } from '@solrelay/sidecar';
 import { waitUntil, type Stack } from '@solrelay/testkit';
-import { agentFor, startRelayStack, type TestAgent } from './helpers/stack';
+import { agentFor, startAgentStack, type TestAgent } from '../helpers/agent';
 
 // Real simnet + sidecar: the sidecar is in cortex mode but the agent has no model, so every decision is a
 // reflex one (the agent's trace says decision_mode "reflex", fallback "cortex_unavailable"). The lifecycle entry's
@@ -11,7 +11,7 @@ let relay: RelayClient;
 let agent: TestAgent;
 
 beforeAll(async () => {
-  stack = await startRelayStack({ env: { AGENT_DECISION_MODE: 'cortex' } });
+  stack = await startAgentStack({ AGENT_DECISION_MODE: 'cortex' });
   relay = new RelayClient({ baseUrl: stack.sidecar.url });
   agent = agentFor(stack, { withModel: false });
   await agent.agent.start();

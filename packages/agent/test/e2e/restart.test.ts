@@ -1,7 +1,7 @@
 import { RelayClient, isRelayError } from '@solrelay/client';
 import type { Sidecar } from '@solrelay/sidecar';
-import { waitUntil, type Stack } from '@solrelay/testkit';
-import { agentFor, freePort, startRelayStack, type TestAgent } from './helpers/stack';
+import { freePort, waitUntil, type Stack } from '@solrelay/testkit';
+import { agentFor, startAgentStack, type TestAgent } from '../helpers/agent';
 
 // A real stack on a pinned port (so a restarted sidecar is at the same URL), reflex mode, no sidecar fallback: a
 // transaction only moves when an agent decides it.
@@ -16,7 +16,7 @@ function newAgent(): TestAgent {
 }
 
 beforeAll(async () => {
-  stack = await startRelayStack({ env: { API_PORT: String(await freePort()) } });
+  stack = await startAgentStack({ API_PORT: String(await freePort()) });
   relay = new RelayClient({ baseUrl: stack.sidecar.url });
 }, 30_000);
 

@@ -2,9 +2,9 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitUntil } from '@solrelay/testkit';
-import { RelayProcess, baseEnv, freePort, portInUse, processAlive, runRelay } from './helpers/relay-bin';
+import { RelayProcess, baseEnv, freePort, portInUse, processAlive, runRelay } from '../helpers/relay-bin';
 
-const FIXTURE_AGENT = join(__dirname, 'fixtures', 'agent');
+const FIXTURE_AGENT = join(__dirname, '..', 'fixtures', 'agent');
 const running: RelayProcess[] = [];
 
 afterEach(async () => {

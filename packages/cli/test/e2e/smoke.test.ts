@@ -1,4 +1,4 @@
-import { baseEnv, runRelay } from './helpers/relay-bin';
+import { baseEnv, runRelay } from '../helpers/relay-bin';
 
 test('relay smoke --sim reaches finalized: progress (slot, leader, stage) on stderr, one JSON document on stdout', async () => {
   const run = await runRelay(['smoke', '--sim', '--slot-ms', '100', '--json'], {

@@ -2,7 +2,7 @@ import { RelayClient, isRelayError } from '@solrelay/client';
 import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
 import { startStack, waitUntil, type Stack, freePort } from '@solrelay/testkit';
 import pino from 'pino';
-import { spawnAgent, type RunningAgent } from './process';
+import { spawnAgent, type RunningAgent } from '../process';
 
 // The built agent process against a real sidecar on simnet (reflex mode, the sidecar's own fallback off): killed
 // with SIGKILL and started again, it re-registers and its watchdog decides what was enqueued while it was gone.

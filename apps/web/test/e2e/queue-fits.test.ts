@@ -9,8 +9,8 @@ import pino from 'pino';
 import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
 import { get, post, startStack, stepSlotsUntil, waitUntil, type Stack } from '@solrelay/testkit';
 
-const WEB_DIST = join(__dirname, '..', 'dist');
-const ARTIFACTS = join(__dirname, '..', 'artifacts');
+const WEB_DIST = join(__dirname, '..', '..', 'dist');
+const ARTIFACTS = join(__dirname, '..', '..', 'artifacts');
 const ARGS = [
   '--no-sandbox',
   '--disable-gpu',

@@ -7,7 +7,7 @@ import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
 import type { TxRecord } from '@solrelay/core';
 import { startSimnet, type Simnet } from '@solrelay/simnet';
 import { get, post, waitUntil, freePort } from '@solrelay/testkit';
-import { spawnSidecar, type RunningSidecar } from './process';
+import { spawnSidecar, type RunningSidecar } from '../process';
 
 /**
  * The promise: a crash at any point loses nothing and never pays a second tip. The real process is killed with

@@ -13,8 +13,8 @@ import {
   signTransactionMessageWithSigners,
 } from '@solana/kit';
 import { Keypair, PublicKey, Transaction, VersionedTransaction } from '@solana/web3.js';
-import type { Sidecar } from '@solrelay/sidecar';
-import { waitUntil, type Stack } from '@solrelay/testkit';
+import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
+import { freePort, startInProcessStack, waitUntil, type Stack } from '@solrelay/testkit';
 import {
   RelayClient,
   isRelayError,
@@ -22,10 +22,9 @@ import {
   parseSseEventId,
   type ConnectionStateEvent,
   type FetchFunction,
-} from '../src';
-import { base58Encode } from './helpers/base58';
-import { freePort, startRelayStack } from './helpers/stack';
-import { TcpProxy } from './helpers/tcp-proxy';
+} from '../../src';
+import { base58Encode } from '../helpers/base58';
+import { TcpProxy } from '../helpers/tcp-proxy';
 
 // One bypass stack (each enqueue is submitted at once at a fixed tip; ~3 s to finalized with 60 ms slots) behind a
 // bearer token, on a pinned port so the client finds the sidecar at the same URL across a restart.
@@ -57,9 +56,12 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 beforeAll(async () => {
   const port = await freePort();
-  stack = await startRelayStack({
-    env: { BYPASS_AGENT: '1', API_PORT: String(port), RELAY_API_TOKEN: TOKEN },
-  });
+  stack = await startInProcessStack(
+    { configFromEnv, startSidecar },
+    {
+      env: { BYPASS_AGENT: '1', API_PORT: String(port), RELAY_API_TOKEN: TOKEN },
+    },
+  );
   baseUrl = stack.sidecar.url;
   expect(baseUrl).toContain(`:${port}`);
 }, 30_000);

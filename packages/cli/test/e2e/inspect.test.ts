@@ -1,8 +1,7 @@
 import { RelayClient } from '@solrelay/client';
-import type { Sidecar } from '@solrelay/sidecar';
-import { waitUntil, type Stack } from '@solrelay/testkit';
-import { baseEnv, freePort, runRelay } from './helpers/relay-bin';
-import { startRelayStack } from './helpers/stack';
+import { configFromEnv, startSidecar, type Sidecar } from '@solrelay/sidecar';
+import { startInProcessStack, waitUntil, type Stack } from '@solrelay/testkit';
+import { baseEnv, freePort, runRelay } from '../helpers/relay-bin';
 
 // One bypass sidecar on simnet, on a pinned port the binary finds through API_PORT. Two transfers are enqueued and
 // finalized first, so lifecycle and bundle have real entries to show.
@@ -12,7 +11,10 @@ let bundleIds: string[] = [];
 
 beforeAll(async () => {
   const port = await freePort();
-  stack = await startRelayStack({ tippers: 2, env: { BYPASS_AGENT: '1', API_PORT: String(port) } });
+  stack = await startInProcessStack(
+    { configFromEnv, startSidecar },
+    { tippers: 2, env: { BYPASS_AGENT: '1', API_PORT: String(port) } },
+  );
   env = baseEnv({ API_PORT: String(port), RELAY_POLICY_FILE: stack.env.RELAY_POLICY_FILE as string });
   const client = new RelayClient({ baseUrl: stack.sidecar.url });
   try {

@@ -1,7 +1,7 @@
 import { RelayClient, type LifecycleEntry } from '@solrelay/client';
 import type { Sidecar } from '@solrelay/sidecar';
 import { waitUntil, type Stack } from '@solrelay/testkit';
-import { agentFor, startRelayStack, type TestAgent } from './helpers/stack';
+import { agentFor, startAgentStack, type TestAgent } from '../helpers/agent';
 
 // One real stack (simnet with 60 ms slots + the real sidecar, booting in reflex mode) and one agent using the real
 // Anthropic SDK against the simnet's Messages endpoint. Transactions go one at a time so the LLM script applies to
@@ -11,7 +11,7 @@ let relay: RelayClient;
 let agent: TestAgent;
 
 beforeAll(async () => {
-  stack = await startRelayStack({ env: { AGENT_DECISION_MODE: 'reflex' } });
+  stack = await startAgentStack({ AGENT_DECISION_MODE: 'reflex' });
   relay = new RelayClient({ baseUrl: stack.sidecar.url });
   agent = agentFor(stack, { cortexDeadlineMs: 1_500 });
   await agent.agent.start();

@@ -4,7 +4,7 @@ import { createServer, type Server } from 'node:net';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { baseEnv, freePort, runRelay } from './helpers/relay-bin';
+import { baseEnv, freePort, runRelay } from '../helpers/relay-bin';
 
 let blocker: Server;
 let port: number;
