@@ -31,23 +31,29 @@ async function main(): Promise<number> {
   const args = process.argv.slice(2).filter((a) => a !== '--');
   const quick = args.includes('--quick');
   const profile = args.includes('--profile');
-  // `--seed=<n|random>` and `--scenarios=a,b` reach the benchmarks as BENCH_SEED / BENCH_SCENARIOS (turbo passes no
-  // environment variables through to the task, so flags are how `pnpm bench` takes them).
+  // `--seed=<n|random>`, `--scenarios=a,b` and `--strategies=a,b` reach the benchmarks as BENCH_SEED /
+  // BENCH_SCENARIOS / BENCH_STRATEGIES (turbo passes no environment variables through to the task, so flags are how
+  // `pnpm bench` takes them).
+  const FLAG_ENV: Record<string, string> = {
+    seed: 'BENCH_SEED',
+    scenarios: 'BENCH_SCENARIOS',
+    strategies: 'BENCH_STRATEGIES',
+  };
   for (const arg of args) {
-    const m = /^--(seed|scenarios)=(.+)$/.exec(arg);
-    if (m) process.env[m[1] === 'seed' ? 'BENCH_SEED' : 'BENCH_SCENARIOS'] = m[2];
+    const m = /^--(seed|scenarios|strategies)=(.+)$/.exec(arg);
+    if (m) process.env[FLAG_ENV[m[1] as string] as string] = m[2];
   }
   const unknownFlags = args.filter(
     (a) =>
       a.startsWith('--') &&
       !['--quick', '--profile', '--report'].includes(a) &&
-      !/^--(seed|scenarios)=/.test(a),
+      !/^--(seed|scenarios|strategies)=/.test(a),
   );
   const names = args.filter((a) => !a.startsWith('--'));
   const unknown = names.filter((n) => !BENCHMARKS.some((b) => b.name === n));
   if (unknownFlags.length || unknown.length) {
     process.stderr.write(
-      `bench: unknown ${[...unknownFlags, ...unknown].join(', ')}; usage: pnpm bench [--quick] [--profile] [--report] [--seed=<n|random>] [--scenarios=<id,...>] [${BENCHMARKS.map((b) => b.name).join('|')} ...]\n`,
+      `bench: unknown ${[...unknownFlags, ...unknown].join(', ')}; usage: pnpm bench [--quick] [--profile] [--report] [--seed=<n|random>] [--scenarios=<id,...>] [--strategies=<name,...>] [${BENCHMARKS.map((b) => b.name).join('|')} ...]\n`,
     );
     return 2;
   }

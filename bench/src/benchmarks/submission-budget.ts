@@ -315,7 +315,14 @@ export const submissionBudget: Benchmark = {
     );
     // BENCH_SCENARIOS=burst-100,steady-5 runs only those (for a look at one cell; the results file then holds only them).
     const only = process.env.BENCH_SCENARIOS?.split(',').filter(Boolean);
-    const list = scenarios(ctx.quick).filter((x) => !only || only.includes(x.id));
+    // BENCH_STRATEGIES=relay-packed runs only those strategies of each cell (a before/after comparison of relay alone).
+    const strategies = process.env.BENCH_STRATEGIES?.split(',').filter(Boolean);
+    const list = scenarios(ctx.quick)
+      .filter((x) => !only || only.includes(x.id))
+      .map((x) =>
+        strategies ? { ...x, strategies: x.strategies.filter((st) => strategies.includes(st)) } : x,
+      )
+      .filter((x) => x.strategies.length > 0);
     const hot = await probeHotAccounts(seed);
     const cells: CellResult[] = [];
     const skipped: Array<{ scenario: string; reason: string }> = [];

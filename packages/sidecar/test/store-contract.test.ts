@@ -6,6 +6,7 @@ import { attemptKey, storeCodec, type StoredAttempt, type StoredTx } from '../sr
 import {
   InMemoryTxStore,
   JournalTxStore,
+  SpendLimitReached,
   StoreConflict,
   type StoreChange,
   type TxEvent,
@@ -185,6 +186,27 @@ describe.each(stores)('%s', (_name, open) => {
     await expect(refused).rejects.toBeInstanceOf(StoreConflict);
     expect(await h.store.spentSince(T0)).toBe(15_000);
     expect((await h.store.get('tx_a'))?.attempts).toHaveLength(1);
+  });
+
+  test('spend-limit holds across attempts reserved at the same moment: the store checks as it reserves', async () => {
+    for (const id of ['tx_a', 'tx_b', 'tx_c']) await h.store.accept(tx(id, `sig-${id}`));
+    // 15,000 each; a limit of 40,000 takes two of three, however the commits interleave.
+    const limit = { limit: 40_000, since: T0 };
+    const results = await Promise.allSettled(
+      ['tx_a', 'tx_b', 'tx_c'].map((id) =>
+        h.store.addAttempt(id, attempt(1, `b-${id}`), { spendLimit: limit }),
+      ),
+    );
+    const refused = results.filter((r) => r.status === 'rejected');
+    expect(refused).toHaveLength(1);
+    expect((refused[0] as PromiseRejectedResult).reason).toBeInstanceOf(SpendLimitReached);
+    expect((refused[0] as PromiseRejectedResult).reason).toMatchObject({ limit: 40_000, actual: 45_000 });
+    expect(await h.store.spentSince(T0)).toBe(30_000);
+    // No limit (0) refuses nothing.
+    await h.store.accept(tx('tx_d', 'sig-tx_d'));
+    await expect(
+      h.store.addAttempt('tx_d', attempt(1, 'b-tx_d'), { spendLimit: { limit: 0, since: T0 } }),
+    ).resolves.toMatchObject({ tx_id: 'tx_d' });
   });
 
   test('addAttempt refuses a record that does not match its expectation', async () => {

@@ -21,7 +21,8 @@ import type { FirstSends } from '../send/first-send';
 import type { SendQueue } from '../send/queue';
 import { inFlight, lastSettled } from '../store/queries';
 import type { AttemptDecision, StoredAttempt, StoredTx } from '../store/records';
-import { spentInWindow } from '../store/spend';
+import { ROLLING_HOUR_MS, spentInWindow } from '../store/spend';
+import { SpendLimitReached } from '../store/store';
 
 /**
  * Attempts: the one `submit` entry every decider goes through (the agent over HTTP, bypass, the fallback reflex).
@@ -201,10 +202,26 @@ export class AttemptBuilder {
     };
     // Write-ahead: the signed tip transaction and the bundle id are on disk before anything is sent, so a crash
     // anywhere after this resends these exact bytes and never builds a second tip for this attempt.
-    const built = await this.d.store.addAttempt(tx.tx_id, attempt, {
-      expect: { state: 'pending', stopped: false },
-      set: { last_error: null },
-    });
+    // `spend-limit` is checked again by the store as it reserves, with every reservation being made at the same
+    // time (the check above was before the tip was built; another submit may have reserved since).
+    const built = await this.d.store
+      .addAttempt(tx.tx_id, attempt, {
+        expect: { state: 'pending', stopped: false },
+        set: { last_error: null },
+        spendLimit: { limit: this.d.policy()['spend-limit'], since: now - ROLLING_HOUR_MS },
+      })
+      .catch((error: unknown) => {
+        if (!(error instanceof SpendLimitReached)) throw error;
+        throw policyViolationError(
+          {
+            key: 'spend-limit',
+            code: 'RELAY_E_POLICY_SPEND_LIMIT_EXCEEDED',
+            limit: error.limit,
+            actual: error.actual,
+          },
+          tx.tx_id,
+        );
+      });
     reservation?.journaled();
     this.d.crashPoint?.('attempt.journaled');
     this.d.metrics.attempts.inc({ source });

@@ -42,7 +42,7 @@ export interface TxStore extends TxQueries {
   addAttempt(
     txId: string,
     attempt: StoredAttempt,
-    options?: { expect?: TxExpectation; set?: TxChange['set'] },
+    options?: { expect?: TxExpectation; set?: TxChange['set']; spendLimit?: SpendLimit },
   ): Promise<StoredTx>;
   /**
    * Compare-and-set: apply `change` if the record still matches `expect` (its state, an attempt's stage or bundle
@@ -90,6 +90,28 @@ export interface StoreCounts {
   waiting: Readonly<StoreState['waiting']>;
   /** Left the queue without landing, by reason. */
   evicted: Readonly<Record<string, number>>;
+}
+
+/**
+ * `spend-limit` checked where the reservation is made, atomically with it: what is reserved or paid at or after
+ * `since`, plus reservations being committed, plus this attempt's, must not pass `limit` (0: no limit). Refused with
+ * SpendLimitReached.
+ */
+export interface SpendLimit {
+  limit: number;
+  since: number;
+}
+
+/** An attempt's reservation would pass `spend-limit` (the store checked it with the reservations of every host). */
+export class SpendLimitReached extends Error {
+  constructor(
+    readonly limit: number,
+    /** Lamports already reserved or paid in the window, this attempt's included. */
+    readonly actual: number,
+  ) {
+    super(`spend-limit ${limit} would be passed: ${actual} lamports in the window with this attempt`);
+    this.name = 'SpendLimitReached';
+  }
 }
 
 /** What a transition expects of the record; every field given must match. */
@@ -252,17 +274,33 @@ abstract class TableTxStore implements TxStore {
     });
   }
 
+  /** Lamports of attempts checked against `spend-limit` whose commit has not applied yet. */
+  private reserving = 0;
+
   addAttempt(
     txId: string,
     attempt: StoredAttempt,
-    options: { expect?: TxExpectation; set?: TxChange['set'] } = {},
+    options: { expect?: TxExpectation; set?: TxChange['set']; spendLimit?: SpendLimit } = {},
   ): Promise<StoredTx> {
     const expect = options.expect ?? {};
     return this.serial(txId, async () => {
       const tx = this.current(txId);
       if (!tx || !matches(tx, expect)) throw new StoreConflict(txId, expect, tx);
       if (inFlight(tx)) throw new StoreConflict(txId, 'no attempt in flight', tx);
-      await this.commit({ k: 'patch', id: txId, attempt, ...(options.set ? { set: options.set } : {}) });
+      const lamports = attempt.released ? 0 : attempt.reserved_lamports;
+      const limit = options.spendLimit;
+      if (limit && limit.limit > 0) {
+        // Reservations of other transactions being committed right now count too: a commit applies only after its
+        // fsync, and two attempts checked in between would both pass.
+        const actual = this.state.spend.spentSince(limit.since) + this.reserving + lamports;
+        if (actual > limit.limit) throw new SpendLimitReached(limit.limit, actual);
+      }
+      this.reserving += lamports;
+      try {
+        await this.commit({ k: 'patch', id: txId, attempt, ...(options.set ? { set: options.set } : {}) });
+      } finally {
+        this.reserving -= lamports;
+      }
       return this.current(txId) as StoredTx;
     });
   }
