@@ -62,7 +62,10 @@ export {
 export { RateLimiter, RATE_LIMIT_MESSAGES, type RateLimitOptions, type RateDecision } from './rate-limit';
 export {
   BundleErrors,
+  DONT_FRONT_PREFIX,
   MAX_BUNDLE_TRANSACTIONS,
+  carriesDontFront,
+  violatesDontFront,
   validateBundle,
   type BundleRejection,
   type ValidBundle,
