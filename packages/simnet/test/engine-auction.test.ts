@@ -329,7 +329,7 @@ describe('tip floor', () => {
 describe('rate limiter', () => {
   test('1 req/s per IP, refilled with time; a UUID has its own larger bucket; off when disabled', () => {
     let now = 0;
-    const limiter = new RateLimiter({ rps: 1, uuidRps: 3, now: () => now });
+    const limiter = new RateLimiter({ rps: 1, uuidRps: 3, penaltyMs: 0, now: () => now });
     expect(limiter.take('1.1.1.1', undefined).allowed).toBe(true);
     const denied = limiter.take('1.1.1.1', undefined);
     expect(denied).toEqual({ allowed: false, retryAfterMs: 1000, limit: 1 });
@@ -339,6 +339,34 @@ describe('rate limiter', () => {
     expect(limiter.take('1.1.1.1', undefined).allowed).toBe(true);
     limiter.enabled = false;
     expect(limiter.take('1.1.1.1', undefined).allowed).toBe(true);
+  });
+
+  test('over the budget: a back-off penalty (default 1,606 ms) refuses every request until it ends', () => {
+    let now = 0;
+    const limiter = new RateLimiter({ now: () => now });
+    expect(limiter.penaltyMs).toBe(1_606);
+    expect(limiter.take('1.1.1.1', undefined, 'ny').allowed).toBe(true);
+    expect(limiter.take('1.1.1.1', undefined, 'ny')).toEqual({
+      allowed: false,
+      retryAfterMs: 1_606,
+      limit: 1,
+    });
+    // A second later the bucket has a token again, but the penalty still holds: refused, with the time left.
+    now = 1_000;
+    expect(limiter.take('1.1.1.1', undefined, 'ny')).toEqual({ allowed: false, retryAfterMs: 606, limit: 1 });
+    // Requests during the penalty neither extend it nor spend the token.
+    now = 1_605;
+    expect(limiter.take('1.1.1.1', undefined, 'ny').allowed).toBe(false);
+    now = 1_606;
+    expect(limiter.take('1.1.1.1', undefined, 'ny').allowed).toBe(true);
+    expect(limiter.take('1.1.1.1', undefined, 'ny').allowed).toBe(false);
+    // Per IP and region: another region's budget and another IP are untouched.
+    expect(limiter.take('1.1.1.1', undefined, 'tokyo').allowed).toBe(true);
+    expect(limiter.take('2.2.2.2', undefined, 'ny').allowed).toBe(true);
+    const custom = new RateLimiter({ penaltyMs: 5_000, now: () => now });
+    custom.take('3.3.3.3', undefined);
+    expect(custom.take('3.3.3.3', undefined)).toMatchObject({ allowed: false, retryAfterMs: 5_000 });
+    expect(() => new RateLimiter({ penaltyMs: -1 })).toThrow(/penaltyMs/);
   });
 });
 
