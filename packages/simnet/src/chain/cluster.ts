@@ -17,6 +17,7 @@ import type {
   BundleCandidate,
   BundleExecution,
   BundleSource,
+  PrioritizationFeeEntry,
   ChainRead,
   Cluster,
   ClusterEvents,
@@ -654,7 +655,10 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       prioritizationFees: { min: null, writable: new Map() },
     };
     this.faucetCredits = [];
-    block.prioritizationFees = prioritizationFeesOf(block.transactions);
+    block.prioritizationFees = mergePrioritizationFees(
+      prioritizationFeesOf(block.transactions),
+      this.source?.backgroundPrioritizationFees?.(slot) ?? null,
+    );
     // Replay failure first, then an uncle (only a block with bundles has anything to re-broadcast), then an orphan.
     const reason = willDie
       ? 'dead'
@@ -1024,6 +1028,20 @@ function prioritizationFeesOf(records: readonly TransactionRecord[]): Block['pri
     }
   }
   return { min, writable };
+}
+
+/** The executed transactions' entry with the background's: the lowest price wins, in the block and per account. */
+function mergePrioritizationFees(
+  own: Block['prioritizationFees'],
+  background: PrioritizationFeeEntry | null,
+): Block['prioritizationFees'] {
+  if (!background) return own;
+  const lowest = (a: number | null | undefined, b: number | null | undefined) =>
+    a === null || a === undefined ? (b ?? null) : b === null || b === undefined ? a : Math.min(a, b);
+  const writable = new Map(own.writable);
+  for (const [key, price] of background.writable)
+    writable.set(key, lowest(writable.get(key), price) ?? price);
+  return { min: lowest(own.min, background.min), writable };
 }
 
 function removeBlock(list: Block[], block: Block): void {

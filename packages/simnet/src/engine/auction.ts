@@ -8,6 +8,7 @@ import {
   SlotBudget,
   resolveSlot,
   ticksPerSlot,
+  tipPerCu,
   type AuctionRules,
   type Bid,
   type BlockLimits,
@@ -161,6 +162,12 @@ export interface SlotAuction {
   drawnClearingTip: number;
   /** Tips of the background bundles that won with only the background competing (the engine records what landed). */
   competitorLandedTips: number[];
+  /**
+   * Per hot account, the lowest tip per requested CU (lamports) among the background bundles that won a write lock
+   * on it in the slot (background alone); absent when none did. What write access to that account cost in the
+   * slot: the engine turns it into the account's prioritization fee (`BlockEngine.backgroundPrioritizationFees`).
+   */
+  hotAccountPricePerCu: ReadonlyMap<string, number>;
 }
 
 export interface AuctionOptions {
@@ -490,6 +497,12 @@ export class Auction {
       this.rules,
     );
     const contended = resolution.lowestWinning.contended;
+    const hotAccountPricePerCu = new Map<string, number>();
+    for (const { bid } of resolution.included) {
+      if (bid.hot === null) continue;
+      const price = tipPerCu(bid);
+      hotAccountPricePerCu.set(bid.hot, Math.min(price, hotAccountPricePerCu.get(bid.hot) ?? price));
+    }
     this.slots.set(slot, {
       slot,
       regime: this.currentRegime,
@@ -502,6 +515,7 @@ export class Auction {
         contended === null ? MIN_TIP_LAMPORTS : Math.round(contended * REFERENCE_BUNDLE_CU),
       ),
       competitorLandedTips: resolution.included.map((entry) => entry.bid.tipLamports),
+      hotAccountPricePerCu,
     });
     this.bids.set(slot, ticks);
     this.bids.delete(slot - RETAIN_BIDS_SLOTS);

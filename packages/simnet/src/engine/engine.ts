@@ -7,6 +7,7 @@ import type {
   BundleSource,
   Cluster,
   LeaderInfo,
+  PrioritizationFeeEntry,
   SlotEvent,
   TransactionErrorJson,
 } from '../chain/types';
@@ -25,6 +26,9 @@ import type { ParsedTransaction, WireEncoding } from './wire';
 export const DroppedReason = { BlockhashExpired: 0, PartiallyProcessed: 1, NotFinalized: 2 } as const;
 
 export const NO_LEADER_MESSAGE = 'Bundle Dropped, no connected leader up soon.';
+
+/** Compute-unit prices are in micro-lamports per CU (SetComputeUnitPrice). */
+const MICRO_LAMPORTS_PER_LAMPORT = 1_000_000;
 
 export type InflightStatus = 'Invalid' | 'Pending' | 'Failed' | 'Landed';
 
@@ -104,6 +108,11 @@ export interface BlockEngineOptions {
   statusLookbackSlots?: number;
   /** How old the frozen tip floor claims to be while `staleTipFloor` is on. */
   staleTipFloorAgeMs?: number;
+  /**
+   * The background market's contention in getRecentPrioritizationFees (default true): see
+   * {@link BlockEngine.backgroundPrioritizationFees}. false: only executed transactions set the fees.
+   */
+  backgroundPrioritizationFees?: boolean;
   now?: () => number;
 }
 
@@ -143,6 +152,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   private readonly inflightLookbackMs: number;
   private readonly statusLookbackSlots: number;
   private readonly staleTipFloorAgeMs: number;
+  private readonly modelPrioritizationFees: boolean;
   private readonly now: () => number;
   private readonly bundles = new Map<string, TrackedBundle>();
   /**
@@ -187,6 +197,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     this.inflightLookbackMs = options.inflightLookbackMs ?? 5 * 60_000;
     this.statusLookbackSlots = options.statusLookbackSlots ?? 300;
     this.staleTipFloorAgeMs = options.staleTipFloorAgeMs ?? 5 * 60_000;
+    this.modelPrioritizationFees = options.backgroundPrioritizationFees ?? true;
     this.now = options.now ?? Date.now;
   }
 
@@ -571,6 +582,28 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       bundleId: bundle.bundleId,
       transactions: bundle.transactions.map((tx) => tx.wire),
     }));
+  }
+
+  /**
+   * The compute-unit prices the slot's background traffic paid, for the block's prioritization-fee entry (Agave
+   * `runtime/src/prioritization_fee_cache.rs`: per slot the lowest price of any transaction, and per writable
+   * account the lowest of the transactions write-locking it; `getRecentPrioritizationFees` answers the higher of the
+   * block's and each asked account's). Assumptions of this model: the background always includes transactions
+   * paying no priority fee, so the block's lowest is 0; every background transaction writing a hot account in a slot
+   * paid at least what the cheapest background bundle that won that account's write lock paid per requested CU
+   * (lamports per CU × 10^6 micro-lamports: one price of write access per account and slot, in either currency;
+   * Jito's own guidance splits sendTransaction spend 70/30 between priority fee and tip, the same order). A hot
+   * account no background bundle won in the slot gets no entry (the block's 0), nor does any other account: only
+   * contended accounts carry a price. Real transactions' prices join through the chain's own records.
+   */
+  backgroundPrioritizationFees(slot: number): PrioritizationFeeEntry | null {
+    if (!this.modelPrioritizationFees) return null;
+    const auction = this.auction.slot(slot);
+    if (!auction) return null;
+    const writable = new Map<string, number>();
+    for (const [account, perCu] of auction.hotAccountPricePerCu)
+      writable.set(account, Math.round(perCu * MICRO_LAMPORTS_PER_LAMPORT));
+    return { min: 0, writable };
   }
 
   onBundleResults(ctx: BlockContext, results: BundleExecution[]): void {
