@@ -144,6 +144,8 @@ export interface Bid {
    * the slot's auction at the tick this falls in and wins ties in tip per CU against later arrivals.
    */
   arrivalMs?: number;
+  /** Competes at its arrival tick only, and is gone after it if it did not win (Jito's one-auction lifetime). */
+  oneTick?: boolean;
 }
 
 /** The tick a bid enters a slot of `ticks` ticks: the 50 ms it arrived in, 0 if before the slot, at most the last. */
@@ -382,7 +384,8 @@ export interface SlotResolution<T extends Bid> {
 
 /**
  * Every tick of one slot of `ticks` ticks. Each bid, real or background, enters at its {@link arrivalTick} and
- * competes at every tick from there until it is included or the slot ends. Returns who landed and who lost.
+ * competes at every tick from there until it is included or the slot ends (a `oneTick` bid: at its arrival tick
+ * only). Returns who landed and who lost.
  */
 export function resolveSlot<T extends Bid>(
   bids: readonly T[],
@@ -417,7 +420,7 @@ export function resolveSlot<T extends Bid>(
       else uncontended = uncontended === null ? lowest : Math.min(uncontended, lowest);
     }
     for (const [id, loss] of outcome.lost) lost.set(id, { ...loss, tick });
-    waiting = waiting.filter((bid) => !taken.has(bid.id));
+    waiting = waiting.filter((bid) => !taken.has(bid.id) && bid.oneTick !== true);
   });
   return { included, lost, lowestWinning: { contended, uncontended } };
 }

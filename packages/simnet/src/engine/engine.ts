@@ -32,6 +32,16 @@ const MICRO_LAMPORTS_PER_LAMPORT = 1_000_000;
 
 export type InflightStatus = 'Invalid' | 'Pending' | 'Failed' | 'Landed';
 
+/**
+ * `'auction'`: a bundle competes in the first auction (50 ms tick) it reaches in its leader window and is dropped if
+ * it does not win there, as Jito described bundles (jito.canny.io "Bundle meshpool", Jito's reply: "Bundles are only
+ * kept around for as long as the auction window is (currently 200ms). If the bundle didn't win the auction ... we
+ * will drop it."; dated, from the 200 ms-tick era, on a request the board marks complete, which asked for retries
+ * across regions: an assumption, not a documented current behaviour). `'window'`: the earlier model, competing at
+ * every tick of every slot of its window from its arrival.
+ */
+export type BundleLifetime = 'auction' | 'window';
+
 /** Why a bundle that was accepted did not land (what the gRPC stream reported). */
 export type BundleFailure =
   | 'no_leader'
@@ -97,6 +107,11 @@ export interface BlockEngineOptions {
   crossRegionDelayMs?: number;
   /** A bundle is dropped unless a bundle-engine leader holds one of the next this-many slots (default 4). */
   leaderLookaheadSlots?: number;
+  /**
+   * How long a bundle competes (see {@link BundleLifetime}); default `'auction'`: one auction, then dropped if it
+   * lost.
+   */
+  bundleLifetime?: BundleLifetime;
   /** Most real bundles one slot includes (in auction order: highest tip per requested CU first). */
   maxBundlesPerSlot?: number;
   rateLimit?: RateLimitOptions;
@@ -128,9 +143,10 @@ export interface BlockEngineEvents {
  *
  * Competing window (decided): a bundle competes only in the slots of the first bundle-engine leader window it meets
  * (the first such slot within `leaderLookaheadSlots` after the current one, through the last consecutive slot of
- * that leader). It competes at every 50 ms tick of those slots from the tick it arrives in (`auction-model.ts`; tick 0
- * of each later slot) and lands in the slot of the first tick it wins; if none, it has lost the auction (gRPC `rejected.stateAuctionBidRejected`, inflight `Failed`) and
- * must be resent.
+ * that leader). With the default `bundleLifetime: 'auction'` it competes at the one 50 ms tick it arrives in and is
+ * dropped if it loses; with `'window'` at every tick of those slots from the tick it arrives in (`auction-model.ts`;
+ * tick 0 of each later slot), landing in the slot of the first tick it wins. Losing means gRPC
+ * `rejected.stateAuctionBidRejected`, inflight `Failed`: it must be resent.
  */
 export class BlockEngine extends EventEmitter<BlockEngineEvents> implements BundleSource {
   readonly cluster: Cluster;
@@ -144,6 +160,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   readonly validatorRegions: ReadonlyMap<string, string>;
   crossRegionDelayMs: number;
   leaderLookaheadSlots: number;
+  readonly bundleLifetime: BundleLifetime;
   private readonly tipAccountSet: ReadonlySet<string>;
   private readonly faultRng: Rng;
   private readonly maxBundlesPerSlot: number;
@@ -193,6 +210,9 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     );
     this.crossRegionDelayMs = options.crossRegionDelayMs ?? DEFAULT_CROSS_REGION_DELAY_MS;
     this.leaderLookaheadSlots = options.leaderLookaheadSlots ?? 4;
+    this.bundleLifetime = options.bundleLifetime ?? 'auction';
+    if (this.bundleLifetime !== 'auction' && this.bundleLifetime !== 'window')
+      throw new Error(`unknown bundleLifetime "${String(this.bundleLifetime)}"`);
     this.maxBundlesPerSlot = options.maxBundlesPerSlot ?? 64;
     this.inflightLookbackMs = options.inflightLookbackMs ?? 5 * 60_000;
     this.statusLookbackSlots = options.statusLookbackSlots ?? 300;
@@ -555,6 +575,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       writeLocks: [...new Set(bundle.transactions.flatMap((tx) => tx.writableStaticKeys))],
       readLocks: [...new Set(bundle.transactions.flatMap((tx) => tx.readonlyStaticKeys))],
       arrivalMs: bundle.arrivesAtMs - slotStartMs,
+      ...(this.bundleLifetime === 'auction' ? { oneTick: true } : {}),
     }));
     const resolution = resolveSlot(
       [...realBids, ...this.auction.backgroundBids(ctx.slot).flat()],
@@ -715,7 +736,10 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       const { lastSlot } = bundle.window;
       const hadLastChance =
         slot >= lastSlot && bundle.lastCompetedSlot !== null && bundle.lastCompetedSlot >= lastSlot;
-      if (!hadLastChance && slot <= lastSlot) continue;
+      // One auction: a bundle that competed in this slot and was not offered to the leader lost it, and is dropped.
+      const lostItsAuction =
+        this.bundleLifetime === 'auction' && !bundle.faultDropped && bundle.lastCompetedSlot === slot;
+      if (!hadLastChance && !lostItsAuction && slot <= lastSlot) continue;
       if (bundle.lastCompetedSlot === null && bundle.missedByForwarding && !bundle.faultDropped) {
         // It reached the leader after that leader's slots: forwarded on to the next bundle-engine leader.
         const next = this.findWindow(slot);
