@@ -17,7 +17,7 @@ import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
 import { Auction, type AuctionOptions, type Regime, type SlotAuction } from './auction';
 import { resolveSlot, tipPerCu, type Bid, type TickLoss } from './auction-model';
 import { RATE_LIMIT_MESSAGES, RateLimiter, type RateLimitOptions } from './rate-limit';
-import { DEFAULT_CROSS_REGION_DELAY_MS, JITO_MAINNET_REGIONS, assignRegions } from './regions';
+import { JITO_MAINNET_REGIONS, assignRegions, regionLatencyMs, type RegionStake } from './regions';
 import { TipFloor, toJitoTipFloor, type JitoTipFloorEntry, type TipFloorOptions } from './tip-floor';
 import { validateBundle, type BundleRejection } from './validate';
 import type { ParsedTransaction, WireEncoding } from './wire';
@@ -103,8 +103,13 @@ export interface BlockEngineOptions {
   tipAccounts?: readonly string[];
   /** Regional engines (default: Jito's eight mainnet regions); the first is where a region-less caller lands. */
   regions?: readonly string[];
-  /** Added time for a bundle sent to a region its target leader is not connected to (default 100 ms). */
+  /**
+   * A flat added time for a bundle sent to a region its target leader is not connected to. Absent (default): the
+   * pairwise one-way latency between the two regions ({@link regionLatencyMs}).
+   */
   crossRegionDelayMs?: number;
+  /** How bundle-engine validators spread over regions (default `'mainnet'`, by stake geography). */
+  regionStake?: RegionStake;
   /** A bundle is dropped unless a bundle-engine leader holds one of the next this-many slots (default 4). */
   leaderLookaheadSlots?: number;
   /**
@@ -158,7 +163,8 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   readonly regions: readonly string[];
   /** Bundle-engine validator identity -> the region it is connected to. */
   readonly validatorRegions: ReadonlyMap<string, string>;
-  crossRegionDelayMs: number;
+  /** A flat cross-region delay, or null for the pairwise latency matrix. */
+  crossRegionDelayMs: number | null;
   leaderLookaheadSlots: number;
   readonly bundleLifetime: BundleLifetime;
   private readonly tipAccountSet: ReadonlySet<string>;
@@ -201,14 +207,12 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     this.tipAccountSet = new Set(this.tipAccounts);
     this.regions = options.regions ?? JITO_MAINNET_REGIONS;
     this.validatorRegions = assignRegions(
-      this.cluster
-        .validators()
-        .filter((v) => v.bundleEngine)
-        .map((v) => v.identity),
+      this.cluster.validators().filter((v) => v.bundleEngine),
       this.regions,
       options.rng.fork('regions'),
+      options.regionStake ?? 'mainnet',
     );
-    this.crossRegionDelayMs = options.crossRegionDelayMs ?? DEFAULT_CROSS_REGION_DELAY_MS;
+    this.crossRegionDelayMs = options.crossRegionDelayMs ?? null;
     this.leaderLookaheadSlots = options.leaderLookaheadSlots ?? 4;
     this.bundleLifetime = options.bundleLifetime ?? 'auction';
     if (this.bundleLifetime !== 'auction' && this.bundleLifetime !== 'window')
@@ -302,6 +306,15 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     return this.regions[0] as string;
   }
 
+  /**
+   * How long a bundle sent to `from` takes to reach a leader connected to `to`: 0 in the same region, else the flat
+   * `crossRegionDelayMs` when set, else the pairwise one-way latency ({@link regionLatencyMs}).
+   */
+  forwardingDelayMs(from: string, to: string): number {
+    if (from === to) return 0;
+    return this.crossRegionDelayMs ?? regionLatencyMs(from, to);
+  }
+
   /** The region a bundle-engine validator is connected to; null for validators without the bundle engine. */
   regionOf(identity: string): string | null {
     return this.validatorRegions.get(identity) ?? null;
@@ -322,7 +335,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     const slot = this.clockSlot();
     const window = this.findWindow(slot);
     const receivedMs = this.now();
-    const forwarded = window !== null && this.regionOf(window.leader.identity) !== region;
+    const leaderRegion = window === null ? null : this.regionOf(window.leader.identity);
     const tracked: TrackedBundle = {
       bundleId: bundle.bundleId,
       transactions: bundle.transactions,
@@ -331,7 +344,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       blockhashes: bundle.blockhashes,
       region,
       receivedMs,
-      arrivesAtMs: receivedMs + (forwarded ? this.crossRegionDelayMs : 0),
+      arrivesAtMs: receivedMs + (leaderRegion === null ? 0 : this.forwardingDelayMs(region, leaderRegion)),
       missedByForwarding: false,
       receivedSlot: slot,
       state: 'pending',

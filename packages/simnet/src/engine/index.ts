@@ -81,4 +81,14 @@ export {
   type TlsMaterial,
 } from './grpc';
 export { TEST_ONLY_TLS_CERT_PEM, TEST_ONLY_TLS_KEY_PEM, writeCaCertFile } from './tls';
-export { JITO_MAINNET_REGIONS, DEFAULT_CROSS_REGION_DELAY_MS, assignRegions, regionNames } from './regions';
+export {
+  JITO_MAINNET_REGIONS,
+  DEFAULT_CROSS_REGION_DELAY_MS,
+  MAINNET_STAKE_SHARE_BY_REGION,
+  REGION_COORDINATES,
+  assignRegions,
+  regionDistanceKm,
+  regionLatencyMs,
+  regionNames,
+  type RegionStake,
+} from './regions';
