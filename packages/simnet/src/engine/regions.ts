@@ -110,17 +110,17 @@ export function regionNames(regions: number | readonly string[] | undefined): st
 export type RegionStake = 'mainnet' | 'uniform';
 
 /**
- * Which region each bundle-engine validator is connected to. `'mainnet'` (default): validators, largest stake first,
+ * Which region each bundle-engine validator is connected to. `'mainnet'`: validators, largest stake first,
  * each go to the region furthest below its target stake ({@link MAINNET_STAKE_SHARE_BY_REGION}, renormalized over
  * the regions served; a region the table does not name gets the mean share), so the stake each region leads follows
- * mainnet's geography as closely as the few validators allow. `'uniform'`: each draws one region uniformly from the
- * seeded generator (the earlier model). Either way a seed always gives the same map.
+ * mainnet's geography as closely as the few validators allow. `'uniform'` (default, see the README for why): each draws
+ * one region uniformly from the seeded generator (the earlier model). Either way a seed always gives the same map.
  */
 export function assignRegions(
   validators: ReadonlyArray<{ identity: string; stake: number }>,
   regions: readonly string[],
   rng: Rng,
-  spread: RegionStake = 'mainnet',
+  spread: RegionStake = 'uniform',
 ): Map<string, string> {
   const out = new Map<string, string>();
   if (spread === 'uniform') {
