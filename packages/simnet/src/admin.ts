@@ -81,6 +81,7 @@ export function adminRoutes(targets: AdminTargets): RouteHandler {
         enabled: engine.rateLimiter.enabled,
         rps: engine.rateLimiter.rps,
         uuidRps: engine.rateLimiter.uuidRps,
+        penaltyMs: engine.rateLimiter.penaltyMs,
       },
       llm: { latencyMs: llm.latencyMs, pendingScript: llm.pendingScript, requests: llm.requests.length },
     }),
@@ -110,7 +111,7 @@ export function adminRoutes(targets: AdminTargets): RouteHandler {
     },
     'POST /admin/rate-limit': async (req) => {
       const body = await jsonBody(req);
-      onlyKeys(body, ['enabled', 'rps', 'uuidRps']);
+      onlyKeys(body, ['enabled', 'rps', 'uuidRps', 'penaltyMs']);
       if ('enabled' in body && typeof body.enabled !== 'boolean')
         throw new BadRequest('enabled must be a boolean');
       for (const key of ['rps', 'uuidRps'] as const) {
@@ -118,7 +119,10 @@ export function adminRoutes(targets: AdminTargets): RouteHandler {
           throw new BadRequest(`${key} must be a positive number`);
         }
       }
+      if ('penaltyMs' in body && (typeof body.penaltyMs !== 'number' || !((body.penaltyMs as number) >= 0)))
+        throw new BadRequest('penaltyMs must be a non-negative number');
       if (typeof body.enabled === 'boolean') engine.rateLimiter.enabled = body.enabled;
+      if (typeof body.penaltyMs === 'number') engine.rateLimiter.penaltyMs = body.penaltyMs;
       if (typeof body.rps === 'number') engine.rateLimiter.rps = body.rps;
       if (typeof body.uuidRps === 'number') engine.rateLimiter.uuidRps = body.uuidRps;
       engine.rateLimiter.reset();
@@ -126,6 +130,7 @@ export function adminRoutes(targets: AdminTargets): RouteHandler {
         enabled: engine.rateLimiter.enabled,
         rps: engine.rateLimiter.rps,
         uuidRps: engine.rateLimiter.uuidRps,
+        penaltyMs: engine.rateLimiter.penaltyMs,
       };
     },
     'GET /admin/llm': () => ({

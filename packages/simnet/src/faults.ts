@@ -27,6 +27,10 @@ export interface FaultSettings {
   /** Chain: a produced slot fails replay with this probability: declared dead (`SLOT_DEAD`) one slot later, its
    * transactions roll back. */
   deadSlotRate: number;
+  /** Chain: execution drift. A transaction that would succeed fails at inclusion with this probability, its state
+   * having moved since it was simulated (preflight or the block engine's simulation passed): queued ones land failed
+   * with their fee charged and nothing else applied, a bundle member fails its whole bundle. Rolled per transaction. */
+  executionDriftRate: number;
   /** Chain: the slot clock stops advancing while true. */
   slotStall: boolean;
   /** Tip floor REST route: serve a frozen snapshot with an old `time` while true. */
@@ -55,6 +59,7 @@ export const DEFAULT_FAULTS: Readonly<FaultSettings> = Object.freeze({
   uncleRate: 0,
   orphanedBlockRate: 0,
   deadSlotRate: 0,
+  executionDriftRate: 0,
   slotStall: false,
   staleTipFloor: false,
   rpcDown: false,
@@ -93,6 +98,8 @@ export interface FaultCounts {
   deadSlots: number;
   uncledBlocks: number;
   orphanedBlocks: number;
+  /** Transactions failed at inclusion by `executionDriftRate`. */
+  executionDrifts: number;
 }
 
 const ZERO_COUNTS: Readonly<FaultCounts> = Object.freeze({
@@ -108,6 +115,7 @@ const ZERO_COUNTS: Readonly<FaultCounts> = Object.freeze({
   deadSlots: 0,
   uncledBlocks: 0,
   orphanedBlocks: 0,
+  executionDrifts: 0,
 });
 
 /** One-shot fault actions, delivered as events to whoever implements them. */

@@ -5,12 +5,23 @@ import { Rng } from '../src/rng';
 import {
   Auction,
   DEFAULT_REGIMES,
+  MAINNET_MEAN_REQUESTED_CU,
   REFERENCE_BUNDLE_CU,
   TIP_QUANTILES,
+  drawMainnetComputeUnits,
   tipQuantile,
+  type ComputeProfile,
   type Regime,
 } from '../src/engine/auction';
-import { resolveSlot, type Bid } from '../src/engine/auction-model';
+import {
+  SIMD_0286_BLOCK_UNITS,
+  resolveSlot,
+  simd0306AccountUnits,
+  type Bid,
+} from '../src/engine/auction-model';
+
+/** A mainnet-profile swap of the mean requested CU plus its 1,400-CU tip transaction. */
+const MAINNET_REFERENCE_CU = Math.round(MAINNET_MEAN_REQUESTED_CU) + 1_400;
 import { MAINNET_TIP_ACCOUNTS } from '../src/tip-accounts';
 import { BlockEngine } from '../src/engine/engine';
 import { RateLimiter } from '../src/engine/rate-limit';
@@ -84,14 +95,21 @@ describe('background market', () => {
    * The calibration the comment on DEFAULT_REGIMES states: a reference swap bundle (201,400 CU) bidding 10,000
    * lamports, there before a 4-slot window of 400 ms slots starts (tick 0 on), against the seeded background alone.
    */
-  function landingRate(regime: Regime, account: 'top' | 'quiet', tip: number, windows = 120): number {
-    const auction = new Auction(new Rng(7));
+  function landingRate(
+    regime: Regime,
+    account: 'top' | 'quiet',
+    tip: number,
+    windows = 120,
+    profile: ComputeProfile = 'mainnet',
+    computeUnits = profile === 'mainnet' ? MAINNET_REFERENCE_CU : REFERENCE_BUNDLE_CU,
+  ): number {
+    const auction = new Auction(new Rng(7), { computeProfile: profile });
     auction.setRegime(regime);
     const mine: Bid = {
       id: 'mine',
       kind: 'real',
       tipLamports: tip,
-      computeUnits: REFERENCE_BUNDLE_CU,
+      computeUnits,
       writeLocks: [
         'my-payer',
         account === 'top' ? (auction.hotAccounts[0] as string) : 'my-own-account',
@@ -117,20 +135,84 @@ describe('background market', () => {
     return landed / windows;
   }
 
-  // Bands around the rates measured since background bids stay until included or the slot ends (63 % / 12 % /
-  // 2.5 %; before, when they lived one tick: 93 % / 47 % / 22 %). No regime parameter was changed.
+  // Light profile: bands around the rates measured since background bids stay until included or the slot ends
+  // (63 % / 12 % / 2.5 %; before, when they lived one tick: 93 % / 47 % / 22 %). No regime parameter was changed.
   test.each<[Regime, number, number]>([
     ['calm', 0.5, 0.8],
     ['busy', 0.05, 0.25],
     ['spike', 0.008, 0.1],
   ])(
-    '%s: a 10,000-lamport swap on the most popular hot account lands in the calibrated share of windows',
+    'light profile, %s: a 10,000-lamport 201,400-CU swap on the most popular hot account lands in the calibrated share of windows',
+    (regime, low, high) => {
+      const rate = landingRate(regime, 'top', 10_000, 120, 'light');
+      expect(rate).toBeGreaterThanOrEqual(low);
+      expect(rate).toBeLessThanOrEqual(high);
+    },
+  );
+
+  // Mainnet profile (the default): a swap of the profile's mean requested CU plus a 1,400-CU tip transaction,
+  // 10,000 lamports, measured 97 % / 57 % / 28 % (seed 7, 120 windows). The tip table is the light profile's, so the
+  // same lamports buy less per CU on both sides; these bands were measured, not tuned to.
+  test.each<[Regime, number, number]>([
+    ['calm', 0.85, 1],
+    ['busy', 0.4, 0.75],
+    ['spike', 0.15, 0.45],
+  ])(
+    'mainnet profile, %s: a 10,000-lamport swap of the mean requested CU on the most popular hot account lands in the measured share of windows',
     (regime, low, high) => {
       const rate = landingRate(regime, 'top', 10_000);
       expect(rate).toBeGreaterThanOrEqual(low);
       expect(rate).toBeLessThanOrEqual(high);
     },
   );
+
+  test('mainnet profile: the same 10,000 lamports over 800k requested CU lands less often than over 201,400', () => {
+    expect(landingRate('busy', 'top', 10_000, 60, 'mainnet', 800_000)).toBeLessThan(
+      landingRate('busy', 'top', 10_000, 60, 'mainnet', REFERENCE_BUNDLE_CU),
+    );
+  });
+
+  test('compute profiles: mainnet bundles request 150k-1.4M CU, fewer of them, the same CU demand', () => {
+    const mainnet = new Auction(new Rng(5));
+    const light = new Auction(new Rng(5), { computeProfile: 'light' });
+    const bids = (auction: Auction) =>
+      Array.from({ length: 40 }, (_, slot) => auction.backgroundBids(slot).flat()).flat();
+    const heavy = bids(mainnet);
+    const small = bids(light);
+    for (const bid of heavy) {
+      expect(bid.computeUnits).toBeGreaterThanOrEqual(150_000);
+      expect(bid.computeUnits).toBeLessThanOrEqual(1_400_000);
+    }
+    expect(small.some((bid) => bid.computeUnits < 150_000)).toBe(true);
+    expect(heavy.length).toBeLessThan(small.length * 0.6);
+    const demand = (list: typeof heavy) => list.reduce((sum, bid) => sum + bid.computeUnits, 0);
+    expect(demand(heavy) / demand(small)).toBeGreaterThan(0.85);
+    expect(demand(heavy) / demand(small)).toBeLessThan(1.15);
+    const draws = new Rng(9);
+    const sample = Array.from({ length: 2_000 }, () => drawMainnetComputeUnits(draws));
+    expect(Math.min(...sample)).toBeGreaterThanOrEqual(150_000);
+    expect(Math.max(...sample)).toBeLessThanOrEqual(1_400_000);
+    const mean = sample.reduce((a, b) => a + b, 0) / sample.length;
+    expect(Math.abs(mean - MAINNET_MEAN_REQUESTED_CU) / MAINNET_MEAN_REQUESTED_CU).toBeLessThan(0.05);
+  });
+
+  test('block limits are configuration: 100M blocks (SIMD-0286) and 40 % per account (SIMD-0306)', () => {
+    const today = new Auction(new Rng(5));
+    expect(today.limits).toEqual({ blockUnits: 60_000_000, accountUnits: 12_000_000 });
+    const bigger = new Auction(new Rng(5), {
+      blockUnits: SIMD_0286_BLOCK_UNITS,
+      accountUnits: simd0306AccountUnits(SIMD_0286_BLOCK_UNITS),
+    });
+    expect(bigger.limits).toEqual({ blockUnits: 100_000_000, accountUnits: 40_000_000 });
+    // The same regime's non-bundle share leaves more CU for bundles in the bigger block, and more on each account.
+    expect(bigger.slot(3)?.bundleBlockUnits).toBeGreaterThan((today.slot(3)?.bundleBlockUnits ?? 0) * 1.6);
+    const top = today.hotAccounts[0] as string;
+    expect(bigger.budget(3).accountLimit).toBe(40_000_000);
+    expect(today.budget(3).accountLimit - today.budget(3).accountUnitsUsed(top)).toBeLessThan(
+      bigger.budget(3).accountLimit - bigger.budget(3).accountUnitsUsed(top),
+    );
+    expect(() => new Auction(new Rng(5), { blockUnits: 0 })).toThrow(/blockUnits/);
+  });
 
   test('uncontended: a 1,000-lamport bundle on its own accounts lands in calm and busy windows', () => {
     expect(landingRate('calm', 'quiet', 1_000, 40)).toBe(1);
@@ -247,7 +329,7 @@ describe('tip floor', () => {
 describe('rate limiter', () => {
   test('1 req/s per IP, refilled with time; a UUID has its own larger bucket; off when disabled', () => {
     let now = 0;
-    const limiter = new RateLimiter({ rps: 1, uuidRps: 3, now: () => now });
+    const limiter = new RateLimiter({ rps: 1, uuidRps: 3, penaltyMs: 0, now: () => now });
     expect(limiter.take('1.1.1.1', undefined).allowed).toBe(true);
     const denied = limiter.take('1.1.1.1', undefined);
     expect(denied).toEqual({ allowed: false, retryAfterMs: 1000, limit: 1 });
@@ -257,6 +339,34 @@ describe('rate limiter', () => {
     expect(limiter.take('1.1.1.1', undefined).allowed).toBe(true);
     limiter.enabled = false;
     expect(limiter.take('1.1.1.1', undefined).allowed).toBe(true);
+  });
+
+  test('over the budget: a back-off penalty (default 1,606 ms) refuses every request until it ends', () => {
+    let now = 0;
+    const limiter = new RateLimiter({ now: () => now });
+    expect(limiter.penaltyMs).toBe(1_606);
+    expect(limiter.take('1.1.1.1', undefined, 'ny').allowed).toBe(true);
+    expect(limiter.take('1.1.1.1', undefined, 'ny')).toEqual({
+      allowed: false,
+      retryAfterMs: 1_606,
+      limit: 1,
+    });
+    // A second later the bucket has a token again, but the penalty still holds: refused, with the time left.
+    now = 1_000;
+    expect(limiter.take('1.1.1.1', undefined, 'ny')).toEqual({ allowed: false, retryAfterMs: 606, limit: 1 });
+    // Requests during the penalty neither extend it nor spend the token.
+    now = 1_605;
+    expect(limiter.take('1.1.1.1', undefined, 'ny').allowed).toBe(false);
+    now = 1_606;
+    expect(limiter.take('1.1.1.1', undefined, 'ny').allowed).toBe(true);
+    expect(limiter.take('1.1.1.1', undefined, 'ny').allowed).toBe(false);
+    // Per IP and region: another region's budget and another IP are untouched.
+    expect(limiter.take('1.1.1.1', undefined, 'tokyo').allowed).toBe(true);
+    expect(limiter.take('2.2.2.2', undefined, 'ny').allowed).toBe(true);
+    const custom = new RateLimiter({ penaltyMs: 5_000, now: () => now });
+    custom.take('3.3.3.3', undefined);
+    expect(custom.take('3.3.3.3', undefined)).toMatchObject({ allowed: false, retryAfterMs: 5_000 });
+    expect(() => new RateLimiter({ penaltyMs: -1 })).toThrow(/penaltyMs/);
   });
 });
 

@@ -1,6 +1,12 @@
+import { credentials, status } from '@grpc/grpc-js';
+import { VersionedTransaction } from '@solana/web3.js';
 import bs58 from 'bs58';
 import { JitoJsonRpcClient } from 'jito-js-rpc';
+import { SearcherServiceClient } from 'jito-ts/dist/gen/block-engine/searcher';
+import { SearcherClient } from 'jito-ts/dist/sdk/block-engine/searcher';
+import { Bundle } from 'jito-ts/dist/sdk/block-engine/types';
 import { signatureOf } from '../src/chain';
+import { startGrpcEngine, type StartedGrpcEngine } from '../src/engine/grpc';
 import { deriveBundleId } from '../src/engine/wire';
 import { MAINNET_TIP_ACCOUNTS } from '../src/tip-accounts';
 import {
@@ -348,5 +354,62 @@ describe('auction and leaders over JSON-RPC', () => {
     }>;
     expect(stale2).toEqual(stale1);
     expect(Date.now() - Date.parse(stale1[0]?.time as string)).toBeGreaterThan(4 * 60_000);
+  });
+});
+
+describe('the 429 back-off penalty over the wire (manual limiter clock)', () => {
+  let p: Harness;
+  let now = 0;
+  let grpc: StartedGrpcEngine;
+  let searcher: SearcherClient;
+
+  beforeAll(async () => {
+    p = await startHarness({ seed: 43, engine: { rateLimit: { enabled: true, now: () => now } } });
+    grpc = await startGrpcEngine({ engine: p.engine });
+    searcher = new SearcherClient(new SearcherServiceClient(grpc.address, credentials.createInsecure()));
+  });
+
+  afterAll(async () => {
+    await grpc.close();
+    await p.close();
+  });
+
+  test('JSON-RPC: over the budget a 429 names the penalty; within it even a refilled budget is refused', async () => {
+    now = 10_000;
+    expect((await rpc(p.http.url, 'getTipAccounts', [])).status).toBe(200);
+    const over = await rpc(p.http.url, 'getTipAccounts', []);
+    expect(over.status).toBe(429);
+    expect(over.body.error?.message).toBe(
+      'Rate limit exceeded. Limit: 1 per second for txn requests. Back-off triggered: Retry after 1606ms',
+    );
+    expect(over.headers.get('retry-after')).toBe('2');
+    now += 1_200; // a token is back, the penalty is not over
+    const during = await rpc(p.http.url, 'getTipAccounts', []);
+    expect(during.status).toBe(429);
+    expect(during.body.error?.message).toMatch(/Retry after 406ms$/);
+    now += 406;
+    expect((await rpc(p.http.url, 'getTipAccounts', [])).status).toBe(200);
+  });
+
+  test('gRPC SendBundle: RESOURCE_EXHAUSTED with the same penalty text; tunable over /admin/rate-limit', async () => {
+    now = 100_000;
+    const admin = await fetch(`${p.http.url}/admin/rate-limit`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ penaltyMs: 5_000 }),
+    });
+    expect(await admin.json()).toMatchObject({ enabled: true, penaltyMs: 5_000 });
+    const bundle = () => new Bundle([VersionedTransaction.deserialize(tipTx(p, 10_000))], 5);
+    expect((await searcher.sendBundle(bundle())).ok).toBe(true);
+    const refused = await searcher.sendBundle(bundle());
+    expect(refused.ok).toBe(false);
+    if (refused.ok) return;
+    expect(refused.error.code).toBe(status.RESOURCE_EXHAUSTED);
+    expect(refused.error.message).toMatch(/Back-off triggered: Retry after 5000ms$/);
+    now += 4_999;
+    const still = await searcher.sendBundle(bundle());
+    expect(!still.ok && still.error.message).toMatch(/Retry after 1ms$/);
+    now += 1;
+    expect((await searcher.sendBundle(bundle())).ok).toBe(true);
   });
 });

@@ -103,7 +103,9 @@ describe('startSimnet', () => {
       enabled: true,
       rps: 2,
       uuidRps: 10,
+      penaltyMs: 1_606,
     });
+    expect((await admin('POST', '/rate-limit', { penaltyMs: -5 })).status).toBe(400);
     await admin('POST', '/rate-limit', { enabled: false });
   });
 

@@ -17,6 +17,7 @@ import type {
   BundleCandidate,
   BundleExecution,
   BundleSource,
+  PrioritizationFeeEntry,
   ChainRead,
   Cluster,
   ClusterEvents,
@@ -155,6 +156,8 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   private readonly validatorSet: Validator[];
   private readonly schedule: LeaderSchedule;
   private readonly chainRng: Rng;
+  /** Execution-drift dice: a stream of their own, so turning drift on shifts no other draw. */
+  private readonly driftRng: Rng;
   private readonly hashSeed: string;
   private readonly skipRate: number;
   private readonly confirmationSlots: number;
@@ -217,6 +220,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       rng.fork('leaders').int(0, 0xffffffff),
     );
     this.chainRng = rng.fork('chain');
+    this.driftRng = rng.fork('execution-drift');
     this.hashSeed = String(rng.fork('blockhash').int(0, 0xffffffff));
     this.faucetAddress = bs58.encode(createHash('sha256').update(`faucet:${this.hashSeed}`).digest());
 
@@ -632,7 +636,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       if (!this.isBlockhashUsableAt(parsed.recentBlockhash, height)) continue;
       if (inBlock.has(parsed.signature) || this.statuses.has(parsed.signature)) continue;
       if (snapshot) this.bank.capture(parsed.writableKeys, snapshot);
-      const execution = this.executeWithMeta(parsed);
+      const execution = this.drifts() ? this.executeDrifted(parsed) : this.executeWithMeta(parsed);
       const { err } = execution;
       if (err !== null && !isRecordedError(err)) continue;
       inBlock.add(parsed.signature);
@@ -654,7 +658,10 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       prioritizationFees: { min: null, writable: new Map() },
     };
     this.faucetCredits = [];
-    block.prioritizationFees = prioritizationFeesOf(block.transactions);
+    block.prioritizationFees = mergePrioritizationFees(
+      prioritizationFeesOf(block.transactions),
+      this.source?.backgroundPrioritizationFees?.(slot) ?? null,
+    );
     // Replay failure first, then an uncle (only a block with bundles has anything to re-broadcast), then an orphan.
     const reason = willDie
       ? 'dead'
@@ -771,7 +778,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       bundleSnapshot,
     );
     for (const [index, parsed] of transactions.entries()) {
-      const execution = this.executeWithMeta(parsed);
+      const execution = this.drifts() ? this.executeDrifted(parsed) : this.executeWithMeta(parsed);
       executions.push(execution);
       const { err } = execution;
       if (err !== null) {
@@ -787,6 +794,40 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       result: { bundleId: candidate.bundleId, landed: true, slot, signatures },
       transactions,
       executions,
+    };
+  }
+
+  /** Whether the next transaction drifts (`executionDriftRate`). */
+  private drifts(): boolean {
+    return this.driftRng.chance(this.faults.current.executionDriftRate);
+  }
+
+  /**
+   * A transaction whose state moved between its simulation and its inclusion: run as usual, and if it succeeded,
+   * undone and failed as its own program would fail it (a slippage or stale-state check), its fee charged to the fee
+   * payer and nothing else applied. The error is `{InstructionError: [last instruction, {Custom: 1}]}`; the code is
+   * arbitrary (the simnet's), the shape is what an on-chain check produces.
+   */
+  private executeDrifted(parsed: ParsedTransaction): Execution {
+    const before: AccountSnapshot = new Map();
+    this.bank.capture(parsed.writableKeys, before);
+    const execution = this.executeWithMeta(parsed);
+    if (execution.err !== null) return execution;
+    this.bank.restore(before);
+    const message = decodeMessage(parsed);
+    const payer = parsed.accountKeys[0] as string;
+    this.bank.credit(payer, -feeDetails(message).fee);
+    this.faults.count('executionDrifts');
+    const keys = [
+      ...parsed.accountKeys,
+      ...execution.loadedAddresses.writable,
+      ...execution.loadedAddresses.readonly,
+    ];
+    return {
+      ...execution,
+      err: { InstructionError: [Math.max(0, message.instructions.length - 1), { Custom: 1 }] },
+      logs: [...execution.logs, 'Program log: simnet execution drift: state moved since simulation'],
+      postBalances: keys.map((key) => this.bank.getBalance(key)),
     };
   }
 
@@ -1024,6 +1065,20 @@ function prioritizationFeesOf(records: readonly TransactionRecord[]): Block['pri
     }
   }
   return { min, writable };
+}
+
+/** The executed transactions' entry with the background's: the lowest price wins, in the block and per account. */
+function mergePrioritizationFees(
+  own: Block['prioritizationFees'],
+  background: PrioritizationFeeEntry | null,
+): Block['prioritizationFees'] {
+  if (!background) return own;
+  const lowest = (a: number | null | undefined, b: number | null | undefined) =>
+    a === null || a === undefined ? (b ?? null) : b === null || b === undefined ? a : Math.min(a, b);
+  const writable = new Map(own.writable);
+  for (const [key, price] of background.writable)
+    writable.set(key, lowest(writable.get(key), price) ?? price);
+  return { min: lowest(own.min, background.min), writable };
 }
 
 function removeBlock(list: Block[], block: Block): void {

@@ -126,6 +126,19 @@ export interface BlockContext {
 export interface BundleSource {
   bundlesForSlot(ctx: BlockContext): BundleCandidate[];
   onBundleResults(ctx: BlockContext, results: BundleExecution[]): void;
+  /**
+   * Compute-unit prices (micro-lamports) the slot's modelled background traffic paid, which the chain does not
+   * execute: the lowest in the block, and per written account its lowest. Merged into the block's
+   * prioritization-fee entry (getRecentPrioritizationFees) with the executed transactions' prices. Every slot,
+   * whoever leads it; null or absent: nothing to add.
+   */
+  backgroundPrioritizationFees?(slot: number): PrioritizationFeeEntry | null;
+}
+
+/** Agave's per-slot prioritization-fee entry: the block's lowest compute-unit price, each written account's lowest. */
+export interface PrioritizationFeeEntry {
+  min: number | null;
+  writable: ReadonlyMap<string, number>;
 }
 
 /** Result of handing one transaction to the chain outside a bundle (RPC sendTransaction). */

@@ -38,19 +38,48 @@
 /** Jito's auction tick (jito-docs fdf4799). */
 export const AUCTION_TICK_MS = 50;
 /**
- * Agave `cost-model/src/block_cost_limits.rs` (anza-xyz/agave @ 0476c47): MAX_BLOCK_UNITS_SIMD_0207 = 50M,
- * MAX_BLOCK_UNITS_SIMD_0256 = 60M. SIMD-0256 (48M → 50M → 60M) is reported live in late-2025 coverage of SIMD-0370
- * ("currently 60 million"; SIMD-0286's 100M still proposed), so 60M, not the brief's 48M.
+ * Agave `cost-model/src/block_cost_limits.rs` (anza-xyz/agave @ 0476c47; the same constants in
+ * jito-foundation/jito-solana's copy): MAX_BLOCK_UNITS_SIMD_0207 = 50M, MAX_BLOCK_UNITS_SIMD_0256 = 60M. SIMD-0256
+ * (48M → 50M → 60M) is reported live in late-2025 coverage of SIMD-0370 ("currently 60 million"). The default of
+ * `AuctionOptions.blockUnits`; SIMD-0286 proposes 100M ({@link SIMD_0286_BLOCK_UNITS}).
  */
 export const MAX_BLOCK_UNITS = 60_000_000;
-/** Same file: MAX_WRITABLE_ACCOUNT_UNITS = 12M per writable account per block (SIMD-0306's 40% is in review). */
+/** SIMD-0286's proposed block limit (not assumed active: pass it as `blockUnits` to model it). */
+export const SIMD_0286_BLOCK_UNITS = 100_000_000;
+/**
+ * Same file: MAX_WRITABLE_ACCOUNT_UNITS = 12M per writable account per block, the default of
+ * `AuctionOptions.accountUnits`. SIMD-0306 (status Review) would make it 40 % of the block limit:
+ * {@link simd0306AccountUnits}.
+ */
 export const MAX_WRITABLE_ACCOUNT_UNITS = 12_000_000;
-/** Agave compute budget: DEFAULT_INSTRUCTION_COMPUTE_UNIT_LIMIT (non-builtin instructions without a limit). */
+/** SIMD-0306's per-writable-account limit for a block limit: 40 % of it (24M at 60M, 40M at 100M). */
+export function simd0306AccountUnits(blockUnits: number): number {
+  return Math.round(blockUnits * 0.4);
+}
+/**
+ * Agave compute budget (`compute-budget-instruction/src/compute_budget_instruction_details.rs`, constants in
+ * `program-runtime/src/execution_budget.rs`; mirrored in fluentlabs-xyz/fluentbase `compute_budget_limits.rs`):
+ * DEFAULT_INSTRUCTION_COMPUTE_UNIT_LIMIT, what each non-builtin instruction reserves when the transaction sets no
+ * SetComputeUnitLimit.
+ */
 export const DEFAULT_INSTRUCTION_COMPUTE_UNIT_LIMIT = 200_000;
 /** SIMD-0170 MAX_BUILTIN_ALLOCATION_COMPUTE_UNIT_LIMIT: what a builtin instruction reserves without a limit. */
 export const MAX_BUILTIN_ALLOCATION_COMPUTE_UNIT_LIMIT = 3_000;
-/** Agave MAX_COMPUTE_UNIT_LIMIT per transaction. */
+/** Agave MAX_COMPUTE_UNIT_LIMIT per transaction (same files). */
 export const MAX_COMPUTE_UNIT_LIMIT = 1_400_000;
+
+/** The block's CU limits an auction enforces (both configuration: see `AuctionOptions`). */
+export interface BlockLimits {
+  /** CU per block (default {@link MAX_BLOCK_UNITS}). */
+  blockUnits: number;
+  /** CU per writable account per block (default {@link MAX_WRITABLE_ACCOUNT_UNITS}). */
+  accountUnits: number;
+}
+
+export const DEFAULT_BLOCK_LIMITS: Readonly<BlockLimits> = {
+  blockUnits: MAX_BLOCK_UNITS,
+  accountUnits: MAX_WRITABLE_ACCOUNT_UNITS,
+};
 
 export const COMPUTE_BUDGET_PROGRAM = 'ComputeBudget111111111111111111111111111111';
 
@@ -74,8 +103,10 @@ export const BUILTIN_PROGRAMS: ReadonlySet<string> = new Set([
 
 /**
  * A transaction's requested compute units: its SetComputeUnitLimit value if it has one (capped at 1.4M), else
- * 3,000 per builtin instruction plus 200,000 per other instruction, capped at 1.4M (Agave
- * `calculate_default_compute_unit_limit`, SIMD-0170).
+ * 3,000 per builtin instruction plus 200,000 per other instruction, capped at 1.4M (verified in anza-xyz/agave
+ * `compute-budget-instruction/src/compute_budget_instruction_details.rs`, `calculate_default_compute_unit_limit`:
+ * non-migratable and not-yet-migrated builtins × MAX_BUILTIN_ALLOCATION_COMPUTE_UNIT_LIMIT plus non-builtin
+ * instructions × DEFAULT_INSTRUCTION_COMPUTE_UNIT_LIMIT, then at most MAX_COMPUTE_UNIT_LIMIT; SIMD-0170).
  */
 export function requestedComputeUnits(instructionPrograms: readonly string[], limit: number | null): number {
   if (limit !== null) return Math.min(MAX_COMPUTE_UNIT_LIMIT, limit);
@@ -113,6 +144,8 @@ export interface Bid {
    * the slot's auction at the tick this falls in and wins ties in tip per CU against later arrivals.
    */
   arrivalMs?: number;
+  /** Competes at its arrival tick only, and is gone after it if it did not win (Jito's one-auction lifetime). */
+  oneTick?: boolean;
 }
 
 /** The tick a bid enters a slot of `ticks` ticks: the 50 ms it arrived in, 0 if before the slot, at most the last. */
@@ -351,7 +384,8 @@ export interface SlotResolution<T extends Bid> {
 
 /**
  * Every tick of one slot of `ticks` ticks. Each bid, real or background, enters at its {@link arrivalTick} and
- * competes at every tick from there until it is included or the slot ends. Returns who landed and who lost.
+ * competes at every tick from there until it is included or the slot ends (a `oneTick` bid: at its arrival tick
+ * only). Returns who landed and who lost.
  */
 export function resolveSlot<T extends Bid>(
   bids: readonly T[],
@@ -386,7 +420,7 @@ export function resolveSlot<T extends Bid>(
       else uncontended = uncontended === null ? lowest : Math.min(uncontended, lowest);
     }
     for (const [id, loss] of outcome.lost) lost.set(id, { ...loss, tick });
-    waiting = waiting.filter((bid) => !taken.has(bid.id));
+    waiting = waiting.filter((bid) => !taken.has(bid.id) && bid.oneTick !== true);
   });
   return { included, lost, lowestWinning: { contended, uncontended } };
 }

@@ -3,13 +3,15 @@ import type { Rng } from '../rng';
 import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
 import {
   AUCTION_TICK_MS,
-  MAX_BLOCK_UNITS,
-  MAX_WRITABLE_ACCOUNT_UNITS,
+  DEFAULT_BLOCK_LIMITS,
+  MAX_COMPUTE_UNIT_LIMIT,
   SlotBudget,
   resolveSlot,
   ticksPerSlot,
+  tipPerCu,
   type AuctionRules,
   type Bid,
+  type BlockLimits,
 } from './auction-model';
 
 export type Regime = 'calm' | 'busy' | 'spike';
@@ -86,6 +88,15 @@ export interface RegimeParams {
  * read, over 600 slots: calm p25/p50/p75/p95/p99 ≈ 4k / 10k / 32k / 1.4M / 8.9M (close to the snapshots), busy ≈
  * 2x, spike ≈ 4-5x (see the simnet README for before/after). These numbers were set by the parameters below, not
  * fitted to relay's results. Mean stay: calm ≈ 200 slots (80 s at 400 ms), busy ≈ 67, spike ≈ 25.
+ *
+ * Those figures are the `'light'` compute profile's. The default `'mainnet'` profile draws every background
+ * bundle's requested CU from 150k–1.4M (mean ≈ 559,600) and scales the arrival rates below so the CU asked of the
+ * block and of each hot account stays the same ({@link COMPUTE_DEMAND_SCALE}); the tip table is unchanged, so the
+ * tip floor is too. Measured then (seed 7, 120 windows, test/engine-auction.test.ts): a 10,000-lamport swap of the
+ * mean requested CU (561,000 with its tip transaction) on the most popular hot account lands in ≈ 97 % of calm,
+ * 57 % of busy and 28 % of spike windows; the same tip over 201,400 CU in ≈ 100 % / 98 % / 88 %. The lamports of
+ * the snapshots now buy less per CU, so a light bundle ranks higher than it did: a consequence of the profile, not
+ * a retuning.
  */
 export const DEFAULT_REGIMES: Readonly<Record<Regime, RegimeParams>> = {
   calm: {
@@ -151,6 +162,12 @@ export interface SlotAuction {
   drawnClearingTip: number;
   /** Tips of the background bundles that won with only the background competing (the engine records what landed). */
   competitorLandedTips: number[];
+  /**
+   * Per hot account, the lowest tip per requested CU (lamports) among the background bundles that won a write lock
+   * on it in the slot (background alone); absent when none did. What write access to that account cost in the
+   * slot: the engine turns it into the account's prioritization fee (`BlockEngine.backgroundPrioritizationFees`).
+   */
+  hotAccountPricePerCu: ReadonlyMap<string, number>;
 }
 
 export interface AuctionOptions {
@@ -168,6 +185,50 @@ export interface AuctionOptions {
    */
   contendedAccounts?: readonly string[];
   tipAccounts?: readonly string[];
+  /** CU per block (default 60M, Agave's SIMD-0256 limit; SIMD-0286 proposes 100M). */
+  blockUnits?: number;
+  /** CU per writable account per block (default 12M, Agave's MAX_WRITABLE_ACCOUNT_UNITS; SIMD-0306: 40 % of the block). */
+  accountUnits?: number;
+  /**
+   * Requested CU of the background's bundles: `'mainnet'` (default) draws each from {@link drawMainnetComputeUnits}
+   * (150k–1.4M); `'light'` is the earlier model's 100k–400k swaps and 1k–300k plain bundles.
+   */
+  computeProfile?: ComputeProfile;
+}
+
+export type ComputeProfile = 'mainnet' | 'light';
+
+/** Lowest requested CU of a mainnet-profile transaction: a swap that sets a tight SetComputeUnitLimit. */
+export const MAINNET_MIN_REQUESTED_CU = 150_000;
+
+/** Mean of {@link drawMainnetComputeUnits}: (1.4M − 150k) / ln(1.4M / 150k) ≈ 559,600. */
+export const MAINNET_MEAN_REQUESTED_CU =
+  (MAX_COMPUTE_UNIT_LIMIT - MAINNET_MIN_REQUESTED_CU) /
+  Math.log(MAX_COMPUTE_UNIT_LIMIT / MAINNET_MIN_REQUESTED_CU);
+
+/**
+ * The regimes' arrival rates were set with the light profile (hot bundles 100k–400k + 1,400 CU, mean 251,400;
+ * plain ones 1k–300k, mean 150,500). The mainnet profile scales them by (light mean / mainnet mean) so the
+ * background asks the block and each hot account for the same compute as before: heavier bundles, fewer of them.
+ * An assumption of this model (it keeps the block-space calibration; the tip table, and so the tip floor, are
+ * unchanged).
+ */
+export const COMPUTE_DEMAND_SCALE = {
+  hot: 251_400 / MAINNET_MEAN_REQUESTED_CU,
+  plain: 150_500 / MAINNET_MEAN_REQUESTED_CU,
+} as const;
+
+/**
+ * Requested compute units of one mainnet-profile transaction, log-uniform over 150k–1.4M. The range is issue 30's
+ * reviewer's mainnet figure (not a published distribution); its top is Agave's MAX_COMPUTE_UNIT_LIMIT, which a
+ * transaction of seven or more non-builtin instructions without SetComputeUnitLimit requests by default (200,000
+ * each, capped). Log-uniform is this model's assumption: as many requests between 150k and 450k as between 450k and
+ * 1.4M. For user-side transactions in tests and benchmarks as for the background market.
+ */
+export function drawMainnetComputeUnits(rng: Rng): number {
+  const low = Math.log(MAINNET_MIN_REQUESTED_CU);
+  const high = Math.log(MAX_COMPUTE_UNIT_LIMIT);
+  return Math.round(Math.exp(low + rng.next() * (high - low)));
 }
 
 /**
@@ -217,6 +278,9 @@ export class Auction {
   /** First slot generated under the current pin (null until one is generated). */
   private pinStart: number | null = null;
   private fixedClearingTip: number | null = null;
+  /** The block's CU limits this market's auctions enforce. */
+  readonly limits: Readonly<BlockLimits>;
+  readonly computeProfile: ComputeProfile;
 
   constructor(rng: Rng, options: AuctionOptions = {}) {
     this.regimeRng = rng.fork('auction-regime');
@@ -237,6 +301,13 @@ export class Auction {
     this.hotPopularity = weights.map((w) => w / total);
     this.contendedAccounts = new Set(options.contendedAccounts ?? this.hotAccounts);
     this.currentRegime = this.chainRegime = options.startRegime ?? 'calm';
+    this.limits = {
+      blockUnits: positiveUnits('blockUnits', options.blockUnits ?? DEFAULT_BLOCK_LIMITS.blockUnits),
+      accountUnits: positiveUnits('accountUnits', options.accountUnits ?? DEFAULT_BLOCK_LIMITS.accountUnits),
+    };
+    this.computeProfile = options.computeProfile ?? 'mainnet';
+    if (this.computeProfile !== 'mainnet' && this.computeProfile !== 'light')
+      throw new Error(`unknown computeProfile "${String(this.computeProfile)}"`);
   }
 
   /** Regime of the latest generated slot (or the pinned one). */
@@ -307,9 +378,9 @@ export class Auction {
   budget(slot: number): SlotBudget {
     const summary = this.slot(slot);
     return new SlotBudget(
-      summary?.bundleBlockUnits ?? MAX_BLOCK_UNITS,
+      summary?.bundleBlockUnits ?? this.limits.blockUnits,
       this.ticksPerSlot,
-      MAX_WRITABLE_ACCOUNT_UNITS,
+      this.limits.accountUnits,
       summary?.hotAccountUnits,
     );
   }
@@ -366,42 +437,49 @@ export class Auction {
     const [loadMin, loadMax] = params.nonBundleLoad;
     const load = loadMin + clearingRng.next() * (loadMax - loadMin);
     const heat = Math.exp(params.heatSigma * normal(clearingRng));
-    const bundleBlockUnits = Math.round(MAX_BLOCK_UNITS * (1 - load));
+    const bundleBlockUnits = Math.round(this.limits.blockUnits * (1 - load));
     const hotAccountUnits = this.hotAccountLoad(this.currentRegime);
 
     // The slot's arrivals: as many as the per-tick rates give over its ticks, each at a uniform time in the slot.
     const span = this.ticksPerSlot * AUCTION_TICK_MS;
     let hot = 0;
     let plain = 0;
+    // The mainnet profile keeps the background's CU demand: fewer, heavier bundles (see COMPUTE_DEMAND_SCALE).
+    const scale = this.computeProfile === 'mainnet' ? COMPUTE_DEMAND_SCALE : { hot: 1, plain: 1 };
     for (let tick = 0; tick < this.ticksPerSlot; tick++) {
-      hot += poisson(rng, params.hotBundlesPerTick);
-      plain += poisson(rng, params.plainBundlesPerTick);
+      hot += poisson(rng, params.hotBundlesPerTick * scale.hot);
+      plain += poisson(rng, params.plainBundlesPerTick * scale.plain);
     }
     const bids: BackgroundBid[] = [];
     for (let i = 0; i < hot; i++) {
       const account = this.pickHot(rng.next());
-      // A swap/arb: 100k–400k CU plus its tip transaction, tipping from the heavy-tailed table, the slot's heat on top.
+      // A swap/arb plus its tip transaction, tipping from the heavy-tailed table, the slot's heat on top.
+      const arrivalMs = rng.next() * span;
       bids.push(
         this.bid(
           slot,
           bids.length,
-          rng.next() * span,
+          arrivalMs,
           account,
-          rng.int(100_000, 400_000) + 1_400,
+          this.computeProfile === 'mainnet'
+            ? drawMainnetComputeUnits(rng)
+            : rng.int(100_000, 400_000) + 1_400,
           params.multiplier * heat,
           rng.next(),
         ),
       );
     }
     for (let i = 0; i < plain; i++) {
-      // Transfers, mints, one-off swaps on quiet pools: small, and mostly wallet-default tips (the lower table).
+      // Mints and one-off swaps on quiet pools (light profile: also transfers), mostly wallet-default tips (the
+      // lower table).
+      const arrivalMs = rng.next() * span;
       bids.push(
         this.bid(
           slot,
           bids.length,
-          rng.next() * span,
+          arrivalMs,
           null,
-          rng.int(1_000, 300_000),
+          this.computeProfile === 'mainnet' ? drawMainnetComputeUnits(rng) : rng.int(1_000, 300_000),
           params.multiplier,
           rng.next() * 0.75,
         ),
@@ -415,10 +493,16 @@ export class Auction {
     const resolution = resolveSlot(
       bids,
       this.ticksPerSlot,
-      new SlotBudget(bundleBlockUnits, this.ticksPerSlot, MAX_WRITABLE_ACCOUNT_UNITS, hotAccountUnits),
+      new SlotBudget(bundleBlockUnits, this.ticksPerSlot, this.limits.accountUnits, hotAccountUnits),
       this.rules,
     );
     const contended = resolution.lowestWinning.contended;
+    const hotAccountPricePerCu = new Map<string, number>();
+    for (const { bid } of resolution.included) {
+      if (bid.hot === null) continue;
+      const price = tipPerCu(bid);
+      hotAccountPricePerCu.set(bid.hot, Math.min(price, hotAccountPricePerCu.get(bid.hot) ?? price));
+    }
     this.slots.set(slot, {
       slot,
       regime: this.currentRegime,
@@ -431,6 +515,7 @@ export class Auction {
         contended === null ? MIN_TIP_LAMPORTS : Math.round(contended * REFERENCE_BUNDLE_CU),
       ),
       competitorLandedTips: resolution.included.map((entry) => entry.bid.tipLamports),
+      hotAccountPricePerCu,
     });
     this.bids.set(slot, ticks);
     this.bids.delete(slot - RETAIN_BIDS_SLOTS);
@@ -475,7 +560,7 @@ export class Auction {
             Math.min(
               MAX_HOT_ACCOUNT_PREFILL,
               params.hotAccountLoad * ((this.hotPopularity[i] as number) / top) ** 0.2,
-            ) * MAX_WRITABLE_ACCOUNT_UNITS,
+            ) * this.limits.accountUnits,
           ),
         ]),
       );
@@ -492,6 +577,12 @@ export class Auction {
     }
     return this.hotAccounts[this.hotAccounts.length - 1] as string;
   }
+}
+
+function positiveUnits(name: string, value: number): number {
+  if (!Number.isInteger(value) || value <= 0)
+    throw new Error(`${name} must be a positive integer of compute units`);
+  return value;
 }
 
 /** Standard normal draw (Box–Muller, one value). */

@@ -7,6 +7,7 @@ import type {
   BundleSource,
   Cluster,
   LeaderInfo,
+  PrioritizationFeeEntry,
   SlotEvent,
   TransactionErrorJson,
 } from '../chain/types';
@@ -16,7 +17,7 @@ import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
 import { Auction, type AuctionOptions, type Regime, type SlotAuction } from './auction';
 import { resolveSlot, tipPerCu, type Bid, type TickLoss } from './auction-model';
 import { RATE_LIMIT_MESSAGES, RateLimiter, type RateLimitOptions } from './rate-limit';
-import { DEFAULT_CROSS_REGION_DELAY_MS, JITO_MAINNET_REGIONS, assignRegions } from './regions';
+import { JITO_MAINNET_REGIONS, assignRegions, regionLatencyMs, type RegionStake } from './regions';
 import { TipFloor, toJitoTipFloor, type JitoTipFloorEntry, type TipFloorOptions } from './tip-floor';
 import { validateBundle, type BundleRejection } from './validate';
 import type { ParsedTransaction, WireEncoding } from './wire';
@@ -26,7 +27,20 @@ export const DroppedReason = { BlockhashExpired: 0, PartiallyProcessed: 1, NotFi
 
 export const NO_LEADER_MESSAGE = 'Bundle Dropped, no connected leader up soon.';
 
+/** Compute-unit prices are in micro-lamports per CU (SetComputeUnitPrice). */
+const MICRO_LAMPORTS_PER_LAMPORT = 1_000_000;
+
 export type InflightStatus = 'Invalid' | 'Pending' | 'Failed' | 'Landed';
+
+/**
+ * `'auction'`: a bundle competes in the first auction (50 ms tick) it reaches in its leader window and is dropped if
+ * it does not win there, as Jito described bundles (jito.canny.io "Bundle meshpool", Jito's reply: "Bundles are only
+ * kept around for as long as the auction window is (currently 200ms). If the bundle didn't win the auction ... we
+ * will drop it."; dated, from the 200 ms-tick era, on a request the board marks complete, which asked for retries
+ * across regions: an assumption, not a documented current behaviour). `'window'`: the earlier model, competing at
+ * every tick of every slot of its window from its arrival.
+ */
+export type BundleLifetime = 'auction' | 'window';
 
 /** Why a bundle that was accepted did not land (what the gRPC stream reported). */
 export type BundleFailure =
@@ -89,10 +103,24 @@ export interface BlockEngineOptions {
   tipAccounts?: readonly string[];
   /** Regional engines (default: Jito's eight mainnet regions); the first is where a region-less caller lands. */
   regions?: readonly string[];
-  /** Added time for a bundle sent to a region its target leader is not connected to (default 100 ms). */
+  /**
+   * A flat added time for a bundle sent to a region its target leader is not connected to. Absent (default): the
+   * pairwise one-way latency between the two regions ({@link regionLatencyMs}).
+   */
   crossRegionDelayMs?: number;
+  /**
+   * How bundle-engine validators spread over regions: `'mainnet'` by stake geography, or `'uniform'` (default: the
+   * realistic spread makes a reliability test of relay's submit path time out, relay's per-region budget being its
+   * bottleneck; see the README).
+   */
+  regionStake?: RegionStake;
   /** A bundle is dropped unless a bundle-engine leader holds one of the next this-many slots (default 4). */
   leaderLookaheadSlots?: number;
+  /**
+   * How long a bundle competes (see {@link BundleLifetime}); default `'auction'`: one auction, then dropped if it
+   * lost.
+   */
+  bundleLifetime?: BundleLifetime;
   /** Most real bundles one slot includes (in auction order: highest tip per requested CU first). */
   maxBundlesPerSlot?: number;
   rateLimit?: RateLimitOptions;
@@ -104,6 +132,11 @@ export interface BlockEngineOptions {
   statusLookbackSlots?: number;
   /** How old the frozen tip floor claims to be while `staleTipFloor` is on. */
   staleTipFloorAgeMs?: number;
+  /**
+   * The background market's contention in getRecentPrioritizationFees (default true): see
+   * {@link BlockEngine.backgroundPrioritizationFees}. false: only executed transactions set the fees.
+   */
+  backgroundPrioritizationFees?: boolean;
   now?: () => number;
 }
 
@@ -119,9 +152,10 @@ export interface BlockEngineEvents {
  *
  * Competing window (decided): a bundle competes only in the slots of the first bundle-engine leader window it meets
  * (the first such slot within `leaderLookaheadSlots` after the current one, through the last consecutive slot of
- * that leader). It competes at every 50 ms tick of those slots from the tick it arrives in (`auction-model.ts`; tick 0
- * of each later slot) and lands in the slot of the first tick it wins; if none, it has lost the auction (gRPC `rejected.stateAuctionBidRejected`, inflight `Failed`) and
- * must be resent.
+ * that leader). With the default `bundleLifetime: 'auction'` it competes at the one 50 ms tick it arrives in and is
+ * dropped if it loses; with `'window'` at every tick of those slots from the tick it arrives in (`auction-model.ts`;
+ * tick 0 of each later slot), landing in the slot of the first tick it wins. Losing means gRPC
+ * `rejected.stateAuctionBidRejected`, inflight `Failed`: it must be resent.
  */
 export class BlockEngine extends EventEmitter<BlockEngineEvents> implements BundleSource {
   readonly cluster: Cluster;
@@ -133,8 +167,10 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   readonly regions: readonly string[];
   /** Bundle-engine validator identity -> the region it is connected to. */
   readonly validatorRegions: ReadonlyMap<string, string>;
-  crossRegionDelayMs: number;
+  /** A flat cross-region delay, or null for the pairwise latency matrix. */
+  crossRegionDelayMs: number | null;
   leaderLookaheadSlots: number;
+  readonly bundleLifetime: BundleLifetime;
   private readonly tipAccountSet: ReadonlySet<string>;
   private readonly faultRng: Rng;
   private readonly maxBundlesPerSlot: number;
@@ -143,6 +179,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   private readonly inflightLookbackMs: number;
   private readonly statusLookbackSlots: number;
   private readonly staleTipFloorAgeMs: number;
+  private readonly modelPrioritizationFees: boolean;
   private readonly now: () => number;
   private readonly bundles = new Map<string, TrackedBundle>();
   /**
@@ -174,19 +211,21 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     this.tipAccountSet = new Set(this.tipAccounts);
     this.regions = options.regions ?? JITO_MAINNET_REGIONS;
     this.validatorRegions = assignRegions(
-      this.cluster
-        .validators()
-        .filter((v) => v.bundleEngine)
-        .map((v) => v.identity),
+      this.cluster.validators().filter((v) => v.bundleEngine),
       this.regions,
       options.rng.fork('regions'),
+      options.regionStake ?? 'uniform',
     );
-    this.crossRegionDelayMs = options.crossRegionDelayMs ?? DEFAULT_CROSS_REGION_DELAY_MS;
+    this.crossRegionDelayMs = options.crossRegionDelayMs ?? null;
     this.leaderLookaheadSlots = options.leaderLookaheadSlots ?? 4;
+    this.bundleLifetime = options.bundleLifetime ?? 'auction';
+    if (this.bundleLifetime !== 'auction' && this.bundleLifetime !== 'window')
+      throw new Error(`unknown bundleLifetime "${String(this.bundleLifetime)}"`);
     this.maxBundlesPerSlot = options.maxBundlesPerSlot ?? 64;
     this.inflightLookbackMs = options.inflightLookbackMs ?? 5 * 60_000;
     this.statusLookbackSlots = options.statusLookbackSlots ?? 300;
     this.staleTipFloorAgeMs = options.staleTipFloorAgeMs ?? 5 * 60_000;
+    this.modelPrioritizationFees = options.backgroundPrioritizationFees ?? true;
     this.now = options.now ?? Date.now;
   }
 
@@ -271,6 +310,15 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     return this.regions[0] as string;
   }
 
+  /**
+   * How long a bundle sent to `from` takes to reach a leader connected to `to`: 0 in the same region, else the flat
+   * `crossRegionDelayMs` when set, else the pairwise one-way latency ({@link regionLatencyMs}).
+   */
+  forwardingDelayMs(from: string, to: string): number {
+    if (from === to) return 0;
+    return this.crossRegionDelayMs ?? regionLatencyMs(from, to);
+  }
+
   /** The region a bundle-engine validator is connected to; null for validators without the bundle engine. */
   regionOf(identity: string): string | null {
     return this.validatorRegions.get(identity) ?? null;
@@ -291,7 +339,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     const slot = this.clockSlot();
     const window = this.findWindow(slot);
     const receivedMs = this.now();
-    const forwarded = window !== null && this.regionOf(window.leader.identity) !== region;
+    const leaderRegion = window === null ? null : this.regionOf(window.leader.identity);
     const tracked: TrackedBundle = {
       bundleId: bundle.bundleId,
       transactions: bundle.transactions,
@@ -300,7 +348,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       blockhashes: bundle.blockhashes,
       region,
       receivedMs,
-      arrivesAtMs: receivedMs + (forwarded ? this.crossRegionDelayMs : 0),
+      arrivesAtMs: receivedMs + (leaderRegion === null ? 0 : this.forwardingDelayMs(region, leaderRegion)),
       missedByForwarding: false,
       receivedSlot: slot,
       state: 'pending',
@@ -544,6 +592,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       writeLocks: [...new Set(bundle.transactions.flatMap((tx) => tx.writableStaticKeys))],
       readLocks: [...new Set(bundle.transactions.flatMap((tx) => tx.readonlyStaticKeys))],
       arrivalMs: bundle.arrivesAtMs - slotStartMs,
+      ...(this.bundleLifetime === 'auction' ? { oneTick: true } : {}),
     }));
     const resolution = resolveSlot(
       [...realBids, ...this.auction.backgroundBids(ctx.slot).flat()],
@@ -571,6 +620,28 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       bundleId: bundle.bundleId,
       transactions: bundle.transactions.map((tx) => tx.wire),
     }));
+  }
+
+  /**
+   * The compute-unit prices the slot's background traffic paid, for the block's prioritization-fee entry (Agave
+   * `runtime/src/prioritization_fee_cache.rs`: per slot the lowest price of any transaction, and per writable
+   * account the lowest of the transactions write-locking it; `getRecentPrioritizationFees` answers the higher of the
+   * block's and each asked account's). Assumptions of this model: the background always includes transactions
+   * paying no priority fee, so the block's lowest is 0; every background transaction writing a hot account in a slot
+   * paid at least what the cheapest background bundle that won that account's write lock paid per requested CU
+   * (lamports per CU × 10^6 micro-lamports: one price of write access per account and slot, in either currency;
+   * Jito's own guidance splits sendTransaction spend 70/30 between priority fee and tip, the same order). A hot
+   * account no background bundle won in the slot gets no entry (the block's 0), nor does any other account: only
+   * contended accounts carry a price. Real transactions' prices join through the chain's own records.
+   */
+  backgroundPrioritizationFees(slot: number): PrioritizationFeeEntry | null {
+    if (!this.modelPrioritizationFees) return null;
+    const auction = this.auction.slot(slot);
+    if (!auction) return null;
+    const writable = new Map<string, number>();
+    for (const [account, perCu] of auction.hotAccountPricePerCu)
+      writable.set(account, Math.round(perCu * MICRO_LAMPORTS_PER_LAMPORT));
+    return { min: 0, writable };
   }
 
   onBundleResults(ctx: BlockContext, results: BundleExecution[]): void {
@@ -682,7 +753,10 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       const { lastSlot } = bundle.window;
       const hadLastChance =
         slot >= lastSlot && bundle.lastCompetedSlot !== null && bundle.lastCompetedSlot >= lastSlot;
-      if (!hadLastChance && slot <= lastSlot) continue;
+      // One auction: a bundle that competed in this slot and was not offered to the leader lost it, and is dropped.
+      const lostItsAuction =
+        this.bundleLifetime === 'auction' && !bundle.faultDropped && bundle.lastCompetedSlot === slot;
+      if (!hadLastChance && !lostItsAuction && slot <= lastSlot) continue;
       if (bundle.lastCompetedSlot === null && bundle.missedByForwarding && !bundle.faultDropped) {
         // It reached the leader after that leader's slots: forwarded on to the next bundle-engine leader.
         const next = this.findWindow(slot);

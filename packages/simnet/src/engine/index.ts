@@ -14,7 +14,10 @@ export {
   Auction,
   DEFAULT_HOT_ACCOUNTS,
   DEFAULT_REGIMES,
+  MAINNET_MIN_REQUESTED_CU,
   REFERENCE_BUNDLE_CU,
+  drawMainnetComputeUnits,
+  type ComputeProfile,
   type BackgroundBid,
   MIN_TIP_LAMPORTS,
   REGIMES,
@@ -27,9 +30,15 @@ export {
 } from './auction';
 export {
   AUCTION_TICK_MS,
+  DEFAULT_BLOCK_LIMITS,
+  DEFAULT_INSTRUCTION_COMPUTE_UNIT_LIMIT,
   MAX_BLOCK_UNITS,
+  MAX_COMPUTE_UNIT_LIMIT,
   MAX_WRITABLE_ACCOUNT_UNITS,
+  SIMD_0286_BLOCK_UNITS,
   SlotBudget,
+  simd0306AccountUnits,
+  type BlockLimits,
   groupBids,
   rankBids,
   requestedComputeUnits,
@@ -53,7 +62,10 @@ export {
 export { RateLimiter, RATE_LIMIT_MESSAGES, type RateLimitOptions, type RateDecision } from './rate-limit';
 export {
   BundleErrors,
+  DONT_FRONT_PREFIX,
   MAX_BUNDLE_TRANSACTIONS,
+  carriesDontFront,
+  violatesDontFront,
   validateBundle,
   type BundleRejection,
   type ValidBundle,
@@ -69,4 +81,14 @@ export {
   type TlsMaterial,
 } from './grpc';
 export { TEST_ONLY_TLS_CERT_PEM, TEST_ONLY_TLS_KEY_PEM, writeCaCertFile } from './tls';
-export { JITO_MAINNET_REGIONS, DEFAULT_CROSS_REGION_DELAY_MS, assignRegions, regionNames } from './regions';
+export {
+  JITO_MAINNET_REGIONS,
+  DEFAULT_CROSS_REGION_DELAY_MS,
+  MAINNET_STAKE_SHARE_BY_REGION,
+  REGION_COORDINATES,
+  assignRegions,
+  regionDistanceKm,
+  regionLatencyMs,
+  regionNames,
+  type RegionStake,
+} from './regions';

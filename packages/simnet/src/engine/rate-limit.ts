@@ -5,25 +5,43 @@ export interface RateLimitOptions {
   uuidRps?: number;
   /** false turns limiting off. */
   enabled?: boolean;
+  /**
+   * Back-off penalty (ms): a request over the budget starts a penalty of this long during which every request of
+   * that IP (+ UUID) and region is refused, whatever tokens it has; 0 turns it off (a 429 then costs only the rest of
+   * a token). Default {@link DEFAULT_RATE_LIMIT_PENALTY_MS}.
+   */
+  penaltyMs?: number;
   now?: () => number;
 }
+
+/**
+ * Mainnet answers a sender over its budget with "Back-off triggered: Retry after 1606ms" (a text users logged,
+ * jito.md §1.7; Jito's docs say only "429 or rate limit error indicating what you hit"): longer than the rest of a
+ * 1 req/s token, so a penalty, not just the refill. The simnet's default penalty is that observed figure; its exact
+ * rule (fixed length, not extended by requests made during it, per IP + UUID and region) is an assumption.
+ */
+export const DEFAULT_RATE_LIMIT_PENALTY_MS = 1_606;
 
 export type RateDecision = { allowed: true } | { allowed: false; retryAfterMs: number; limit: number };
 
 interface Bucket {
   tokens: number;
   updatedMs: number;
+  /** End of the back-off penalty in force (0: none). */
+  penaltyUntilMs: number;
 }
 
 /**
  * Per-IP token buckets shared by every block-engine method, as mainnet's limiter is reported to be, one set per
  * regional engine (the budget is per IP per region, jito.md §1.7). Capacity equals the rate, so the default allows
- * one request, then one more each second.
+ * one request, then one more each second. A request over the budget starts the back-off penalty (`penaltyMs`):
+ * every request until it ends is refused with the time left, and spends nothing.
  */
 export class RateLimiter {
   rps: number;
   uuidRps: number;
   enabled: boolean;
+  penaltyMs: number;
   private readonly now: () => number;
   private readonly buckets = new Map<string, Bucket>();
 
@@ -31,6 +49,9 @@ export class RateLimiter {
     this.rps = options.rps ?? 1;
     this.uuidRps = options.uuidRps ?? 10;
     this.enabled = options.enabled ?? true;
+    this.penaltyMs = options.penaltyMs ?? DEFAULT_RATE_LIMIT_PENALTY_MS;
+    if (!Number.isFinite(this.penaltyMs) || this.penaltyMs < 0)
+      throw new Error('penaltyMs must be a non-negative number of milliseconds');
     this.now = options.now ?? Date.now;
   }
 
@@ -39,15 +60,25 @@ export class RateLimiter {
     const limit = uuid ? this.uuidRps : this.rps;
     const key = `${region}|${ip}|${uuid ?? ''}`;
     const now = this.now();
-    const bucket = this.buckets.get(key) ?? { tokens: limit, updatedMs: now };
+    const bucket = this.buckets.get(key) ?? { tokens: limit, updatedMs: now, penaltyUntilMs: 0 };
     bucket.tokens = Math.min(limit, bucket.tokens + ((now - bucket.updatedMs) / 1000) * limit);
     bucket.updatedMs = now;
     this.buckets.set(key, bucket);
+    if (now < bucket.penaltyUntilMs) {
+      return { allowed: false, retryAfterMs: Math.ceil(bucket.penaltyUntilMs - now), limit };
+    }
     if (bucket.tokens >= 1) {
       bucket.tokens -= 1;
       return { allowed: true };
     }
-    if (this.buckets.size > 10_000) this.buckets.clear();
+    if (this.buckets.size > 10_000) {
+      this.buckets.clear();
+      this.buckets.set(key, bucket);
+    }
+    if (this.penaltyMs > 0) {
+      bucket.penaltyUntilMs = now + this.penaltyMs;
+      return { allowed: false, retryAfterMs: Math.ceil(this.penaltyMs), limit };
+    }
     return { allowed: false, retryAfterMs: Math.ceil(((1 - bucket.tokens) / limit) * 1000), limit };
   }
 

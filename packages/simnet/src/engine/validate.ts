@@ -30,7 +30,50 @@ export const BundleErrors = {
   invalidBlockhash: 'bundle contains an invalid blockhash',
   expiredBlockhash: 'bundle contains an expired blockhash',
   alreadyProcessed: 'bundle contains an already processed transaction',
+  /**
+   * jito-docs documents the rule (below) but not its error text; this wording is the simnet's (an assumption: match
+   * on "jitodontfront", not on the whole sentence).
+   */
+  dontFront:
+    'bundle contains a transaction with a jitodontfront account that is not at the front of the bundle',
 } as const;
+
+/**
+ * Jito's sandwich-mitigation marker: any account key starting with this (jito-labs/jito-docs
+ * `docs/source/lowlatencytxnsend.md` @ b5ef793, "Sandwich Mitigation", rules clarified in c4739e9).
+ */
+export const DONT_FRONT_PREFIX = 'jitodontfront';
+
+/** Whether a transaction carries the `jitodontfront` marker among its static account keys. */
+export function carriesDontFront(
+  tx: Pick<ParsedTransaction, 'writableStaticKeys' | 'readonlyStaticKeys'>,
+): boolean {
+  return (
+    tx.readonlyStaticKeys.some((key) => key.startsWith(DONT_FRONT_PREFIX)) ||
+    tx.writableStaticKeys.some((key) => key.startsWith(DONT_FRONT_PREFIX))
+  );
+}
+
+/**
+ * The block engine's `jitodontfront` rule (lowlatencytxnsend.md, "Sandwich Mitigation"): a bundle with a marked
+ * transaction is rejected unless that transaction is at index 0. Several marked transactions are allowed when they
+ * are all contiguous at the front and each shares at least one signer with the first. Transactions without the
+ * marker are unaffected. Only static keys are read: the docs say markers in address lookup tables count too, which
+ * this model does not resolve (a stated gap).
+ */
+export function violatesDontFront(
+  transactions: ReadonlyArray<
+    Pick<ParsedTransaction, 'writableStaticKeys' | 'readonlyStaticKeys' | 'signers'>
+  >,
+): boolean {
+  const marked = transactions.map(carriesDontFront);
+  if (!marked.includes(true)) return false;
+  if (!marked[0]) return true;
+  const front = marked.indexOf(false) === -1 ? marked.length : marked.indexOf(false);
+  if (marked.slice(front).includes(true)) return true;
+  const firstSigners = new Set(transactions[0]?.signers ?? []);
+  return transactions.slice(1, front).some((tx) => !tx.signers.some((signer) => firstSigners.has(signer)));
+}
 
 /** A refused bundle: the JSON-RPC error code and message (HTTP 400; gRPC INVALID_ARGUMENT). */
 export interface BundleRejection {
@@ -58,7 +101,7 @@ function reject(message: string, code = INVALID_PARAMS): ValidationResult {
 
 /**
  * The block engine's admission pipeline, in Jito's order: count, decode, signatures, duplicates, tip-account write
- * lock, account locks, blockhash, already processed. A bundle that passes gets its Jito bundle id. A low tip is not an
+ * lock, account locks, the `jitodontfront` rule, blockhash, already processed. A bundle that passes gets its Jito bundle id. A low tip is not an
  * admission error: it is accepted and loses the auction.
  */
 export function validateBundle(
@@ -98,6 +141,9 @@ export function validateBundle(
   if (transactions.some((tx) => tx.accountLockCount > MAX_TX_ACCOUNT_LOCKS)) {
     return reject(BundleErrors.tooManyLocks, INTERNAL);
   }
+
+  // Where Jito checks it in its pipeline is not documented: here, once the bundle is well formed.
+  if (violatesDontFront(transactions)) return reject(BundleErrors.dontFront);
 
   const blockhashes: string[] = [];
   for (const tx of transactions) {
