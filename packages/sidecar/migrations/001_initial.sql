@@ -1,8 +1,8 @@
--- relay's PostgreSQL schema, first draft (DESIGN §10). Not used by the sidecar yet: the PgTxStore lands next and may
--- still change anything here before release. Applied by `relay db migrate` in one transaction under an advisory lock;
--- the runner records it in schema_migrations. Times are timestamptz (the database clock decides leases); lamports,
--- slots and block heights are bigint; a record's nested parts the store reads whole (history, decision, timeline)
--- are jsonb.
+-- relay's PostgreSQL schema, first draft (DESIGN §10): what PgTxStore (src/store/pg-store.ts) reads and writes.
+-- Unreleased, so anything here may still change before release. Applied by `relay db migrate` in one transaction
+-- under an advisory lock; the runner records it in schema_migrations. Times are timestamptz (the database clock
+-- decides leases); lamports, slots and block heights are bigint; a record's nested parts the store reads whole
+-- (history, decision, timeline) are jsonb.
 
 -- Host sessions: the fencing token of a fleet. Each start registers (host_id, epoch) with a new epoch; the heartbeat
 -- moves lease_expires_at only while the session is live; a session that ended or whose lease passed is dead.
@@ -29,6 +29,8 @@ CREATE UNIQUE INDEX host_sessions_one_open ON host_sessions (host_id) WHERE ende
 -- (... WHERE owner_host = $me AND owner_epoch = $epoch); null while nobody owns it (waiting to be claimed).
 CREATE TABLE transactions (
   tx_id                 text        PRIMARY KEY,
+  -- Acceptance order: lists of records (live, all) come oldest first, as the local stores give them.
+  seq                   bigint      GENERATED ALWAYS AS IDENTITY,
   state                 text        NOT NULL
     CHECK (state IN ('pending', 'submitted', 'landed', 'processed', 'confirmed', 'finalized', 'failed', 'expired')),
   priority              text        NOT NULL CHECK (priority IN ('low', 'normal', 'high')),
@@ -78,8 +80,10 @@ CREATE INDEX transactions_owned ON transactions (owner_host, owner_epoch) WHERE 
 -- max-queue counts non-terminal rows; rate-limit counts enqueues of the last minute.
 CREATE INDEX transactions_active ON transactions (state) WHERE terminal_at IS NULL;
 CREATE INDEX transactions_enqueued_at ON transactions (enqueued_at);
--- Retention of terminal records, oldest first.
-CREATE INDEX transactions_terminal_at ON transactions (terminal_at) WHERE terminal_at IS NOT NULL;
+-- A dead slot un-lands what landed in it.
+CREATE INDEX transactions_landed_slot ON transactions (landed_slot) WHERE terminal_at IS NULL AND landed_slot IS NOT NULL;
+-- Retention of terminal records, oldest first (in the order they ended; seq breaks ties).
+CREATE INDEX transactions_terminal_at ON transactions (terminal_at, seq) WHERE terminal_at IS NOT NULL;
 
 -- Attempts: one row per bundle built for a transaction (StoredAttempt).
 CREATE TABLE attempts (
@@ -129,6 +133,8 @@ CREATE UNIQUE INDEX attempts_one_unsettled ON attempts (tx_id) WHERE stage NOT I
 CREATE UNIQUE INDEX attempts_bundle_id ON attempts (bundle_id);
 CREATE INDEX attempts_previous_bundle_ids ON attempts USING gin (previous_bundle_ids);
 CREATE INDEX attempts_tip_signature ON attempts (tip_signature) WHERE tip_signature IS NOT NULL;
+-- Attempts that ended unleaked, by the slot they were built at: a tip of an ended transaction may still land late.
+CREATE INDEX attempts_ended_unleaked ON attempts (created_slot) WHERE stage = 'failed' AND NOT leaked;
 -- Tips in flight per tipper (fleet-wide reservations against a tipper's balance).
 CREATE INDEX attempts_unsettled_tipper ON attempts (tipper) WHERE stage NOT IN ('finalized', 'failed');
 
@@ -144,8 +150,9 @@ CREATE TABLE spend_reservations (
   released_at timestamptz,
   PRIMARY KEY (tx_id, attempt)
 );
-CREATE INDEX spend_reservations_window ON spend_reservations (reserved_at) INCLUDE (lamports)
-  WHERE released_at IS NULL;
+-- The rolling hour's sum (reserved_at >= cutoff, not released) and pruning (reserved_at < cutoff, released or not)
+-- both walk this one index.
+CREATE INDEX spend_reservations_window ON spend_reservations (reserved_at) INCLUDE (lamports, released_at);
 
 -- Transactions that left the queue without landing, by reason (the journal's eviction counters).
 CREATE TABLE eviction_counts (

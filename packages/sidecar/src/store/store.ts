@@ -165,6 +165,16 @@ export class ChangeFeed {
   }
 }
 
+/** Refuse (StoreConflict) a new attempt for `tx` unless it matches `expect` and has no attempt in flight. */
+export function mayAddAttempt(
+  txId: string,
+  tx: StoredTx | undefined,
+  expect: TxExpectation,
+): asserts tx is StoredTx {
+  if (!tx || !matches(tx, expect)) throw new StoreConflict(txId, expect, tx);
+  if (inFlight(tx)) throw new StoreConflict(txId, 'no attempt in flight', tx);
+}
+
 /** Whether `tx` matches `expect`. */
 export function matches(tx: StoredTx, expect: TxExpectation): boolean {
   if (expect.state !== undefined) {
@@ -225,8 +235,7 @@ abstract class TableTxStore implements TxStore {
     const expect = options.expect ?? {};
     return this.writes.run(txId, async () => {
       const tx = this.current(txId);
-      if (!tx || !matches(tx, expect)) throw new StoreConflict(txId, expect, tx);
-      if (inFlight(tx)) throw new StoreConflict(txId, 'no attempt in flight', tx);
+      mayAddAttempt(txId, tx, expect);
       await this.commit({ k: 'patch', id: txId, attempt, ...(options.set ? { set: options.set } : {}) });
       return this.current(txId) as StoredTx;
     });
