@@ -1,8 +1,9 @@
 -- relay's PostgreSQL schema, first draft (DESIGN §10): what PgTxStore (src/store/pg-store.ts) reads and writes.
 -- Unreleased, so anything here may still change before release. Applied by `relay db migrate` in one transaction
 -- under an advisory lock; the runner records it in schema_migrations. Times are timestamptz (the database clock
--- decides leases); lamports, slots and block heights are bigint; a record's nested parts the store reads whole
--- (history, decision, timeline) are jsonb.
+-- decides leases); lamports, slots and block heights are bigint. A record's nested parts the store reads whole
+-- (history, decision, timeline, ...), events, webhook payloads and lifecycle entries are json, not jsonb: they come
+-- back exactly as written, key order included (jsonb reorders keys, and these are served and signed as written).
 
 -- Host sessions: the fencing token of a fleet. Each start registers (host_id, epoch) with a new epoch; the heartbeat
 -- moves lease_expires_at only while the session is live; a session that ended or whose lease passed is dead.
@@ -56,9 +57,9 @@ CREATE TABLE transactions (
   failure               text
     CHECK (failure IN ('fee_too_low', 'dropped', 'simulation_failed', 'invalid_bundle', 'insufficient_funds')),
   landed_slot           bigint,
-  last_error            jsonb,
+  last_error            json,
   -- TxHistoryEntry[] ({state, slot, ts}), appended by each transition.
-  history               jsonb       NOT NULL DEFAULT '[]',
+  history               json        NOT NULL DEFAULT '[]',
   owner_host            text,
   owner_epoch           bigint,
   -- Adopted by takeover from a host whose session died.
@@ -105,7 +106,7 @@ CREATE TABLE attempts (
   tip_last_valid_block_height bigint,
   bundle_signatures           text[]      NOT NULL,
   -- Packing: the riders ([{tx_id, signatures}]) and their wire bytes, bundle order; wires dropped when settled.
-  passengers                  jsonb,
+  passengers                  json,
   passenger_wires             text[],
   created_at                  timestamptz NOT NULL,
   created_slot                bigint      NOT NULL,
@@ -114,9 +115,9 @@ CREATE TABLE attempts (
   window_end_slot             bigint,
   leader                      text,
   slot_landed                 bigint,
-  floor_at_submit             jsonb       NOT NULL,
-  decision                    jsonb       NOT NULL,
-  timeline                    jsonb       NOT NULL DEFAULT '{}',
+  floor_at_submit             json        NOT NULL,
+  decision                    json        NOT NULL,
+  timeline                    json        NOT NULL DEFAULT '{}',
   reserved_lamports           bigint      NOT NULL DEFAULT 0 CHECK (reserved_lamports >= 0),
   released                    boolean     NOT NULL DEFAULT false,
   leaked                      boolean     NOT NULL DEFAULT false,
@@ -172,7 +173,7 @@ CREATE TABLE events (
   name       text        NOT NULL,
   tx_id      text,
   host_id    text,
-  payload    jsonb       NOT NULL
+  payload    json        NOT NULL
 ) PARTITION BY RANGE (created_at);
 CREATE TABLE events_default PARTITION OF events DEFAULT;
 CREATE INDEX events_cursor ON events (xid, id);
@@ -228,7 +229,7 @@ CREATE TABLE webhook_outbox (
   event_xid        xid8        NOT NULL,
   event_id         bigint      NOT NULL,
   event_name       text        NOT NULL,
-  payload          jsonb       NOT NULL,
+  payload          json        NOT NULL,
   created_at       timestamptz NOT NULL DEFAULT now(),
   attempts         integer     NOT NULL DEFAULT 0,
   next_attempt_at  timestamptz NOT NULL DEFAULT now(),
@@ -253,7 +254,7 @@ CREATE TABLE lifecycle_entries (
     CHECK (stage IN ('submitted', 'landed', 'processed', 'confirmed', 'finalized', 'failed')),
   host_id    text,
   written_at timestamptz NOT NULL DEFAULT now(),
-  entry      jsonb       NOT NULL
+  entry      json        NOT NULL
 );
 CREATE INDEX lifecycle_entries_bundle ON lifecycle_entries (bundle_id, seq);
 CREATE INDEX lifecycle_entries_tx ON lifecycle_entries (tx_id, seq);

@@ -117,7 +117,7 @@ export class PgTxStore implements TxStore {
         // Another host (or a retention batch) may delete the row that refused ours before we read it: try again.
         for (let tries = 0; tries < 3; tries++) {
           const record = isTerminalTxState(tx.state) ? retired(tx) : tx;
-          const inserted = await db.query(INSERT_TX, txParams(record, record.history));
+          const inserted = await db.query(INSERT_TX, txParams(record));
           if (inserted.rowCount === 0) {
             const existing = await readOne(db, 't.first_signature = $1', [first]);
             if (existing) return { tx: existing, created: false };
@@ -313,7 +313,7 @@ export class PgTxStore implements TxStore {
   ): Promise<StoredTx> {
     const next = patchedRecord(before, op);
     if (!isTerminalTxState(before.state) && isTerminalTxState(next.state)) dropPayload(next);
-    await db.query(UPDATE_TX, txParams(next, op.history ?? []));
+    await db.query(UPDATE_TX, txParams(next));
     for (const attempt of next.attempts) {
       const old = before.attempts.find((a) => a.attempt === attempt.attempt);
       if (!old) await db.query(INSERT_ATTEMPT, attemptParams(next.tx_id, attempt));
@@ -470,17 +470,25 @@ const ms = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
 
 const TERMINAL = `('finalized', 'failed', 'expired')`;
 
-/** The columns of a whole record: the row, and its attempts in order as one jsonb array. */
+/** An attempt's columns as a record's `attempts` (`created_at` in epoch ms). */
+const ATTEMPT = `a.attempt, a.bundle_id, a.tip_lamports, a.tip_tx, a.tip_signature, a.tip_account, a.tipper,
+  a.tip_last_valid_block_height, a.bundle_signatures, ${ms('a.created_at')} AS created_at, a.created_slot,
+  a.slot_submitted, a.target_slot, a.window_end_slot, a.leader, a.stage, a.outcome, a.slot_landed, a.floor_at_submit,
+  a.decision, a.reserved_lamports, a.released, a.leaked, a.timeline, a.send_errors, a.passengers, a.passenger_wires`;
+
+/**
+ * The columns of a whole record: the row, and its attempts in order as one json array (json, not jsonb: the nested
+ * objects keep their key order; bigint columns become JSON numbers).
+ */
 const RECORD = `t.tx_id, t.state, t.priority, t.tip_mode, t.max_tip, ${ms('t.enqueued_at')} AS enqueued_at,
   t.enqueued_slot, t.enqueued_block_height, t.expires_at_slot, t.wires, t.signatures, t.blockhashes,
   t.nonce_accounts, t.fee_payers, t.history, t.retries, t.last_error, t.failure, t.landed_slot, t.stopped,
-  coalesce((SELECT jsonb_agg(to_jsonb(a) || jsonb_build_object('created_at', ${ms('a.created_at')})
-              ORDER BY a.attempt)
-            FROM attempts a WHERE a.tx_id = t.tx_id), '[]'::jsonb) AS attempts`;
+  coalesce((SELECT json_agg(x ORDER BY x.attempt) FROM (SELECT ${ATTEMPT} FROM attempts a WHERE a.tx_id = t.tx_id) x),
+           '[]'::json) AS attempts`;
 
-/** $1..$21 of a transaction row ({@link txParams}); the history ($21) is what is written or appended. */
+/** $1..$21 of a transaction row ({@link txParams}). */
 const TX_VALUES = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12::float8 / 1000), $13, $14, $15, $16,
-  $17, $18, $19, $20::jsonb, $21::jsonb`;
+  $17, $18, $19, $20::json, $21::json`;
 
 const INSERT_TX = `INSERT INTO transactions (tx_id, state, priority, tip_mode, max_tip, first_signature, signatures,
     blockhashes, nonce_accounts, fee_payers, wires, enqueued_at, enqueued_slot, enqueued_block_height, expires_at_slot,
@@ -492,13 +500,13 @@ const UPDATE_TX = `UPDATE transactions SET (state, priority, tip_mode, max_tip, 
     blockhashes, nonce_accounts, fee_payers, wires, enqueued_at, enqueued_slot, enqueued_block_height, expires_at_slot,
     retries, stopped, failure, landed_slot, last_error, history, version, updated_at, terminal_at) =
   ($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12::float8 / 1000), $13, $14, $15, $16, $17, $18, $19,
-   $20::jsonb, history || $21::jsonb, version + 1, now(),
+   $20::json, $21::json, version + 1, now(),
    CASE WHEN $2::text IN ${TERMINAL} THEN coalesce(terminal_at, clock_timestamp()) END)
   WHERE tx_id = $1`;
 
 /** $1..$28 of an attempt row ({@link attemptParams}). */
-const ATTEMPT_VALUES = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14,
-  to_timestamp($15::float8 / 1000), $16, $17, $18, $19, $20, $21, $22::jsonb, $23::jsonb, $24::jsonb, $25, $26, $27, $28`;
+const ATTEMPT_VALUES = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::json, $14,
+  to_timestamp($15::float8 / 1000), $16, $17, $18, $19, $20, $21, $22::json, $23::json, $24::json, $25, $26, $27, $28`;
 const ATTEMPT_COLUMNS = `tx_id, attempt, bundle_id, stage, outcome, tip_lamports, tip_tx, tip_signature, tip_account,
   tipper, tip_last_valid_block_height, bundle_signatures, passengers, passenger_wires, created_at, created_slot,
   slot_submitted, target_slot, window_end_slot, leader, slot_landed, floor_at_submit, decision, timeline,
@@ -534,12 +542,12 @@ const COUNT_EVICTION = `INSERT INTO eviction_counts (reason, count) VALUES ($1, 
   ON CONFLICT (reason) DO UPDATE SET count = eviction_counts.count + 1`;
 
 const INSERT_EVENTS = `INSERT INTO events (name, tx_id, host_id, payload)
-  SELECT e.name, $1, $2, e.payload::jsonb FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(name, payload, n)
+  SELECT e.name, $1, $2, e.payload::json FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(name, payload, n)
   ORDER BY e.n`;
 
 const INSERT_LIFECYCLE = `INSERT INTO lifecycle_entries (bundle_id, tx_id, attempt, stage, host_id, entry)
   SELECT e.entry->>'bundle_id', e.entry->>'tx_id', (e.entry->>'attempt')::integer, e.entry->>'stage', $1, e.entry
-  FROM (SELECT u.text::jsonb AS entry, u.n FROM unnest($2::text[]) WITH ORDINALITY AS u(text, n)) e
+  FROM (SELECT u.text::json AS entry, u.n FROM unnest($2::text[]) WITH ORDINALITY AS u(text, n)) e
   ORDER BY e.n`;
 
 /** One batch of terminal rows older than the newest `$1` ones, `$2` at most, oldest first. */
@@ -574,7 +582,7 @@ async function readOne(db: pg.PoolClient, where: string, values: unknown[]): Pro
 
 // ------------------------------------------------------------------ rows
 
-/** A record's row as node-postgres gives it: bigint columns as strings, jsonb parsed, float8 as numbers. */
+/** A record's row as node-postgres gives it: bigint columns as strings, json parsed, float8 as numbers. */
 interface TxRow {
   tx_id: string;
   state: TxState;
@@ -599,7 +607,7 @@ interface TxRow {
   attempts: AttemptJson[];
 }
 
-/** An attempt row as `to_jsonb` gives it (bigints as JSON numbers, `created_at` replaced by epoch ms). */
+/** An attempt as the record's `attempts` json gives it (bigints as JSON numbers, `created_at` in epoch ms). */
 type AttemptJson = Omit<StoredAttempt, 'tipper' | 'passengers' | 'passenger_wires'> & {
   tipper: string | null;
   passengers: StoredAttempt['passengers'] | null;
@@ -680,12 +688,12 @@ function attemptFromJson(j: AttemptJson): StoredAttempt {
   return attempt;
 }
 
-/** jsonb parameters go as JSON text (node-postgres would send a JS array as a PostgreSQL array). */
+/** json parameters go as JSON text (node-postgres would send a JS array as a PostgreSQL array). */
 function json(value: unknown): string | null {
   return value === null || value === undefined ? null : JSON.stringify(value);
 }
 
-function txParams(tx: StoredTx, history: StoredTx['history']): unknown[] {
+function txParams(tx: StoredTx): unknown[] {
   return [
     tx.tx_id,
     tx.state,
@@ -707,7 +715,7 @@ function txParams(tx: StoredTx, history: StoredTx['history']): unknown[] {
     tx.failure,
     tx.landed_slot,
     json(tx.last_error),
-    JSON.stringify(history),
+    JSON.stringify(tx.history),
   ];
 }
 

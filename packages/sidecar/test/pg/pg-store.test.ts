@@ -107,7 +107,19 @@ test('a record comes back exactly as written: numbers as numbers, times in ms, n
     ],
   };
   expect(packed).toEqual(expected);
-  expect(await store.get('tx_full')).toEqual(expected);
+  const read = (await store.get('tx_full')) as StoredTx;
+  expect(read).toEqual(expected);
+  // Nested objects keep their key order (served and logged as written: jsonb would sort their keys).
+  const [readAttempt, wroteAttempt] = [read.attempts[0], expected.attempts[0]];
+  for (const [got, wrote] of [
+    [read.history, expected.history],
+    [read.last_error, expected.last_error],
+    [readAttempt?.timeline, wroteAttempt?.timeline],
+    [readAttempt?.decision, wroteAttempt?.decision],
+    [readAttempt?.floor_at_submit, wroteAttempt?.floor_at_submit],
+    [readAttempt?.passengers, wroteAttempt?.passengers],
+  ])
+    expect(JSON.stringify(got)).toBe(JSON.stringify(wrote));
   expect(await store.spentSince(T0 + 1001)).toBe(2 ** 45 + 5000);
   expect(await store.spentSince(T0 + 1002)).toBe(0);
   // Terminal: the wires, the tip and the riders' wires go in the same commit; the riders stay named.
