@@ -34,10 +34,15 @@ export class SlotTick {
     const d = this.d;
     if (!d.chain.advance(slot, blockHeight)) return;
     d.chain.observeSlotTime(slot, d.now());
-    void this.work.capacity().then((capacity) => {
-      d.metrics.sendCapacity.set(capacity.sendRatePerSecond);
-      d.metrics.expectedQueueWait.set(capacity.expectedWaitMs / 1000);
-    });
+    // The per-slot work reads the store; a read that fails (a database away, a store closing) skips this slot's
+    // work, and the next slot tries again: nothing here may reject unhandled.
+    this.work
+      .capacity()
+      .then((capacity) => {
+        d.metrics.sendCapacity.set(capacity.sendRatePerSecond);
+        d.metrics.expectedQueueWait.set(capacity.expectedWaitMs / 1000);
+      })
+      .catch(skip);
     d.leaders.advance(slot);
     d.metrics.slot.set(slot);
     const view = d.leaders.leaderView(slot);
@@ -48,12 +53,15 @@ export class SlotTick {
       next_bundle_engine_slot: d.leaders.nextBundleEngineSlot(slot, 64),
       ts: d.now(),
     });
-    if (this.work.fallbackActive()) void this.work.runFallback();
-    if (d.bypass.enabled) void this.work.sweepBypass();
+    if (this.work.fallbackActive()) this.work.runFallback().catch(skip);
+    if (d.bypass.enabled) this.work.sweepBypass().catch(skip);
     const now = d.now();
     if (now - this.lastSpendPrune > SPEND_PRUNE_EVERY_MS) {
       this.lastSpendPrune = now;
-      void pruneSpend(d.store, now);
+      pruneSpend(d.store, now).catch(skip);
     }
   }
 }
+
+/** This slot's part of the work is skipped; the next slot does it. */
+function skip(): void {}
