@@ -144,6 +144,11 @@ export interface RelayErrorContext {
   RELAY_E_DB_SCHEMA_BEHIND: { current: number; latest: number; pending: string[] };
   RELAY_E_DB_SCHEMA_AHEAD: { current: number; latest: number };
   RELAY_E_DB_MIGRATION_FAILED: { version: number; name: string; reason: string };
+  /**
+   * The connection was lost while a store write was committing: it may or may not have committed. The caller
+   * re-reads the record and never sends on the strength of the write (the write-ahead rule).
+   */
+  RELAY_E_DB_COMMIT_UNKNOWN: { tx_id: string; operation: string; reason: string };
 
   RELAY_E_INTERNAL_ERROR: { reason: string };
 }
@@ -319,6 +324,11 @@ export const RELAY_ERRORS = {
   RELAY_E_DB_MIGRATION_FAILED: {
     status: 500,
     message: 'Migration $version ($name) failed and was rolled back: $reason',
+  },
+  RELAY_E_DB_COMMIT_UNKNOWN: {
+    status: 503,
+    message:
+      'The database connection was lost while committing $operation of $tx_id; whether it committed is unknown (re-read it): $reason',
   },
 
   // A bug

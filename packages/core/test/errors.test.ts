@@ -275,6 +275,11 @@ const SAMPLES: { [C in RelayErrorCode]: RelayErrorContext[C] } = {
   RELAY_E_DB_SCHEMA_BEHIND: { current: 0, latest: 1, pending: ['001_initial'] },
   RELAY_E_DB_SCHEMA_AHEAD: { current: 3, latest: 1 },
   RELAY_E_DB_MIGRATION_FAILED: { version: 1, name: 'initial', reason: 'syntax error at or near "TABEL"' },
+  RELAY_E_DB_COMMIT_UNKNOWN: {
+    tx_id: 'tx_01HZX',
+    operation: 'transition',
+    reason: 'Connection terminated unexpectedly',
+  },
   RELAY_E_INTERNAL_ERROR: { reason: 'not a slot: -1' },
 };
 

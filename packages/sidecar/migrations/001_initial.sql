@@ -1,8 +1,9 @@
--- relay's PostgreSQL schema, first draft (DESIGN §10). Not used by the sidecar yet: the PgTxStore lands next and may
--- still change anything here before release. Applied by `relay db migrate` in one transaction under an advisory lock;
--- the runner records it in schema_migrations. Times are timestamptz (the database clock decides leases); lamports,
--- slots and block heights are bigint; a record's nested parts the store reads whole (history, decision, timeline)
--- are jsonb.
+-- relay's PostgreSQL schema, first draft (DESIGN §10): what PgTxStore (src/store/pg-store.ts) reads and writes.
+-- Unreleased, so anything here may still change before release. Applied by `relay db migrate` in one transaction
+-- under an advisory lock; the runner records it in schema_migrations. Times are timestamptz (the database clock
+-- decides leases); lamports, slots and block heights are bigint. A record's nested parts the store reads whole
+-- (history, decision, timeline, ...), events, webhook payloads and lifecycle entries are json, not jsonb: they come
+-- back exactly as written, key order included (jsonb reorders keys, and these are served and signed as written).
 
 -- Host sessions: the fencing token of a fleet. Each start registers (host_id, epoch) with a new epoch; the heartbeat
 -- moves lease_expires_at only while the session is live; a session that ended or whose lease passed is dead.
@@ -29,6 +30,8 @@ CREATE UNIQUE INDEX host_sessions_one_open ON host_sessions (host_id) WHERE ende
 -- (... WHERE owner_host = $me AND owner_epoch = $epoch); null while nobody owns it (waiting to be claimed).
 CREATE TABLE transactions (
   tx_id                 text        PRIMARY KEY,
+  -- Acceptance order: lists of records (live, all) come oldest first, as the local stores give them.
+  seq                   bigint      GENERATED ALWAYS AS IDENTITY,
   state                 text        NOT NULL
     CHECK (state IN ('pending', 'submitted', 'landed', 'processed', 'confirmed', 'finalized', 'failed', 'expired')),
   priority              text        NOT NULL CHECK (priority IN ('low', 'normal', 'high')),
@@ -54,9 +57,9 @@ CREATE TABLE transactions (
   failure               text
     CHECK (failure IN ('fee_too_low', 'dropped', 'simulation_failed', 'invalid_bundle', 'insufficient_funds')),
   landed_slot           bigint,
-  last_error            jsonb,
+  last_error            json,
   -- TxHistoryEntry[] ({state, slot, ts}), appended by each transition.
-  history               jsonb       NOT NULL DEFAULT '[]',
+  history               json        NOT NULL DEFAULT '[]',
   owner_host            text,
   owner_epoch           bigint,
   -- Adopted by takeover from a host whose session died.
@@ -78,8 +81,10 @@ CREATE INDEX transactions_owned ON transactions (owner_host, owner_epoch) WHERE 
 -- max-queue counts non-terminal rows; rate-limit counts enqueues of the last minute.
 CREATE INDEX transactions_active ON transactions (state) WHERE terminal_at IS NULL;
 CREATE INDEX transactions_enqueued_at ON transactions (enqueued_at);
--- Retention of terminal records, oldest first.
-CREATE INDEX transactions_terminal_at ON transactions (terminal_at) WHERE terminal_at IS NOT NULL;
+-- A dead slot un-lands what landed in it.
+CREATE INDEX transactions_landed_slot ON transactions (landed_slot) WHERE terminal_at IS NULL AND landed_slot IS NOT NULL;
+-- Retention of terminal records, oldest first (in the order they ended; seq breaks ties).
+CREATE INDEX transactions_terminal_at ON transactions (terminal_at, seq) WHERE terminal_at IS NOT NULL;
 
 -- Attempts: one row per bundle built for a transaction (StoredAttempt).
 CREATE TABLE attempts (
@@ -101,7 +106,7 @@ CREATE TABLE attempts (
   tip_last_valid_block_height bigint,
   bundle_signatures           text[]      NOT NULL,
   -- Packing: the riders ([{tx_id, signatures}]) and their wire bytes, bundle order; wires dropped when settled.
-  passengers                  jsonb,
+  passengers                  json,
   passenger_wires             text[],
   created_at                  timestamptz NOT NULL,
   created_slot                bigint      NOT NULL,
@@ -110,9 +115,9 @@ CREATE TABLE attempts (
   window_end_slot             bigint,
   leader                      text,
   slot_landed                 bigint,
-  floor_at_submit             jsonb       NOT NULL,
-  decision                    jsonb       NOT NULL,
-  timeline                    jsonb       NOT NULL DEFAULT '{}',
+  floor_at_submit             json        NOT NULL,
+  decision                    json        NOT NULL,
+  timeline                    json        NOT NULL DEFAULT '{}',
   reserved_lamports           bigint      NOT NULL DEFAULT 0 CHECK (reserved_lamports >= 0),
   released                    boolean     NOT NULL DEFAULT false,
   leaked                      boolean     NOT NULL DEFAULT false,
@@ -129,6 +134,8 @@ CREATE UNIQUE INDEX attempts_one_unsettled ON attempts (tx_id) WHERE stage NOT I
 CREATE UNIQUE INDEX attempts_bundle_id ON attempts (bundle_id);
 CREATE INDEX attempts_previous_bundle_ids ON attempts USING gin (previous_bundle_ids);
 CREATE INDEX attempts_tip_signature ON attempts (tip_signature) WHERE tip_signature IS NOT NULL;
+-- Attempts that ended unleaked, by the slot they were built at: a tip of an ended transaction may still land late.
+CREATE INDEX attempts_ended_unleaked ON attempts (created_slot) WHERE stage = 'failed' AND NOT leaked;
 -- Tips in flight per tipper (fleet-wide reservations against a tipper's balance).
 CREATE INDEX attempts_unsettled_tipper ON attempts (tipper) WHERE stage NOT IN ('finalized', 'failed');
 
@@ -144,8 +151,9 @@ CREATE TABLE spend_reservations (
   released_at timestamptz,
   PRIMARY KEY (tx_id, attempt)
 );
-CREATE INDEX spend_reservations_window ON spend_reservations (reserved_at) INCLUDE (lamports)
-  WHERE released_at IS NULL;
+-- The rolling hour's sum (reserved_at >= cutoff, not released) and pruning (reserved_at < cutoff, released or not)
+-- both walk this one index.
+CREATE INDEX spend_reservations_window ON spend_reservations (reserved_at) INCLUDE (lamports, released_at);
 
 -- Transactions that left the queue without landing, by reason (the journal's eviction counters).
 CREATE TABLE eviction_counts (
@@ -165,7 +173,7 @@ CREATE TABLE events (
   name       text        NOT NULL,
   tx_id      text,
   host_id    text,
-  payload    jsonb       NOT NULL
+  payload    json        NOT NULL
 ) PARTITION BY RANGE (created_at);
 CREATE TABLE events_default PARTITION OF events DEFAULT;
 CREATE INDEX events_cursor ON events (xid, id);
@@ -221,7 +229,7 @@ CREATE TABLE webhook_outbox (
   event_xid        xid8        NOT NULL,
   event_id         bigint      NOT NULL,
   event_name       text        NOT NULL,
-  payload          jsonb       NOT NULL,
+  payload          json        NOT NULL,
   created_at       timestamptz NOT NULL DEFAULT now(),
   attempts         integer     NOT NULL DEFAULT 0,
   next_attempt_at  timestamptz NOT NULL DEFAULT now(),
@@ -246,7 +254,7 @@ CREATE TABLE lifecycle_entries (
     CHECK (stage IN ('submitted', 'landed', 'processed', 'confirmed', 'finalized', 'failed')),
   host_id    text,
   written_at timestamptz NOT NULL DEFAULT now(),
-  entry      jsonb       NOT NULL
+  entry      json        NOT NULL
 );
 CREATE INDEX lifecycle_entries_bundle ON lifecycle_entries (bundle_id, seq);
 CREATE INDEX lifecycle_entries_tx ON lifecycle_entries (tx_id, seq);

@@ -39,6 +39,7 @@ export {
   type TxQueries,
   type TxStore,
 } from './store/store';
+export { PgTxStore, type PgTxStoreOptions } from './store/pg-store';
 
 // Building blocks, each usable on its own.
 export {

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { LeaderBuffer, RelayError, TipOracle, type LifecycleEntry } from '@solrelay/core';
 import pino, { type Logger } from 'pino';
@@ -24,7 +25,8 @@ import { systemClock, type Clock } from './runtime/clock';
 import { loadKeypair, loadKeypairs } from './runtime/keypair';
 import { Periodic } from './runtime/periodic';
 import { storeCodec } from './store/records';
-import { JournalTxStore } from './store/store';
+import { PgTxStore } from './store/pg-store';
+import { JournalTxStore, type TxStore } from './store/store';
 import { EngineRegions } from './upstream/engine-regions';
 import { followBundleResults } from './upstream/bundle-results';
 import { SolanaRpc } from './upstream/solana-rpc';
@@ -92,13 +94,6 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     slotStallMs: 10_000,
     ...options.intervals,
   };
-  if (config.databaseUrl !== undefined) {
-    // Checked, but not used yet: the PostgreSQL store is not built. Say so rather than let an operator believe it.
-    log.warn(
-      { database: redactDatabaseUrl(config.databaseUrl) },
-      'RELAY_DATABASE_URL is set, but this relay does not run on PostgreSQL yet: state stays in the local journal (RELAY_DATA_DIR)',
-    );
-  }
   // The tipper pool: every file of KEYPAIR_PATH, in order (a bad one stops start-up, naming its path).
   const tippers = await loadKeypairs(config.keypairPaths, log);
   const crashPoint = options.crashPoint;
@@ -134,20 +129,14 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     policy.stop();
     throw error;
   }
-  const opened = await Journal.open(
-    join(config.dataDir, 'journal'),
-    storeCodec(options.retainTerminal ?? 20_000),
-    {
-      compactAtBytes: options.compactAtBytes ?? config.journalCompactBytes,
-      ...(crashPoint ? { crashPoint } : {}),
-    },
-  ).catch(async (error: unknown) => {
+  // The store of record: PostgreSQL when RELAY_DATABASE_URL is set (refused at once, with its coded error, if the
+  // database cannot be reached or its schema is not this relay's), else the local journal (the default).
+  const opened = await openStore(config, options, log).catch(async (error: unknown) => {
     policy.stop();
     await dataDirLock.release();
     throw error;
   });
-  const { journal, recovery } = opened;
-  const store = new JournalTxStore(journal);
+  const { store, recovery } = opened;
   for (const warning of recovery.warnings) log.warn(warning);
 
   // Webhooks listen before anything can publish: every event from here on reaches the outbox, and what a crash
@@ -182,7 +171,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
       webhooks?.dispatcher.close();
       await webhooks?.outbox.close().catch(() => undefined);
       policy.stop();
-      await journal.close();
+      await store.close();
       await dataDirLock.release();
       throw error;
     }
@@ -232,7 +221,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   // tick, a bypass sweep or a tracking pass could send one alone beside its pack.
   const resumed = await r.resumeAfterRestart();
   if (resumed.resent + resumed.tracked + resumed.relogged > 0)
-    log.info(resumed, 'resumed in-flight work from the journal');
+    log.info(resumed, `resumed in-flight work from the ${opened.name}`);
   if (resumed.relogged > 0)
     log.warn({ relogged: resumed.relogged }, 'lifecycle log: wrote again entries a crash lost');
 
@@ -274,6 +263,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     health,
     policy,
     store,
+    storeName: opened.name,
     clock,
     webhooks: () => webhooks?.dispatcher.status() ?? [],
   };
@@ -313,7 +303,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
     engine.close();
-    await journal.close();
+    await store.close();
     await webhooks?.outbox.close();
     await lifecycle.close();
     await verifier?.close();
@@ -365,4 +355,38 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     },
     close,
   };
+}
+
+/** The store a sidecar runs on, and what opening it found. */
+interface OpenedStore {
+  store: TxStore;
+  /** What readiness and logs call it. */
+  name: 'journal' | 'database';
+  recovery: { operationsReplayed: number; warnings: string[] };
+}
+
+/**
+ * PostgreSQL when `RELAY_DATABASE_URL` is set: connected and its schema checked first (`PgTxStore.open`: a bad URL,
+ * an unreachable server, wrong credentials, a missing database or an unmigrated or newer schema refuse to start with
+ * their coded error). Otherwise the local journal in `RELAY_DATA_DIR`, replayed.
+ */
+async function openStore(config: SidecarConfig, options: SidecarOptions, log: Logger): Promise<OpenedStore> {
+  const retainTerminal = options.retainTerminal ?? 20_000;
+  if (config.databaseUrl !== undefined) {
+    const store = await PgTxStore.open(config.databaseUrl, {
+      retainTerminal,
+      hostId: `${hostname()}:${config.apiPort}`,
+    });
+    log.info({ database: redactDatabaseUrl(config.databaseUrl) }, 'store: PostgreSQL');
+    return { store, name: 'database', recovery: { operationsReplayed: 0, warnings: [] } };
+  }
+  const { journal, recovery } = await Journal.open(
+    join(config.dataDir, 'journal'),
+    storeCodec(retainTerminal),
+    {
+      compactAtBytes: options.compactAtBytes ?? config.journalCompactBytes,
+      ...(options.crashPoint ? { crashPoint: options.crashPoint } : {}),
+    },
+  );
+  return { store: new JournalTxStore(journal), name: 'journal', recovery };
 }

@@ -2,108 +2,34 @@ import { cp, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Journal } from '../src/journal/journal';
-import { attemptKey, storeCodec, type StoredAttempt, type StoredTx } from '../src/store/records';
+import { PgTxStore } from '../src/store/pg-store';
+import { attemptKey, storeCodec, type StoredTx } from '../src/store/records';
 import {
   InMemoryTxStore,
   JournalTxStore,
   SpendLimitReached,
   StoreConflict,
   type StoreChange,
-  type TxEvent,
   type TxStore,
 } from '../src/store/store';
+import { useMigratedPostgres } from './helpers/migrated-postgres';
+import { T0, attempt, status, tx } from './helpers/store-records';
 
 /**
- * One contract, every store: the journal (the default) and the in-memory twin answer it the same way, and the
- * PostgreSQL store must too. Transitions are compare-and-set and return the new record; records handed out never
+ * One contract, every store: the journal (the default), the in-memory twin and PostgreSQL answer it the same way. Transitions are compare-and-set and return the new record; records handed out never
  * change under their holder; the change feed delivers what each commit caused, in commit order; spend is reserved
  * with its attempt, atomically.
  */
-
-const T0 = 1_700_000_000_000;
-
-function tx(id: string, first: string, extra: Partial<StoredTx> = {}): StoredTx {
-  return {
-    tx_id: id,
-    state: 'pending',
-    priority: 'normal',
-    tip: 'auto',
-    max_tip: null,
-    enqueued_at: T0,
-    enqueued_slot: 1000,
-    expires_at_slot: 1150,
-    wires: ['AQID'],
-    signatures: [first],
-    blockhashes: ['11111111111111111111111111111111'],
-    nonce_accounts: [null],
-    fee_payers: ['payer'],
-    history: [{ state: 'pending', slot: 1000, ts: T0 }],
-    attempts: [],
-    retries: 0,
-    last_error: null,
-    failure: null,
-    landed_slot: null,
-    stopped: false,
-    ...extra,
-  };
-}
-
-function attempt(n: number, bundle: string, extra: Partial<StoredAttempt> = {}): StoredAttempt {
-  return {
-    attempt: n,
-    bundle_id: bundle,
-    tip_lamports: 10_000,
-    tip_tx: 'BAUG',
-    tip_signature: `tip-${bundle}`,
-    tip_account: 'tip-account',
-    tipper: 'tipper',
-    tip_last_valid_block_height: 1050,
-    bundle_signatures: ['sig', `tip-${bundle}`],
-    created_at: T0 + 1000,
-    created_slot: 1002,
-    slot_submitted: null,
-    target_slot: null,
-    window_end_slot: null,
-    leader: null,
-    stage: 'journaled',
-    outcome: null,
-    slot_landed: null,
-    floor_at_submit: { p25: 1, p50: 2, p75: 3, p95: 4, p99: 5, ema: 2, stale: false },
-    decision: {
-      mode: 'reflex',
-      bypass: false,
-      escalated: false,
-      reason: 'test',
-      trace: null,
-      source: 'agent',
-    },
-    reserved_lamports: 15_000,
-    released: false,
-    leaked: false,
-    timeline: {
-      submitted: null,
-      landed: null,
-      processed: null,
-      confirmed: null,
-      finalized: null,
-      failed: null,
-    },
-    send_errors: 0,
-    ...extra,
-  };
-}
-
-function status(txId: string, state: StoredTx['state']): TxEvent {
-  return {
-    kind: 'tx_status_changed',
-    data: { tx_id: txId, state, bundle_id: null, tx_signatures: [], failure: null, ts: T0 },
-  };
-}
 
 interface Harness {
   store: TxStore;
   /** Close and open the store again from what it made durable (null: nothing is durable). */
   reopen: (() => Promise<TxStore>) | null;
+  /**
+   * Run retention now, for a store that deletes old terminal records in batches rather than at each commit
+   * (PostgreSQL: `pruneTerminal`, so no transition deletes rows); absent where retention is part of every commit.
+   */
+  retention?: () => Promise<void>;
   dispose: () => Promise<void>;
 }
 
@@ -116,6 +42,9 @@ async function openJournalStore(dir: string, retain = 20_000): Promise<JournalTx
   const { journal } = await Journal.open(join(dir, 'journal'), storeCodec(retain), { unsafeNoFsync: true });
   return new JournalTxStore(journal);
 }
+
+// A real PostgreSQL 15 (testkit): each PgTxStore gets a fresh database migrated to the shipped schema.
+const postgres = useMigratedPostgres();
 
 const stores: Array<[string, (retain?: number) => Promise<Harness>]> = [
   [
@@ -139,6 +68,30 @@ const stores: Array<[string, (retain?: number) => Promise<Harness>]> = [
           await store.close();
           store = await openJournalStore(dir, retain);
           return store;
+        },
+        dispose: () => store.close(),
+      };
+    },
+  ],
+  [
+    'PgTxStore',
+    async (retain) => {
+      const url = await postgres.fresh();
+      // No maintenance timer: the retention test runs the batch itself.
+      const openPgStore = () =>
+        PgTxStore.open(url, { maintenanceMs: 0, ...(retain ? { retainTerminal: retain } : {}) });
+      let store = await openPgStore();
+      return {
+        get store() {
+          return store;
+        },
+        reopen: async () => {
+          await store.close();
+          store = await openPgStore();
+          return store;
+        },
+        retention: async () => {
+          await store.pruneTerminal();
         },
         dispose: () => store.close(),
       };
@@ -349,6 +302,7 @@ describe.each(stores)('%s', (_name, open) => {
         );
         expect(done.state).toBe('expired');
       }
+      await small.retention?.();
       expect(await small.store.get('t1')).toBeUndefined();
       expect(await small.store.byFirstSignature('sig-t1')).toBeUndefined();
       const kept = (await small.store.get('t3')) as StoredTx;

@@ -19,6 +19,8 @@ export interface StatusSources {
   health: UpstreamHealth;
   policy: PolicyStore;
   store: Pick<TxStore, 'healthy'>;
+  /** What readiness calls the store when its writes fail (default `journal`). */
+  storeName?: string;
   clock: Clock;
   /** Each webhook endpoint's delivery state (empty without webhooks). */
   webhooks: () => WebhookEndpointStatus[];
@@ -81,7 +83,7 @@ export function readinessOf(s: StatusSources): ReadyResponse {
     );
   if (r.lastErrors.engine) reasons.push(`block engine: ${r.lastErrors.engine}`);
   if (r.paused) reasons.push(r.paused);
-  if (!s.store.healthy) reasons.push('journal: writes failing');
+  if (!s.store.healthy) reasons.push(`${s.storeName ?? 'journal'}: writes failing`);
   if (!r.bypass && !r.agent && !r.fallbackActive)
     reasons.push('no decider: no agent connected (and the fallback grace period has not passed)');
   return { ready: reasons.length === 0, reasons };

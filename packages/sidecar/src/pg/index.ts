@@ -1,5 +1,5 @@
 // PostgreSQL (DESIGN §10): connecting with relay's settings and coded errors, and the schema's migrations. The store
-// on top of it (PgTxStore) is not here yet: the sidecar still runs on its local journal.
+// on top of it, PgTxStore, is in src/store/pg-store.ts (exported by the package's main entry).
 export {
   DATABASE_DEFAULTS,
   connectDatabase,

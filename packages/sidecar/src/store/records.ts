@@ -121,18 +121,21 @@ export interface StoredTx {
   stopped: boolean;
 }
 
+/** Fields to set, history to append, an attempt to add or attempt fields to set, on one record. */
+export interface PatchOp {
+  k: 'patch';
+  id: string;
+  set?: Partial<Omit<StoredTx, 'tx_id' | 'history' | 'attempts'>>;
+  history?: TxHistoryEntry[];
+  attempt?: StoredAttempt;
+  attempts?: Array<{ n: number; set: Partial<StoredAttempt> }>;
+  /** Count an eviction (left the queue without landing) under this reason. */
+  evicted?: string;
+}
+
 export type StoreOp =
   | { k: 'put'; tx: StoredTx }
-  | {
-      k: 'patch';
-      id: string;
-      set?: Partial<Omit<StoredTx, 'tx_id' | 'history' | 'attempts'>>;
-      history?: TxHistoryEntry[];
-      attempt?: StoredAttempt;
-      attempts?: Array<{ n: number; set: Partial<StoredAttempt> }>;
-      /** Count an eviction (left the queue without landing) under this reason. */
-      evicted?: string;
-    }
+  | PatchOp
   | { k: 'counters'; evicted: Record<string, number> }
   | { k: 'spend'; entries: Array<[string, number, number]> }
   /** Forget spend older than the rolling window (`before` is a wall-clock ms; the caller decides the window). */
@@ -291,34 +294,18 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
     case 'patch': {
       const before = state.records.get(op.id);
       if (!before) return; // evicted by retention before this patch: nothing left to change
-      // Copy on write: a record handed out earlier is a snapshot and never changes under its holder; the new
-      // record replaces it (attempts that did not change keep their identity).
-      const tx: StoredTx = { ...before, ...op.set };
-      if (op.history?.length) tx.history = [...before.history, ...op.history];
-      if (op.attempt || op.attempts?.length) tx.attempts = [...before.attempts];
-      if (op.attempt) {
-        tx.attempts.push(op.attempt);
-        state.byBundle.set(op.attempt.bundle_id, tx.tx_id);
-        if (op.attempt.reserved_lamports > 0 && !op.attempt.released) {
-          state.spend.set(attemptKey(tx.tx_id, op.attempt.attempt), [
-            op.attempt.created_at,
-            op.attempt.reserved_lamports,
-          ]);
-        }
-      }
+      const tx = patchedRecord(before, op);
+      if (op.attempt) state.byBundle.set(op.attempt.bundle_id, tx.tx_id);
+      // A tip signed again before its first send gives the attempt a new bundle id (the old one stays findable).
       for (const change of op.attempts ?? []) {
-        const i = tx.attempts.findIndex((a) => a.attempt === change.n);
-        if (i < 0) continue;
-        const attempt: StoredAttempt = { ...(tx.attempts[i] as StoredAttempt), ...change.set };
-        tx.attempts[i] = attempt;
-        // A tip signed again before its first send gives the attempt a new bundle id (the old one stays findable).
-        if (change.set.bundle_id !== undefined) state.byBundle.set(change.set.bundle_id, tx.tx_id);
-        const key = attemptKey(tx.tx_id, attempt.attempt);
-        if (change.set.released === true) state.spend.delete(key);
-        // A tip found paid after its reservation was released (a late landing, a leak) counts again.
-        if (change.set.released === false && attempt.reserved_lamports > 0 && !state.spend.has(key)) {
-          state.spend.set(key, [attempt.created_at, attempt.reserved_lamports]);
-        }
+        if (change.set.bundle_id !== undefined && tx.attempts.some((a) => a.attempt === change.n))
+          state.byBundle.set(change.set.bundle_id, tx.tx_id);
+      }
+      for (const effect of spendEffects(tx, op)) {
+        const key = attemptKey(tx.tx_id, effect.n);
+        if (effect.kind === 'release') state.spend.delete(key);
+        else if (effect.kind === 'reserve' || !state.spend.has(key))
+          state.spend.set(key, [effect.at, effect.lamports]);
       }
       state.records.set(tx.tx_id, tx);
       const wasWaiting = isWaiting(before);
@@ -333,6 +320,67 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
   }
 }
 
+/**
+ * The record a patch makes of `before`. Copy on write: a record handed out earlier is a snapshot and never changes
+ * under its holder; the new record replaces it (attempts that did not change keep their identity, so a store can
+ * tell which attempts a patch touched).
+ */
+export function patchedRecord(before: StoredTx, op: Omit<PatchOp, 'k' | 'id'>): StoredTx {
+  const tx: StoredTx = { ...before, ...op.set };
+  if (op.history?.length) tx.history = [...before.history, ...op.history];
+  if (op.attempt || op.attempts?.length) tx.attempts = [...before.attempts];
+  if (op.attempt) tx.attempts.push(op.attempt);
+  for (const change of op.attempts ?? []) {
+    const i = tx.attempts.findIndex((a) => a.attempt === change.n);
+    if (i >= 0) tx.attempts[i] = { ...(tx.attempts[i] as StoredAttempt), ...change.set };
+  }
+  return tx;
+}
+
+/** What a patch does to the spend counted against `spend-limit`, attempt by attempt. */
+export type SpendEffect =
+  /** A new attempt's reservation. */
+  | { kind: 'reserve'; n: number; at: number; lamports: number }
+  /** A tip found paid after its reservation was released (a late landing, a leak): counted again unless it is. */
+  | { kind: 'recount'; n: number; at: number; lamports: number }
+  /** The attempt provably paid nothing. */
+  | { kind: 'release'; n: number };
+
+/** The spend effects of `op`, given the record it made (`after`, from {@link patchedRecord}). */
+export function spendEffects(after: StoredTx, op: Omit<PatchOp, 'k' | 'id'>): SpendEffect[] {
+  const effects: SpendEffect[] = [];
+  const a = op.attempt;
+  if (a && a.reserved_lamports > 0 && !a.released)
+    effects.push({ kind: 'reserve', n: a.attempt, at: a.created_at, lamports: a.reserved_lamports });
+  for (const change of op.attempts ?? []) {
+    const attempt = after.attempts.find((x) => x.attempt === change.n);
+    if (!attempt) continue;
+    if (change.set.released === true) effects.push({ kind: 'release', n: change.n });
+    if (change.set.released === false && attempt.reserved_lamports > 0) {
+      effects.push({
+        kind: 'recount',
+        n: change.n,
+        at: attempt.created_at,
+        lamports: attempt.reserved_lamports,
+      });
+    }
+  }
+  return effects;
+}
+
+/**
+ * A terminal record keeps its signatures and history but not its payload: the user transactions' and tips' wire
+ * bytes go. Changes `tx` itself, which must be a record the caller just made (never a snapshot handed out).
+ */
+export function dropPayload(tx: StoredTx): void {
+  tx.wires = null;
+  tx.attempts = tx.attempts.map((a) =>
+    a.tip_tx === null && !a.passenger_wires
+      ? a
+      : { ...a, tip_tx: null, ...(a.passenger_wires ? { passenger_wires: null } : {}) },
+  );
+}
+
 /** Waiting for an attempt to go out: pending, attempts not stopped. */
 function isWaiting(tx: Pick<StoredTx, 'state' | 'stopped'>): boolean {
   return tx.state === 'pending' && !tx.stopped;
@@ -341,12 +389,7 @@ function isWaiting(tx: Pick<StoredTx, 'state' | 'stopped'>): boolean {
 /** A terminal record keeps its signatures and history but not its payload; the oldest beyond retention go. */
 function retire(state: StoreState, tx: StoredTx, retainTerminal: number): void {
   // `tx` is the record this operation just created (or put): changing it here changes no snapshot handed out.
-  tx.wires = null;
-  tx.attempts = tx.attempts.map((a) =>
-    a.tip_tx === null && !a.passenger_wires
-      ? a
-      : { ...a, tip_tx: null, ...(a.passenger_wires ? { passenger_wires: null } : {}) },
-  );
+  dropPayload(tx);
   state.terminalOrder.push(tx.tx_id);
   while (state.terminalOrder.length - state.terminalHead > retainTerminal) {
     const oldId = state.terminalOrder[state.terminalHead++] as string;

@@ -10,6 +10,7 @@ import {
   type StoredAttempt,
   type StoredTx,
 } from './records';
+import { WriteChain } from './write-chain';
 
 /**
  * The store is relay's system of record (DESIGN §10): every accepted transaction, its attempts, the spend ledger and
@@ -210,6 +211,16 @@ function applied(tx: StoredTx, change: Omit<TxChange, 'events'>): StoredTx {
   return { ...tx, ...change.set, history: [...tx.history, ...(change.history ?? [])], attempts };
 }
 
+/** Refuse (StoreConflict) a new attempt for `tx` unless it matches `expect` and has no attempt in flight. */
+export function mayAddAttempt(
+  txId: string,
+  tx: StoredTx | undefined,
+  expect: TxExpectation,
+): asserts tx is StoredTx {
+  if (!tx || !matches(tx, expect)) throw new StoreConflict(txId, expect, tx);
+  if (inFlight(tx)) throw new StoreConflict(txId, 'no attempt in flight', tx);
+}
+
 /** Whether `tx` matches `expect`. */
 export function matches(tx: StoredTx, expect: TxExpectation): boolean {
   if (expect.state !== undefined) {
@@ -237,25 +248,13 @@ export function matches(tx: StoredTx, expect: TxExpectation): boolean {
  */
 abstract class TableTxStore implements TxStore {
   readonly changes = new ChangeFeed();
-  /** The last write queued for each record (a later one waits for it before checking its expectation). */
-  private readonly writing = new Map<string, Promise<unknown>>();
+  /** Writes to one record, in call order. */
+  private readonly writes = new WriteChain();
 
   protected abstract get state(): StoreState;
   protected abstract commit(op: StoreOp): Promise<void>;
   abstract get healthy(): boolean;
   abstract close(): Promise<void>;
-
-  /** Run `write` after every earlier write to `txId` settled. */
-  private serial<T>(txId: string, write: () => Promise<T>): Promise<T> {
-    const before = this.writing.get(txId);
-    const run = before ? before.then(write, write) : write();
-    const tail = run.catch(() => undefined);
-    this.writing.set(txId, tail);
-    void tail.then(() => {
-      if (this.writing.get(txId) === tail) this.writing.delete(txId);
-    });
-    return run;
-  }
 
   private current(txId: string): StoredTx | undefined {
     return this.state.records.get(txId);
@@ -263,7 +262,7 @@ abstract class TableTxStore implements TxStore {
 
   async accept(tx: StoredTx, events: readonly TxEvent[] = []): Promise<{ tx: StoredTx; created: boolean }> {
     const first = tx.signatures[0] as string;
-    return this.serial(`sig:${first}`, async () => {
+    return this.writes.run(`sig:${first}`, async () => {
       const existingId = this.state.bySignature.get(first);
       const existing = existingId === undefined ? undefined : this.current(existingId);
       if (existing) return { tx: existing, created: false };
@@ -283,10 +282,9 @@ abstract class TableTxStore implements TxStore {
     options: { expect?: TxExpectation; set?: TxChange['set']; spendLimit?: SpendLimit } = {},
   ): Promise<StoredTx> {
     const expect = options.expect ?? {};
-    return this.serial(txId, async () => {
+    return this.writes.run(txId, async () => {
       const tx = this.current(txId);
-      if (!tx || !matches(tx, expect)) throw new StoreConflict(txId, expect, tx);
-      if (inFlight(tx)) throw new StoreConflict(txId, 'no attempt in flight', tx);
+      mayAddAttempt(txId, tx, expect);
       const lamports = attempt.released ? 0 : attempt.reserved_lamports;
       const limit = options.spendLimit;
       if (limit && limit.limit > 0) {
@@ -306,7 +304,7 @@ abstract class TableTxStore implements TxStore {
   }
 
   transition(txId: string, expect: TxExpectation, change: TxChange): Promise<StoredTx> {
-    return this.serial(txId, async () => {
+    return this.writes.run(txId, async () => {
       const tx = this.current(txId);
       if (!tx || !matches(tx, expect)) throw new StoreConflict(txId, expect, tx);
       const { events = [], ...rest } = change;

@@ -1,19 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { usePostgres } from '@solrelay/testkit';
 import pg from 'pg';
-import { loadMigrations, migrate } from '../../src/pg';
+import { useMigratedPostgres } from '../helpers/migrated-postgres';
 
 // The draft schema's guarantees, checked by the database itself: each test gets a fresh copy of a template database
 // with relay's migrations applied.
-const server = usePostgres(async (url) => {
-  const pool = new pg.Pool({ connectionString: url });
-  try {
-    await migrate(pool, loadMigrations());
-  } finally {
-    await pool.end();
-  }
-});
+const server = useMigratedPostgres();
 
 let pool: pg.Pool;
 beforeEach(async () => {

@@ -1,0 +1,823 @@
+import { RelayError, isRelayError, isTerminalTxState, type TxState } from '@solrelay/core';
+import pg from 'pg';
+import { connectDatabase, databaseError, type DatabaseOptions } from '../pg/connect';
+import { assertSchema } from '../pg/migrations';
+import type { DatabaseUrl } from '../pg/url';
+import {
+  dropPayload,
+  patchedRecord,
+  spendEffects,
+  type PatchOp,
+  type StoredAttempt,
+  type StoredTx,
+} from './records';
+import {
+  ChangeFeed,
+  SpendLimitReached,
+  StoreConflict,
+  matches,
+  mayAddAttempt,
+  type SpendLimit,
+  type StoreCounts,
+  type TxChange,
+  type TxEvent,
+  type TxExpectation,
+  type TxStore,
+} from './store';
+import { WriteChain } from './write-chain';
+
+/** The advisory lock every reservation checked against `spend-limit` takes (an arbitrary constant). */
+const SPEND_LIMIT_LOCK = 0x72656c6179; // 'relay'
+
+/**
+ * The store on PostgreSQL (DESIGN §10, `RELAY_DATABASE_URL`): the schema of `migrations/`, one row per transaction,
+ * one per attempt, the spend ledger, and the events and lifecycle entries each change causes.
+ *
+ * **Every write is one SQL transaction**: it locks the record's row (`FOR UPDATE`), reads the record, checks the
+ * caller's expectation (refused: ROLLBACK and {@link StoreConflict} with the record as it is), applies the change
+ * (the same `patchedRecord` the local stores apply), writes the row, the attempts it touched, their spend, the
+ * eviction count, its events and lifecycle entries, reads the record back, and COMMITs. Only then does the promise
+ * resolve with the new record and the change feed tell its listeners.
+ *
+ * **Write-ahead.** A write resolves only once its COMMIT is acknowledged: the signed tip and bundle id of an
+ * attempt are in the database before anything may send them. A write whose COMMIT was sent but not answered (the
+ * connection lost mid-commit) may or may not have committed: it rejects with `RELAY_E_DB_COMMIT_UNKNOWN`, and the
+ * caller must re-read the record and never send on the strength of that write. A write that fails before its
+ * COMMIT did not commit: `RELAY_E_DB_UNREACHABLE` (connection) or the server's own error.
+ *
+ * **Order and dedupe.** Writes to one record apply in call order within this process (the same {@link WriteChain}
+ * as the local stores); across processes the row lock orders them. Dedupe by first signature is the table's UNIQUE
+ * constraint (`INSERT ... ON CONFLICT DO NOTHING`, then the existing row is read); "at most one unsettled attempt" is
+ * the partial unique index `attempts_one_unsettled`, whose violation becomes a StoreConflict.
+ *
+ * **Retention.** A record that becomes terminal drops its wire bytes in the same transaction. Old terminal rows are
+ * deleted in batches by {@link PgTxStore.pruneTerminal} (run by the store's maintenance timer), never row by row on
+ * a transition: so `retainTerminal` is a level the store returns to, not one it holds at every commit.
+ *
+ * One host for now: the owner and epoch columns stay null (fencing and claiming come with the fleet). No
+ * transaction is held across anything but SQL; the statement, lock and idle-in-transaction timeouts are the pool's
+ * (`connectDatabase`).
+ */
+export class PgTxStore implements TxStore {
+  readonly changes = new ChangeFeed();
+  private readonly writes = new WriteChain();
+  /** Writes begun and not settled (`close` waits for them). */
+  private readonly pending = new Set<Promise<unknown>>();
+  private readonly options: Required<PgTxStoreOptions>;
+  private maintenance: NodeJS.Timeout | null = null;
+  private closed = false;
+  /** The last statement failed for want of the database (cleared by the next that succeeds). */
+  private failing = false;
+
+  /**
+   * Connect (`connectDatabase`: coded errors for a bad URL, an unreachable server, wrong credentials, a missing
+   * database), refuse a schema this relay cannot run on (`assertSchema`), and open the store on the pool, which the
+   * store then owns (closed with it).
+   */
+  static async open(
+    url: string | DatabaseUrl,
+    options: PgTxStoreOptions & { database?: DatabaseOptions } = {},
+  ): Promise<PgTxStore> {
+    const { pool, target } = await connectDatabase(url, options.database);
+    try {
+      await assertSchema(pool);
+    } catch (error) {
+      await pool.end().catch(() => undefined);
+      throw databaseError(error, target);
+    }
+    return new PgTxStore(pool, target, options, true);
+  }
+
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly target: DatabaseUrl,
+    options: PgTxStoreOptions = {},
+    private readonly ownsPool = false,
+  ) {
+    this.options = {
+      retainTerminal: options.retainTerminal ?? 20_000,
+      maintenanceMs: options.maintenanceMs ?? 60_000,
+      eventRetentionDays: options.eventRetentionDays ?? 7,
+      hostId: options.hostId ?? null,
+    };
+    if (this.options.maintenanceMs > 0) {
+      this.maintenance = setInterval(
+        () => void this.maintain().catch(() => undefined),
+        this.options.maintenanceMs,
+      );
+      this.maintenance.unref();
+    }
+  }
+
+  get healthy(): boolean {
+    return !this.closed && !this.failing;
+  }
+
+  // ------------------------------------------------------------------ transitions
+
+  accept(tx: StoredTx, events: readonly TxEvent[] = []): Promise<{ tx: StoredTx; created: boolean }> {
+    const first = tx.signatures[0] as string;
+    return this.writes.run(`sig:${first}`, async () => {
+      const outcome = await this.write(tx.tx_id, 'accept', async (db) => {
+        // Another host (or a retention batch) may delete the row that refused ours before we read it: try again.
+        for (let tries = 0; tries < 3; tries++) {
+          const record = isTerminalTxState(tx.state) ? retired(tx) : tx;
+          const inserted = await db.query(INSERT_TX, txParams(record));
+          if (inserted.rowCount === 0) {
+            const existing = await readOne(db, 't.first_signature = $1', [first]);
+            if (existing) return { tx: existing, created: false };
+            continue;
+          }
+          for (const attempt of record.attempts)
+            await db.query(INSERT_ATTEMPT, attemptParams(tx.tx_id, attempt));
+          await this.insertEvents(db, tx.tx_id, events);
+          return { tx: (await readOne(db, 't.tx_id = $1', [tx.tx_id])) as StoredTx, created: true };
+        }
+        throw new Error(`transaction ${tx.tx_id}: first signature ${first} neither inserted nor found`);
+      });
+      if (outcome.created) this.changes.emit(outcome.tx, events);
+      return outcome;
+    });
+  }
+
+  addAttempt(
+    txId: string,
+    attempt: StoredAttempt,
+    options: { expect?: TxExpectation; set?: TxChange['set']; spendLimit?: SpendLimit } = {},
+  ): Promise<StoredTx> {
+    const expect = options.expect ?? {};
+    return this.writes.run(txId, async () => {
+      try {
+        return await this.write(txId, 'addAttempt', async (db) => {
+          const tx = await lockRecord(db, txId);
+          mayAddAttempt(txId, tx, expect);
+          const limit = options.spendLimit;
+          if (limit && limit.limit > 0 && !attempt.released) {
+            // Every reservation checked against spend-limit takes this transaction-scoped lock first, so two
+            // reservations (of any host) are checked one after the other, each seeing the other's row once committed.
+            await db.query('SELECT pg_advisory_xact_lock($1)', [SPEND_LIMIT_LOCK]);
+            const { rows } = await db.query<{ n: string }>(
+              `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_reservations
+               WHERE released_at IS NULL AND reserved_at >= to_timestamp($1::float8 / 1000)`,
+              [limit.since],
+            );
+            const actual = int(rows[0]?.n ?? '0') + attempt.reserved_lamports;
+            if (actual > limit.limit) throw new SpendLimitReached(limit.limit, actual);
+          }
+          return this.patch(db, tx, { attempt, ...(options.set ? { set: options.set } : {}) }, []);
+        });
+      } catch (error) {
+        // Another writer's unsettled attempt (another host, or one not in flight yet unsettled): the index decides.
+        if (violates(error, 'attempts_one_unsettled'))
+          throw new StoreConflict(txId, 'no attempt in flight', await this.get(txId));
+        throw error;
+      }
+    });
+  }
+
+  transition(txId: string, expect: TxExpectation, change: TxChange): Promise<StoredTx> {
+    const { events = [], ...op } = change;
+    return this.writes.run(txId, async () => {
+      const next = await this.write(txId, 'transition', async (db) => {
+        const tx = await lockRecord(db, txId);
+        if (!tx || !matches(tx, expect)) throw new StoreConflict(txId, expect, tx);
+        return this.patch(db, tx, op, events);
+      });
+      this.changes.emit(next, events);
+      return next;
+    });
+  }
+
+  async pruneSpend(before: number): Promise<void> {
+    await this.statement(
+      'DELETE FROM spend_reservations WHERE reserved_at < to_timestamp($1::float8 / 1000)',
+      [before],
+    );
+  }
+
+  /**
+   * Delete the terminal records beyond the newest `keep` (in the order they ended), in batches of `batch` rows, each
+   * its own statement: retention never deletes row by row on a transition, and never holds a long transaction.
+   * Their spend stays (it leaves with the rolling hour). Returns how many it deleted.
+   */
+  async pruneTerminal(keep = this.options.retainTerminal, batch = 1000): Promise<number> {
+    let deleted = 0;
+    for (;;) {
+      const { rowCount } = await this.statement(PRUNE_TERMINAL, [keep, batch]);
+      deleted += rowCount ?? 0;
+      if ((rowCount ?? 0) < batch) return deleted;
+    }
+  }
+
+  /**
+   * The store's periodic upkeep: retention of terminal records, and the daily partitions of `events` (tomorrow's
+   * made ahead, those past the retention dropped whole).
+   */
+  async maintain(): Promise<void> {
+    if (this.closed) return;
+    await this.pruneTerminal();
+    await this.statement('SELECT relay_events_add_partitions(2)');
+    await this.statement(`SELECT relay_events_drop_partitions(now() - make_interval(days => $1))`, [
+      this.options.eventRetentionDays,
+    ]);
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.maintenance) clearInterval(this.maintenance);
+    await Promise.allSettled([...this.pending]);
+    if (this.ownsPool) await this.pool.end();
+  }
+
+  // ------------------------------------------------------------------ queries
+
+  get(txId: string): Promise<StoredTx | undefined> {
+    return this.find('t.tx_id = $1', [txId]);
+  }
+
+  byFirstSignature(signature: string): Promise<StoredTx | undefined> {
+    return this.find('t.first_signature = $1', [signature]);
+  }
+
+  byBundle(bundleId: string): Promise<StoredTx | undefined> {
+    return this.find(
+      `t.tx_id = (SELECT tx_id FROM attempts WHERE bundle_id = $1 OR previous_bundle_ids @> ARRAY[$1::text] LIMIT 1)`,
+      [bundleId],
+    );
+  }
+
+  live(): Promise<StoredTx[]> {
+    return this.read('t.terminal_at IS NULL');
+  }
+
+  awaitingAttempt(): Promise<StoredTx[]> {
+    // Pending, not stopped, and the last attempt (if any) not in flight (`inFlight`: journaled or submitted).
+    return this.read(
+      `t.state = 'pending' AND NOT t.stopped AND NOT EXISTS (
+         SELECT 1 FROM attempts a WHERE a.tx_id = t.tx_id AND a.stage IN ('journaled', 'submitted')
+           AND a.attempt = (SELECT max(b.attempt) FROM attempts b WHERE b.tx_id = t.tx_id))`,
+    );
+  }
+
+  landedIn(slot: number): Promise<StoredTx[]> {
+    return this.read('t.terminal_at IS NULL AND t.landed_slot = $1', [slot]);
+  }
+
+  async followed(sinceSlot: number): Promise<{ live: StoredTx[]; ended: StoredTx[] }> {
+    // One statement, so a record moving from live to ended meanwhile is in exactly one of the lists.
+    const records = await this.read(
+      `t.terminal_at IS NULL OR EXISTS (
+         SELECT 1 FROM attempts a WHERE a.tx_id = t.tx_id AND a.stage = 'failed' AND NOT a.leaked
+           AND a.created_slot >= $1)`,
+      [sinceSlot],
+    );
+    return {
+      live: records.filter((tx) => !isTerminalTxState(tx.state)),
+      ended: records.filter((tx) => isTerminalTxState(tx.state)),
+    };
+  }
+
+  all(): Promise<StoredTx[]> {
+    return this.read('true');
+  }
+
+  async counts(): Promise<StoreCounts> {
+    const { rows } = await this.statement<{
+      active: string;
+      waiting: Record<string, number>;
+      evicted: Record<string, number>;
+    }>(COUNTS);
+    const row = rows[0] as {
+      active: string;
+      waiting: Record<string, number>;
+      evicted: Record<string, number>;
+    };
+    return {
+      active: int(row.active),
+      waiting: { high: 0, normal: 0, low: 0, ...row.waiting },
+      evicted: row.evicted,
+    };
+  }
+
+  async spentSince(cutoff: number): Promise<number> {
+    const { rows } = await this.statement<{ n: string }>(
+      `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_reservations
+       WHERE released_at IS NULL AND reserved_at >= to_timestamp($1::float8 / 1000)`,
+      [cutoff],
+    );
+    return int(rows[0]?.n ?? '0');
+  }
+
+  async hasSpendOlderThan(before: number): Promise<boolean> {
+    const { rows } = await this.statement<{ older: boolean }>(
+      `SELECT EXISTS (SELECT 1 FROM spend_reservations WHERE reserved_at < to_timestamp($1::float8 / 1000)) AS older`,
+      [before],
+    );
+    return rows[0]?.older === true;
+  }
+
+  // ------------------------------------------------------------------ internals
+
+  /**
+   * Apply `op` to `before` (locked by this transaction): the row, the attempts it added or changed, their spend,
+   * the eviction count and the events; returns the record as the database now holds it.
+   */
+  private async patch(
+    db: pg.PoolClient,
+    before: StoredTx,
+    op: Omit<PatchOp, 'k' | 'id'>,
+    events: readonly TxEvent[],
+  ): Promise<StoredTx> {
+    const next = patchedRecord(before, op);
+    if (!isTerminalTxState(before.state) && isTerminalTxState(next.state)) dropPayload(next);
+    await db.query(UPDATE_TX, txParams(next));
+    for (const attempt of next.attempts) {
+      const old = before.attempts.find((a) => a.attempt === attempt.attempt);
+      if (!old) await db.query(INSERT_ATTEMPT, attemptParams(next.tx_id, attempt));
+      else if (old !== attempt) await db.query(UPDATE_ATTEMPT, attemptParams(next.tx_id, attempt));
+    }
+    for (const effect of spendEffects(next, op)) {
+      const tipper = next.attempts.find((a) => a.attempt === effect.n)?.tipper ?? null;
+      if (effect.kind === 'release') await db.query(RELEASE_SPEND, [next.tx_id, effect.n]);
+      else {
+        await db.query(effect.kind === 'reserve' ? RESERVE_SPEND : RECOUNT_SPEND, [
+          next.tx_id,
+          effect.n,
+          tipper,
+          effect.at,
+          effect.lamports,
+        ]);
+      }
+    }
+    if (op.evicted) await db.query(COUNT_EVICTION, [op.evicted]);
+    await this.insertEvents(db, next.tx_id, events);
+    return (await readOne(db, 't.tx_id = $1', [next.tx_id])) as StoredTx;
+  }
+
+  /** A change's events into `events` (SSE, webhooks) and its lifecycle entries into `lifecycle_entries`. */
+  private async insertEvents(db: pg.PoolClient, txId: string, events: readonly TxEvent[]): Promise<void> {
+    const told = events.filter((e) => e.kind !== 'lifecycle');
+    const entries = events.flatMap((e) => (e.kind === 'lifecycle' ? [JSON.stringify(e.entry)] : []));
+    if (told.length > 0) {
+      await db.query(INSERT_EVENTS, [
+        txId,
+        this.options.hostId,
+        told.map((e) => e.kind),
+        told.map((e) => JSON.stringify(e.data)),
+      ]);
+    }
+    if (entries.length > 0) await db.query(INSERT_LIFECYCLE, [this.options.hostId, entries]);
+  }
+
+  /**
+   * Run `work` in one SQL transaction and COMMIT it; resolves with what `work` returned once the COMMIT is
+   * acknowledged. Refused by `work` (a StoreConflict) or failed before the COMMIT: rolled back, rejected. The COMMIT
+   * itself unanswered: `RELAY_E_DB_COMMIT_UNKNOWN` (see the class comment).
+   */
+  private write<T>(txId: string, operation: string, work: (db: pg.PoolClient) => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('store is closed'));
+    const run = this.transaction(txId, operation, work);
+    this.pending.add(run);
+    void run.catch(() => undefined).finally(() => this.pending.delete(run));
+    return run;
+  }
+
+  private async transaction<T>(
+    txId: string,
+    operation: string,
+    work: (db: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
+    const db = await this.pool.connect().catch((error: unknown) => {
+      throw this.failed(error);
+    });
+    // A checked-out connection that dies between statements emits on the client: the failing statement says so.
+    const ignore = () => undefined;
+    db.on('error', ignore);
+    let committing = false;
+    try {
+      await db.query('BEGIN');
+      const result = await work(db);
+      committing = true;
+      const commit = await db.query('COMMIT');
+      // COMMIT of a transaction that had failed answers ROLLBACK; `work` would have thrown first, but never assume.
+      if (commit.command !== 'COMMIT') throw new Error(`COMMIT of ${operation} answered ${commit.command}`);
+      db.off('error', ignore);
+      db.release();
+      this.failing = false;
+      return result;
+    } catch (error) {
+      if (committing && !refusedByServer(error)) {
+        db.release(true);
+        this.failing = true;
+        throw new RelayError(
+          'RELAY_E_DB_COMMIT_UNKNOWN',
+          { tx_id: txId, operation, reason: reasonOf(error) },
+          { cause: error },
+        );
+      }
+      try {
+        await db.query('ROLLBACK');
+        db.off('error', ignore);
+        db.release();
+      } catch {
+        db.release(true);
+      }
+      if (error instanceof StoreConflict) {
+        this.failing = false;
+        throw error;
+      }
+      throw this.failed(error);
+    }
+  }
+
+  /** A query outside any transaction (reads, retention). */
+  private async statement<R extends pg.QueryResultRow>(
+    text: string,
+    values: unknown[] = [],
+  ): Promise<pg.QueryResult<R>> {
+    if (this.closed) throw new Error('store is closed');
+    try {
+      const result = await this.pool.query<R>(text, values);
+      this.failing = false;
+      return result;
+    } catch (error) {
+      throw this.failed(error);
+    }
+  }
+
+  /** A failure for want of the database becomes `RELAY_E_DB_UNREACHABLE` and marks the store unhealthy. */
+  private failed(error: unknown): unknown {
+    if (!lostConnection(error)) return error;
+    this.failing = true;
+    return databaseError(error, this.target);
+  }
+
+  private async read(where: string, values: unknown[] = []): Promise<StoredTx[]> {
+    const { rows } = await this.statement<TxRow>(
+      `SELECT ${RECORD} FROM transactions t WHERE ${where} ORDER BY t.seq`,
+      values,
+    );
+    return rows.map(fromRow);
+  }
+
+  private async find(where: string, values: unknown[]): Promise<StoredTx | undefined> {
+    const { rows } = await this.statement<TxRow>(
+      `SELECT ${RECORD} FROM transactions t WHERE ${where}`,
+      values,
+    );
+    return rows[0] ? fromRow(rows[0]) : undefined;
+  }
+}
+
+export interface PgTxStoreOptions {
+  /** Terminal records kept: retention deletes older ones in batches (`pruneTerminal`). Default 20,000. */
+  retainTerminal?: number;
+  /** How often the store's upkeep runs (retention, event partitions), in ms; 0: never (tests call it). Default 60 s. */
+  maintenanceMs?: number;
+  /** Days of events kept (older daily partitions are dropped whole). Default 7. */
+  eventRetentionDays?: number;
+  /** This sidecar's name, recorded with its events and lifecycle entries (nothing is fenced by it yet). */
+  hostId?: string | null;
+}
+
+// ------------------------------------------------------------------ SQL
+
+/** A timestamptz as epoch milliseconds (a JS number). */
+const ms = (column: string) => `(extract(epoch FROM ${column}) * 1000)::float8`;
+
+const TERMINAL = `('finalized', 'failed', 'expired')`;
+
+/** An attempt's columns as a record's `attempts` (`created_at` in epoch ms). */
+const ATTEMPT = `a.attempt, a.bundle_id, a.tip_lamports, a.tip_tx, a.tip_signature, a.tip_account, a.tipper,
+  a.tip_last_valid_block_height, a.bundle_signatures, ${ms('a.created_at')} AS created_at, a.created_slot,
+  a.slot_submitted, a.target_slot, a.window_end_slot, a.leader, a.stage, a.outcome, a.slot_landed, a.floor_at_submit,
+  a.decision, a.reserved_lamports, a.released, a.leaked, a.timeline, a.send_errors, a.passengers, a.passenger_wires`;
+
+/**
+ * The columns of a whole record: the row, and its attempts in order as one json array (json, not jsonb: the nested
+ * objects keep their key order; bigint columns become JSON numbers).
+ */
+const RECORD = `t.tx_id, t.state, t.priority, t.tip_mode, t.max_tip, ${ms('t.enqueued_at')} AS enqueued_at,
+  t.enqueued_slot, t.enqueued_block_height, t.expires_at_slot, t.wires, t.signatures, t.blockhashes,
+  t.nonce_accounts, t.fee_payers, t.history, t.retries, t.last_error, t.failure, t.landed_slot, t.stopped,
+  coalesce((SELECT json_agg(x ORDER BY x.attempt) FROM (SELECT ${ATTEMPT} FROM attempts a WHERE a.tx_id = t.tx_id) x),
+           '[]'::json) AS attempts`;
+
+/** $1..$21 of a transaction row ({@link txParams}). */
+const TX_VALUES = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12::float8 / 1000), $13, $14, $15, $16,
+  $17, $18, $19, $20::json, $21::json`;
+
+const INSERT_TX = `INSERT INTO transactions (tx_id, state, priority, tip_mode, max_tip, first_signature, signatures,
+    blockhashes, nonce_accounts, fee_payers, wires, enqueued_at, enqueued_slot, enqueued_block_height, expires_at_slot,
+    retries, stopped, failure, landed_slot, last_error, history, terminal_at)
+  VALUES (${TX_VALUES}, CASE WHEN $2::text IN ${TERMINAL} THEN clock_timestamp() END)
+  ON CONFLICT (first_signature) DO NOTHING`;
+
+const UPDATE_TX = `UPDATE transactions SET (state, priority, tip_mode, max_tip, first_signature, signatures,
+    blockhashes, nonce_accounts, fee_payers, wires, enqueued_at, enqueued_slot, enqueued_block_height, expires_at_slot,
+    retries, stopped, failure, landed_slot, last_error, history, version, updated_at, terminal_at) =
+  ($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12::float8 / 1000), $13, $14, $15, $16, $17, $18, $19,
+   $20::json, $21::json, version + 1, now(),
+   CASE WHEN $2::text IN ${TERMINAL} THEN coalesce(terminal_at, clock_timestamp()) END)
+  WHERE tx_id = $1`;
+
+/** $1..$28 of an attempt row ({@link attemptParams}). */
+const ATTEMPT_VALUES = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::json, $14,
+  to_timestamp($15::float8 / 1000), $16, $17, $18, $19, $20, $21, $22::json, $23::json, $24::json, $25, $26, $27, $28`;
+const ATTEMPT_COLUMNS = `tx_id, attempt, bundle_id, stage, outcome, tip_lamports, tip_tx, tip_signature, tip_account,
+  tipper, tip_last_valid_block_height, bundle_signatures, passengers, passenger_wires, created_at, created_slot,
+  slot_submitted, target_slot, window_end_slot, leader, slot_landed, floor_at_submit, decision, timeline,
+  reserved_lamports, released, leaked, send_errors`;
+const SETTLED = `('finalized', 'failed')`;
+
+const INSERT_ATTEMPT = `INSERT INTO attempts (${ATTEMPT_COLUMNS}, settled_at)
+  VALUES (${ATTEMPT_VALUES}, CASE WHEN $4::text IN ${SETTLED} THEN clock_timestamp() END)`;
+
+/** A re-signed tip's old bundle id joins `previous_bundle_ids` (still findable); SET reads the row's old values. */
+const UPDATE_ATTEMPT = `UPDATE attempts SET (${ATTEMPT_COLUMNS}, previous_bundle_ids, settled_at) =
+  (${ATTEMPT_VALUES},
+   CASE WHEN bundle_id <> $3 THEN array_append(previous_bundle_ids, bundle_id) ELSE previous_bundle_ids END,
+   CASE WHEN $4::text IN ${SETTLED} THEN coalesce(settled_at, clock_timestamp()) END)
+  WHERE tx_id = $1 AND attempt = $2`;
+
+const RESERVE_SPEND = `INSERT INTO spend_reservations (tx_id, attempt, tipper, reserved_at, lamports)
+  VALUES ($1, $2, $3, to_timestamp($4::float8 / 1000), $5)
+  ON CONFLICT (tx_id, attempt) DO UPDATE
+    SET tipper = EXCLUDED.tipper, reserved_at = EXCLUDED.reserved_at, lamports = EXCLUDED.lamports, released_at = NULL`;
+
+/** Counted again if it was released (or pruned); an entry still counted stays as it is. */
+const RECOUNT_SPEND = `INSERT INTO spend_reservations (tx_id, attempt, tipper, reserved_at, lamports)
+  VALUES ($1, $2, $3, to_timestamp($4::float8 / 1000), $5)
+  ON CONFLICT (tx_id, attempt) DO UPDATE
+    SET reserved_at = EXCLUDED.reserved_at, lamports = EXCLUDED.lamports, released_at = NULL
+    WHERE spend_reservations.released_at IS NOT NULL`;
+
+const RELEASE_SPEND = `UPDATE spend_reservations SET released_at = now()
+  WHERE tx_id = $1 AND attempt = $2 AND released_at IS NULL`;
+
+const COUNT_EVICTION = `INSERT INTO eviction_counts (reason, count) VALUES ($1, 1)
+  ON CONFLICT (reason) DO UPDATE SET count = eviction_counts.count + 1`;
+
+const INSERT_EVENTS = `INSERT INTO events (name, tx_id, host_id, payload)
+  SELECT e.name, $1, $2, e.payload::json FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(name, payload, n)
+  ORDER BY e.n`;
+
+const INSERT_LIFECYCLE = `INSERT INTO lifecycle_entries (bundle_id, tx_id, attempt, stage, host_id, entry)
+  SELECT e.entry->>'bundle_id', e.entry->>'tx_id', (e.entry->>'attempt')::integer, e.entry->>'stage', $1, e.entry
+  FROM (SELECT u.text::json AS entry, u.n FROM unnest($2::text[]) WITH ORDINALITY AS u(text, n)) e
+  ORDER BY e.n`;
+
+/** One batch of terminal rows older than the newest `$1` ones, `$2` at most, oldest first. */
+const PRUNE_TERMINAL = `WITH cut AS (
+    SELECT terminal_at, seq FROM transactions WHERE terminal_at IS NOT NULL
+    ORDER BY terminal_at DESC, seq DESC OFFSET $1 LIMIT 1
+  ), doomed AS (
+    SELECT t.tx_id FROM transactions t, cut
+    WHERE t.terminal_at IS NOT NULL AND (t.terminal_at, t.seq) <= (cut.terminal_at, cut.seq)
+    ORDER BY t.terminal_at, t.seq LIMIT $2
+  )
+  DELETE FROM transactions t USING doomed WHERE t.tx_id = doomed.tx_id`;
+
+const COUNTS = `SELECT
+  (SELECT count(*) FROM transactions WHERE terminal_at IS NULL) AS active,
+  (SELECT coalesce(jsonb_object_agg(priority, n), '{}'::jsonb)
+     FROM (SELECT priority, count(*) AS n FROM transactions WHERE state = 'pending' AND NOT stopped
+           GROUP BY priority) w) AS waiting,
+  (SELECT coalesce(jsonb_object_agg(reason, count), '{}'::jsonb) FROM eviction_counts) AS evicted`;
+
+/** Lock a record's row, then read it whole: a statement begun after the lock sees every write committed before. */
+async function lockRecord(db: pg.PoolClient, txId: string): Promise<StoredTx | undefined> {
+  const locked = await db.query('SELECT 1 FROM transactions WHERE tx_id = $1 FOR UPDATE', [txId]);
+  if (locked.rowCount === 0) return undefined;
+  return readOne(db, 't.tx_id = $1', [txId]);
+}
+
+async function readOne(db: pg.PoolClient, where: string, values: unknown[]): Promise<StoredTx | undefined> {
+  const { rows } = await db.query<TxRow>(`SELECT ${RECORD} FROM transactions t WHERE ${where}`, values);
+  return rows[0] ? fromRow(rows[0]) : undefined;
+}
+
+// ------------------------------------------------------------------ rows
+
+/** A record's row as node-postgres gives it: bigint columns as strings, json parsed, float8 as numbers. */
+interface TxRow {
+  tx_id: string;
+  state: TxState;
+  priority: StoredTx['priority'];
+  tip_mode: StoredTx['tip'];
+  max_tip: string | null;
+  enqueued_at: number;
+  enqueued_slot: string;
+  enqueued_block_height: string | null;
+  expires_at_slot: string;
+  wires: string[] | null;
+  signatures: string[];
+  blockhashes: string[];
+  nonce_accounts: Array<string | null>;
+  fee_payers: string[];
+  history: StoredTx['history'];
+  retries: number;
+  last_error: StoredTx['last_error'];
+  failure: StoredTx['failure'];
+  landed_slot: string | null;
+  stopped: boolean;
+  attempts: AttemptJson[];
+}
+
+/** An attempt as the record's `attempts` json gives it (bigints as JSON numbers, `created_at` in epoch ms). */
+type AttemptJson = Omit<StoredAttempt, 'tipper' | 'passengers' | 'passenger_wires'> & {
+  tipper: string | null;
+  passengers: StoredAttempt['passengers'] | null;
+  passenger_wires: string[] | null;
+};
+
+/** A bigint column (a string from node-postgres) as a JS number; refuses one a JS number cannot hold exactly. */
+function int(value: string | number): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n)) throw new Error(`${value} is not an integer a JS number holds exactly`);
+  return n;
+}
+
+function intOrNull(value: string | null): number | null {
+  return value === null ? null : int(value);
+}
+
+function fromRow(row: TxRow): StoredTx {
+  const tx: StoredTx = {
+    tx_id: row.tx_id,
+    state: row.state,
+    priority: row.priority,
+    tip: row.tip_mode,
+    max_tip: intOrNull(row.max_tip),
+    enqueued_at: row.enqueued_at,
+    enqueued_slot: int(row.enqueued_slot),
+    expires_at_slot: int(row.expires_at_slot),
+    wires: row.wires,
+    signatures: row.signatures,
+    blockhashes: row.blockhashes,
+    nonce_accounts: row.nonce_accounts,
+    fee_payers: row.fee_payers,
+    history: row.history,
+    attempts: row.attempts.map(attemptFromJson),
+    retries: row.retries,
+    last_error: row.last_error,
+    failure: row.failure,
+    landed_slot: intOrNull(row.landed_slot),
+    stopped: row.stopped,
+  };
+  if (row.enqueued_block_height !== null) tx.enqueued_block_height = int(row.enqueued_block_height);
+  return tx;
+}
+
+function attemptFromJson(j: AttemptJson): StoredAttempt {
+  const attempt: StoredAttempt = {
+    attempt: j.attempt,
+    bundle_id: j.bundle_id,
+    tip_lamports: j.tip_lamports,
+    tip_tx: j.tip_tx,
+    tip_signature: j.tip_signature,
+    tip_account: j.tip_account,
+    tipper: j.tipper,
+    tip_last_valid_block_height: j.tip_last_valid_block_height,
+    bundle_signatures: j.bundle_signatures,
+    created_at: j.created_at,
+    created_slot: j.created_slot,
+    slot_submitted: j.slot_submitted,
+    target_slot: j.target_slot,
+    window_end_slot: j.window_end_slot,
+    leader: j.leader,
+    stage: j.stage,
+    outcome: j.outcome,
+    slot_landed: j.slot_landed,
+    floor_at_submit: j.floor_at_submit,
+    decision: j.decision,
+    reserved_lamports: j.reserved_lamports,
+    released: j.released,
+    leaked: j.leaked,
+    timeline: j.timeline,
+    send_errors: j.send_errors,
+  };
+  // Packing sets both; the wires go (null) when the record is terminal, the passengers stay.
+  if (j.passengers !== null) {
+    attempt.passengers = j.passengers;
+    attempt.passenger_wires = j.passenger_wires;
+  }
+  return attempt;
+}
+
+/** json parameters go as JSON text (node-postgres would send a JS array as a PostgreSQL array). */
+function json(value: unknown): string | null {
+  return value === null || value === undefined ? null : JSON.stringify(value);
+}
+
+function txParams(tx: StoredTx): unknown[] {
+  return [
+    tx.tx_id,
+    tx.state,
+    tx.priority,
+    tx.tip,
+    tx.max_tip,
+    tx.signatures[0],
+    tx.signatures,
+    tx.blockhashes,
+    tx.nonce_accounts,
+    tx.fee_payers,
+    tx.wires,
+    tx.enqueued_at,
+    tx.enqueued_slot,
+    tx.enqueued_block_height ?? null,
+    tx.expires_at_slot,
+    tx.retries,
+    tx.stopped,
+    tx.failure,
+    tx.landed_slot,
+    json(tx.last_error),
+    JSON.stringify(tx.history),
+  ];
+}
+
+function attemptParams(txId: string, a: StoredAttempt): unknown[] {
+  return [
+    txId,
+    a.attempt,
+    a.bundle_id,
+    a.stage,
+    a.outcome,
+    a.tip_lamports,
+    a.tip_tx,
+    a.tip_signature,
+    a.tip_account,
+    a.tipper ?? null,
+    a.tip_last_valid_block_height,
+    a.bundle_signatures,
+    json(a.passengers),
+    a.passenger_wires ?? null,
+    a.created_at,
+    a.created_slot,
+    a.slot_submitted,
+    a.target_slot,
+    a.window_end_slot,
+    a.leader,
+    a.slot_landed,
+    json(a.floor_at_submit),
+    json(a.decision),
+    json(a.timeline),
+    a.reserved_lamports,
+    a.released,
+    a.leaked,
+    a.send_errors,
+  ];
+}
+
+/** A record accepted already terminal keeps no payload (a copy: the caller's object is theirs). */
+function retired(tx: StoredTx): StoredTx {
+  const copy = { ...tx };
+  dropPayload(copy);
+  return copy;
+}
+
+// ------------------------------------------------------------------ errors
+
+/** A unique violation of `constraint` (SQLSTATE 23505). */
+function violates(error: unknown, constraint: string): boolean {
+  return error instanceof pg.DatabaseError && error.code === '23505' && error.constraint === constraint;
+}
+
+/**
+ * The server answered the COMMIT with an ERROR (a deferred constraint, a serialization failure): the transaction
+ * rolled back. FATAL and PANIC, connection errors (08) and shutdowns (57P) end the session without telling.
+ */
+function refusedByServer(error: unknown): boolean {
+  if (!(error instanceof pg.DatabaseError)) return false;
+  const code = error.code ?? '';
+  return error.severity === 'ERROR' && !code.startsWith('08') && !code.startsWith('57P');
+}
+
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+]);
+
+/** The database is not there (refused, reset, shut down, out of connections), as opposed to a refused statement. */
+function lostConnection(error: unknown): boolean {
+  if (error instanceof StoreConflict || isRelayError(error)) return false;
+  if (error instanceof pg.DatabaseError) {
+    const code = error.code ?? '';
+    return code.startsWith('08') || code.startsWith('57P') || code === '53300';
+  }
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
+  const message = String((error as { message?: unknown } | null)?.message ?? '');
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|not queryable|Client has encountered a connection error/i.test(
+    message,
+  );
+}
+
+function reasonOf(error: unknown): string {
+  return String((error as { message?: unknown } | null)?.message ?? error);
+}

@@ -1,0 +1,317 @@
+import { isRelayError } from '@solrelay/core';
+import { waitUntil } from '@solrelay/testkit';
+import pg from 'pg';
+import { PgTxStore } from '../../src/store/pg-store';
+import type { StoredTx } from '../../src/store/records';
+import { StoreConflict, type StoreChange } from '../../src/store/store';
+import { useMigratedPostgres } from '../helpers/migrated-postgres';
+import { T0, attempt, status, tx } from '../helpers/store-records';
+
+// What only PostgreSQL has to prove (the contract suite covers the rest): records come back exactly as written,
+// dedupe and "one unsettled attempt" hold between processes (two stores on one database stand in for two hosts),
+// a change's events commit with it, and a COMMIT of unknown outcome is never reported as done.
+const postgres = useMigratedPostgres();
+
+let url: string;
+const opened: PgTxStore[] = [];
+const pools: pg.Pool[] = [];
+
+async function openStore(options: Parameters<typeof PgTxStore.open>[1] = {}): Promise<PgTxStore> {
+  const store = await PgTxStore.open(url, { maintenanceMs: 0, ...options });
+  opened.push(store);
+  return store;
+}
+
+function sql(): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  pools.push(pool);
+  return pool;
+}
+
+/** The backend of this database whose statement matches `pattern` (LIKE), once it waits on a lock. */
+function waitingOnLock(db: pg.Pool, pattern: string): Promise<number> {
+  return waitUntil(
+    async () => {
+      const { rows } = await db.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity
+         WHERE datname = current_database() AND query LIKE $1 AND wait_event_type = 'Lock'`,
+        [pattern],
+      );
+      return rows[0]?.pid;
+    },
+    15_000,
+    `a statement like ${pattern} waiting on a lock`,
+  );
+}
+
+beforeEach(async () => {
+  url = await postgres.fresh();
+});
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((s) => s.close()));
+  await Promise.all(pools.splice(0).map((p) => p.end()));
+});
+
+test('a record comes back exactly as written: numbers as numbers, times in ms, nulls, optional fields, packing', async () => {
+  const store = await openStore();
+  const record = tx('tx_full', 'sig-full', {
+    priority: 'high',
+    max_tip: 2 ** 40 + 7,
+    enqueued_at: T0 + 123,
+    enqueued_slot: 2 ** 33,
+    enqueued_block_height: 2 ** 32 + 1,
+    expires_at_slot: 2 ** 33 + 150,
+    wires: ['AQID', 'BAUG'],
+    signatures: ['sig-full', 'sig-two'],
+    blockhashes: ['hash-1', 'hash-2'],
+    nonce_accounts: [null, 'nonce-account'],
+    fee_payers: ['payer-1', 'payer-2'],
+    last_error: { code: 'RELAY_E_ATTEMPT_LOST', message: 'lost', details: {} } as StoredTx['last_error'],
+  });
+  const created = await store.accept(record);
+  expect(created.tx).toEqual(record);
+  expect(created.tx).not.toBe(record);
+  const flying = attempt(1, 'b-full', {
+    tip_lamports: 2 ** 45,
+    reserved_lamports: 2 ** 45 + 5000,
+    created_at: T0 + 1001,
+    created_slot: 2 ** 33 + 2,
+    tipper: null,
+  });
+  await store.addAttempt('tx_full', flying);
+  const packed = await store.transition(
+    'tx_full',
+    { attempt: { n: 1, stage: 'journaled', bundleId: 'b-full' } },
+    {
+      attempts: [
+        {
+          n: 1,
+          set: {
+            bundle_id: 'b-packed',
+            passengers: [{ tx_id: 'tx_rider', signatures: ['sig-rider'] }],
+            passenger_wires: ['CgsM'],
+          },
+        },
+      ],
+    },
+  );
+  const expected: StoredTx = {
+    ...record,
+    attempts: [
+      {
+        ...flying,
+        bundle_id: 'b-packed',
+        passengers: [{ tx_id: 'tx_rider', signatures: ['sig-rider'] }],
+        passenger_wires: ['CgsM'],
+      },
+    ],
+  };
+  expect(packed).toEqual(expected);
+  const read = (await store.get('tx_full')) as StoredTx;
+  expect(read).toEqual(expected);
+  // Nested objects keep their key order (served and logged as written: jsonb would sort their keys).
+  const [readAttempt, wroteAttempt] = [read.attempts[0], expected.attempts[0]];
+  for (const [got, wrote] of [
+    [read.history, expected.history],
+    [read.last_error, expected.last_error],
+    [readAttempt?.timeline, wroteAttempt?.timeline],
+    [readAttempt?.decision, wroteAttempt?.decision],
+    [readAttempt?.floor_at_submit, wroteAttempt?.floor_at_submit],
+    [readAttempt?.passengers, wroteAttempt?.passengers],
+  ])
+    expect(JSON.stringify(got)).toBe(JSON.stringify(wrote));
+  expect(await store.spentSince(T0 + 1001)).toBe(2 ** 45 + 5000);
+  expect(await store.spentSince(T0 + 1002)).toBe(0);
+  // Terminal: the wires, the tip and the riders' wires go in the same commit; the riders stay named.
+  const done = await store.transition(
+    'tx_full',
+    { state: 'pending' },
+    {
+      set: { state: 'expired', stopped: true },
+      attempts: [{ n: 1, set: { stage: 'failed', outcome: 'dropped' } }],
+    },
+  );
+  expect(done.wires).toBeNull();
+  expect(done.attempts[0]).toMatchObject({
+    tip_tx: null,
+    passenger_wires: null,
+    passengers: [{ tx_id: 'tx_rider' }],
+  });
+  const { rows } = await sql().query(
+    `SELECT t.wires, a.tip_tx, a.passenger_wires, t.terminal_at IS NOT NULL AS terminal, a.settled_at IS NOT NULL AS settled
+     FROM transactions t JOIN attempts a USING (tx_id) WHERE tx_id = 'tx_full'`,
+  );
+  expect(rows).toEqual([{ wires: null, tip_tx: null, passenger_wires: null, terminal: true, settled: true }]);
+});
+
+test('two stores (two processes) accepting one first signature at once make one record: the UNIQUE constraint decides', async () => {
+  const [a, b] = [await openStore(), await openStore()];
+  const results = await Promise.all(
+    Array.from({ length: 8 }, (_, i) => (i % 2 ? a : b).accept(tx(`tx_${i}`, 'sig-contested'))),
+  );
+  expect(results.filter((r) => r.created)).toHaveLength(1);
+  const winner = results.find((r) => r.created)?.tx.tx_id;
+  expect(new Set(results.map((r) => r.tx.tx_id))).toEqual(new Set([winner]));
+  const { rows } = await sql().query(
+    `SELECT tx_id FROM transactions WHERE first_signature = 'sig-contested'`,
+  );
+  expect(rows).toEqual([{ tx_id: winner }]);
+});
+
+test('two stores adding an attempt to one transaction at once: one attempt, one reservation, the other refused', async () => {
+  const [a, b] = [await openStore(), await openStore()];
+  await a.accept(tx('tx_a', 'sig-a'));
+  const results = await Promise.allSettled([
+    a.addAttempt('tx_a', attempt(1, 'b-from-a'), { expect: { state: 'pending', stopped: false } }),
+    b.addAttempt('tx_a', attempt(1, 'b-from-b', { created_at: T0 + 2000 }), {
+      expect: { state: 'pending', stopped: false },
+    }),
+  ]);
+  const refused = results.filter((r) => r.status === 'rejected');
+  expect(refused).toHaveLength(1);
+  expect((refused[0] as PromiseRejectedResult).reason).toBeInstanceOf(StoreConflict);
+  expect((await a.get('tx_a'))?.attempts).toHaveLength(1);
+  expect(await b.spentSince(T0)).toBe(15_000);
+});
+
+test('the partial unique index refuses a second unsettled attempt even when the last one is not in flight', async () => {
+  const store = await openStore();
+  await store.accept(tx('tx_a', 'sig-a'));
+  await store.addAttempt('tx_a', attempt(1, 'b1'));
+  // Landed, then its slot died: pending again, the landed attempt not yet settled (not in flight, but unsettled).
+  await store.transition(
+    'tx_a',
+    { state: 'pending' },
+    {
+      set: { state: 'landed', landed_slot: 1010 },
+      attempts: [{ n: 1, set: { stage: 'landed', slot_landed: 1010 } }],
+    },
+  );
+  await store.transition('tx_a', { state: 'landed' }, { set: { state: 'pending', landed_slot: null } });
+  const refused = await store.addAttempt('tx_a', attempt(2, 'b2')).catch((error: unknown) => error);
+  expect(refused).toBeInstanceOf(StoreConflict);
+  expect(refused).toMatchObject({
+    expected: 'no attempt in flight',
+    current: { attempts: [{ stage: 'landed' }] },
+  });
+  expect(await store.spentSince(T0)).toBe(15_000);
+  // Settled: the next attempt goes in.
+  await store.transition('tx_a', {}, { attempts: [{ n: 1, set: { stage: 'failed', outcome: 'dropped' } }] });
+  expect((await store.addAttempt('tx_a', attempt(2, 'b2'))).attempts.map((a) => a.attempt)).toEqual([1, 2]);
+});
+
+test("a change's events and lifecycle entries commit with it; a refused one writes none", async () => {
+  const store = await openStore({ hostId: 'box:7777' });
+  await store.accept(tx('tx_a', 'sig-a'), [status('tx_a', 'pending')]);
+  await store.addAttempt('tx_a', attempt(1, 'b1'));
+  const entry = { v: 1, bundle_id: 'b1', tx_id: 'tx_a', attempt: 1, stage: 'submitted' };
+  await store.transition(
+    'tx_a',
+    { state: 'pending' },
+    {
+      set: { state: 'submitted' },
+      events: [status('tx_a', 'submitted'), { kind: 'lifecycle', entry: entry as never }],
+    },
+  );
+  await expect(
+    store.transition(
+      'tx_a',
+      { state: 'pending' },
+      { set: { state: 'failed' }, events: [status('tx_a', 'failed')] },
+    ),
+  ).rejects.toBeInstanceOf(StoreConflict);
+  const db = sql();
+  const events = await db.query(
+    `SELECT name, tx_id, host_id, payload->>'state' AS state FROM events ORDER BY xid, id`,
+  );
+  expect(events.rows).toEqual([
+    { name: 'tx_status_changed', tx_id: 'tx_a', host_id: 'box:7777', state: 'pending' },
+    { name: 'tx_status_changed', tx_id: 'tx_a', host_id: 'box:7777', state: 'submitted' },
+  ]);
+  const entries = await db.query(
+    'SELECT bundle_id, tx_id, attempt, stage, host_id, entry FROM lifecycle_entries',
+  );
+  expect(entries.rows).toEqual([
+    { bundle_id: 'b1', tx_id: 'tx_a', attempt: 1, stage: 'submitted', host_id: 'box:7777', entry },
+  ]);
+});
+
+test('retention deletes the oldest terminal records in batches, keeping the newest and every live one', async () => {
+  const store = await openStore();
+  for (let i = 0; i < 7; i++) {
+    await store.accept(tx(`tx_${i}`, `sig-${i}`));
+    if (i < 6)
+      await store.transition(`tx_${i}`, { state: 'pending' }, { set: { state: 'expired', stopped: true } });
+  }
+  expect(await store.pruneTerminal(2, 3)).toBe(4);
+  expect((await store.all()).map((t) => t.tx_id)).toEqual(['tx_4', 'tx_5', 'tx_6']);
+  expect(await store.pruneTerminal(2, 3)).toBe(0);
+});
+
+test('a COMMIT whose answer is lost rejects with RELAY_E_DB_COMMIT_UNKNOWN and tells nothing', async () => {
+  const store = await openStore({ database: { lockTimeoutMs: 60_000 } });
+  await store.accept(tx('tx_a', 'sig-a'));
+  const db = sql();
+  // A deferred constraint trigger runs at COMMIT; it waits on an advisory lock this test holds, so the COMMIT is
+  // in progress (sent, unanswered) when its connection is cut.
+  await db.query(`
+    CREATE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
+    CREATE CONSTRAINT TRIGGER hold_commit AFTER UPDATE ON transactions
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_hold_commit();`);
+  const holder = await db.connect();
+  try {
+    await holder.query('SELECT pg_advisory_lock(4242)');
+    const told: StoreChange[] = [];
+    store.changes.subscribe((c) => told.push(c));
+    const moving = store
+      .transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } })
+      .catch((error: unknown) => error);
+    const pid = await waitingOnLock(db, 'COMMIT');
+    await db.query('SELECT pg_terminate_backend($1)', [pid]);
+    const error = await moving;
+    expect(isRelayError(error)).toBe(true);
+    expect(error).toMatchObject({
+      code: 'RELAY_E_DB_COMMIT_UNKNOWN',
+      details: { tx_id: 'tx_a', operation: 'transition' },
+    });
+    expect(told).toEqual([]);
+    expect(store.healthy).toBe(false);
+  } finally {
+    await holder.query('SELECT pg_advisory_unlock_all()');
+    holder.release();
+  }
+  // Re-read: the truth is in the database (here the COMMIT never finished), and the store is healthy again.
+  expect((await store.get('tx_a'))?.state).toBe('pending');
+  expect(store.healthy).toBe(true);
+});
+
+test('a write that loses its connection before COMMIT is refused as RELAY_E_DB_UNREACHABLE, committing nothing', async () => {
+  const store = await openStore({ database: { lockTimeoutMs: 60_000 } });
+  await store.accept(tx('tx_a', 'sig-a'));
+  const db = sql();
+  const holder = await db.connect();
+  try {
+    // Another session holds the row: the store's transition waits in its FOR UPDATE, inside its transaction.
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM transactions WHERE tx_id = 'tx_a' FOR UPDATE`);
+    const moving = store
+      .transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } })
+      .catch((error: unknown) => error);
+    const pid = await waitingOnLock(db, '%FOR UPDATE%');
+    await db.query('SELECT pg_terminate_backend($1)', [pid]);
+    expect(await moving).toMatchObject({ code: 'RELAY_E_DB_UNREACHABLE' });
+  } finally {
+    await holder.query('ROLLBACK');
+    holder.release();
+  }
+  expect((await store.get('tx_a'))?.state).toBe('pending');
+});
+
+test('open refuses an unmigrated database with its coded error, naming both versions', async () => {
+  const empty = await postgres.server().createDatabase();
+  await expect(PgTxStore.open(empty, { maintenanceMs: 0 })).rejects.toMatchObject({
+    code: 'RELAY_E_DB_SCHEMA_BEHIND',
+    details: { current: 0, latest: 1 },
+  });
+});
