@@ -423,7 +423,8 @@ export class PgTxStore implements TxStore {
       } catch {
         db.release(true);
       }
-      if (error instanceof StoreConflict) {
+      // The store's own refusals are answers, not database failures.
+      if (error instanceof StoreConflict || error instanceof SpendLimitReached) {
         this.failing = false;
         throw error;
       }
