@@ -1,5 +1,5 @@
-// A bundle's lifetime in the engine: one auction, then dropped if it lost (the default, as Jito described it), or
-// every tick of its leader window (`bundleLifetime: 'window'`, the earlier model). Pure auction-model checks, then
+// A bundle's lifetime in the engine: one auction, then dropped if it lost (as Jito once described it; the 'auction'
+// switch), or every tick of its leader window (`bundleLifetime: 'window'`, the default). Pure auction-model checks, then
 // the engine over JSON-RPC and its result stream on a manual clock.
 import type { BundleResult } from 'jito-ts/dist/gen/block-engine/bundle.js';
 import { SlotBudget, resolveSlot, type Bid } from '../src/engine/auction-model';

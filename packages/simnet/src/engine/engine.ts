@@ -117,8 +117,8 @@ export interface BlockEngineOptions {
   /** A bundle is dropped unless a bundle-engine leader holds one of the next this-many slots (default 4). */
   leaderLookaheadSlots?: number;
   /**
-   * How long a bundle competes (see {@link BundleLifetime}); default `'auction'`: one auction, then dropped if it
-   * lost.
+   * How long a bundle competes (see {@link BundleLifetime}); default `'window'` (the earlier model); `'auction'`: one
+   * auction, then dropped if it lost.
    */
   bundleLifetime?: BundleLifetime;
   /** Most real bundles one slot includes (in auction order: highest tip per requested CU first). */
@@ -152,8 +152,8 @@ export interface BlockEngineEvents {
  *
  * Competing window (decided): a bundle competes only in the slots of the first bundle-engine leader window it meets
  * (the first such slot within `leaderLookaheadSlots` after the current one, through the last consecutive slot of
- * that leader). With the default `bundleLifetime: 'auction'` it competes at the one 50 ms tick it arrives in and is
- * dropped if it loses; with `'window'` at every tick of those slots from the tick it arrives in (`auction-model.ts`;
+ * that leader). With `bundleLifetime: 'auction'` it competes at the one 50 ms tick it arrives in and is
+ * dropped if it loses; with `'window'` (the default) at every tick of those slots from the tick it arrives in (`auction-model.ts`;
  * tick 0 of each later slot), landing in the slot of the first tick it wins. Losing means gRPC
  * `rejected.stateAuctionBidRejected`, inflight `Failed`: it must be resent.
  */
@@ -218,7 +218,8 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     );
     this.crossRegionDelayMs = options.crossRegionDelayMs ?? null;
     this.leaderLookaheadSlots = options.leaderLookaheadSlots ?? 4;
-    this.bundleLifetime = options.bundleLifetime ?? 'auction';
+    // 'window' stays the default until relay's side of issue 30 (resend after a lost auction) is built: see README.
+    this.bundleLifetime = options.bundleLifetime ?? 'window';
     if (this.bundleLifetime !== 'auction' && this.bundleLifetime !== 'window')
       throw new Error(`unknown bundleLifetime "${String(this.bundleLifetime)}"`);
     this.maxBundlesPerSlot = options.maxBundlesPerSlot ?? 64;
