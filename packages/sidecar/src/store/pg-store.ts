@@ -15,6 +15,7 @@ import {
   ChangeFeed,
   SpendLimitReached,
   StoreConflict,
+  assertWithinSpendLimit,
   matches,
   mayAddAttempt,
   type SpendLimit,
@@ -28,6 +29,10 @@ import { WriteChain } from './write-chain';
 
 /** The advisory lock every reservation checked against `spend-limit` takes (an arbitrary constant). */
 const SPEND_LIMIT_LOCK = 0x72656c6179; // 'relay'
+
+/** Lamports reserved or paid, not released, at or after $1 (ms): what `spend-limit` counts. */
+const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_reservations
+  WHERE released_at IS NULL AND reserved_at >= to_timestamp($1::float8 / 1000)`;
 
 /**
  * The store on PostgreSQL (DESIGN §10, `RELAY_DATABASE_URL`): the schema of `migrations/`, one row per transaction,
@@ -156,13 +161,8 @@ export class PgTxStore implements TxStore {
             // Every reservation checked against spend-limit takes this transaction-scoped lock first, so two
             // reservations (of any host) are checked one after the other, each seeing the other's row once committed.
             await db.query('SELECT pg_advisory_xact_lock($1)', [SPEND_LIMIT_LOCK]);
-            const { rows } = await db.query<{ n: string }>(
-              `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_reservations
-               WHERE released_at IS NULL AND reserved_at >= to_timestamp($1::float8 / 1000)`,
-              [limit.since],
-            );
-            const actual = int(rows[0]?.n ?? '0') + attempt.reserved_lamports;
-            if (actual > limit.limit) throw new SpendLimitReached(limit.limit, actual);
+            const { rows } = await db.query<{ n: string }>(SPENT_SINCE, [limit.since]);
+            assertWithinSpendLimit(limit, int(rows[0]?.n ?? '0'), attempt.reserved_lamports);
           }
           return this.patch(db, tx, { attempt, ...(options.set ? { set: options.set } : {}) }, []);
         });
@@ -301,11 +301,7 @@ export class PgTxStore implements TxStore {
   }
 
   async spentSince(cutoff: number): Promise<number> {
-    const { rows } = await this.statement<{ n: string }>(
-      `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_reservations
-       WHERE released_at IS NULL AND reserved_at >= to_timestamp($1::float8 / 1000)`,
-      [cutoff],
-    );
+    const { rows } = await this.statement<{ n: string }>(SPENT_SINCE, [cutoff]);
     return int(rows[0]?.n ?? '0');
   }
 

@@ -115,6 +115,12 @@ export class SpendLimitReached extends Error {
   }
 }
 
+/** Refuses an attempt of `lamports` when what is already counted in the window (`spent`) and it pass `limit`. */
+export function assertWithinSpendLimit(limit: SpendLimit, spent: number, lamports: number): void {
+  const actual = spent + lamports;
+  if (actual > limit.limit) throw new SpendLimitReached(limit.limit, actual);
+}
+
 /** What a transition expects of the record; every field given must match. */
 export interface TxExpectation {
   state?: TxState | readonly TxState[];
@@ -290,8 +296,7 @@ abstract class TableTxStore implements TxStore {
       if (limit && limit.limit > 0) {
         // Reservations of other transactions being committed right now count too: a commit applies only after its
         // fsync, and two attempts checked in between would both pass.
-        const actual = this.state.spend.spentSince(limit.since) + this.reserving + lamports;
-        if (actual > limit.limit) throw new SpendLimitReached(limit.limit, actual);
+        assertWithinSpendLimit(limit, this.state.spend.spentSince(limit.since) + this.reserving, lamports);
       }
       this.reserving += lamports;
       try {
