@@ -148,7 +148,13 @@ export interface RelayErrorContext {
    * The connection was lost while a store write was committing: it may or may not have committed. The caller
    * re-reads the record and never sends on the strength of the write (the write-ahead rule).
    */
-  RELAY_E_DB_COMMIT_UNKNOWN: { tx_id: string; operation: string; reason: string };
+  RELAY_E_DB_COMMIT_UNKNOWN: { tx_id: string; operation: string; reason: string; retry_after_s?: number };
+  /**
+   * A running sidecar's database is unavailable (stopped, restarting, unreachable): the statement failed before any
+   * COMMIT, so nothing was written. Answered with `Retry-After`; the same request later is safe (enqueue dedupes by
+   * first signature).
+   */
+  RELAY_E_DB_UNAVAILABLE: { url: string; reason: string; retry_after_s: number };
 
   RELAY_E_INTERNAL_ERROR: { reason: string };
 }
@@ -329,6 +335,10 @@ export const RELAY_ERRORS = {
     status: 503,
     message:
       'The database connection was lost while committing $operation of $tx_id; whether it committed is unknown (re-read it): $reason',
+  },
+  RELAY_E_DB_UNAVAILABLE: {
+    status: 503,
+    message: 'PostgreSQL at $url is unavailable; nothing was written (retry in $retry_after_s s): $reason',
   },
 
   // A bug

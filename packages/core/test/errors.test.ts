@@ -280,6 +280,11 @@ const SAMPLES: { [C in RelayErrorCode]: RelayErrorContext[C] } = {
     operation: 'transition',
     reason: 'Connection terminated unexpectedly',
   },
+  RELAY_E_DB_UNAVAILABLE: {
+    url: 'postgres://relay:***@db:5432/relay',
+    reason: 'connect ECONNREFUSED 10.0.0.5:5432',
+    retry_after_s: 1,
+  },
   RELAY_E_INTERNAL_ERROR: { reason: 'not a slot: -1' },
 };
 
