@@ -27,6 +27,20 @@ import {
 } from './store';
 import { WriteChain } from './write-chain';
 
+/** What a client refused for want of the database is asked to wait before trying again (`Retry-After`). */
+export const DATABASE_RETRY_AFTER_S = 1;
+/** While the database is unavailable, the store checks this often whether it is back (one `SELECT 1`). */
+const PROBE_EVERY_MS = 500;
+
+/**
+ * The database went away or came back, as the store saw it: `down` at the first statement, COMMIT or idle connection
+ * lost for want of it (a stop, a restart, a failover, the network), `up` when the store's probe next succeeds. Told
+ * once per change, never per failed statement.
+ */
+export type DatabaseAvailability =
+  | { kind: 'down'; url: string; reason: string; at: number }
+  | { kind: 'up'; url: string; downMs: number; at: number };
+
 /** The advisory lock every reservation checked against `spend-limit` takes (an arbitrary constant). */
 const SPEND_LIMIT_LOCK = 0x72656c6179; // 'relay'
 
@@ -48,7 +62,13 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  * attempt are in the database before anything may send them. A write whose COMMIT was sent but not answered (the
  * connection lost mid-commit) may or may not have committed: it rejects with `RELAY_E_DB_COMMIT_UNKNOWN`, and the
  * caller must re-read the record and never send on the strength of that write. A write that fails before its
- * COMMIT did not commit: `RELAY_E_DB_UNREACHABLE` (connection) or the server's own error.
+ * COMMIT did not commit: `RELAY_E_DB_UNAVAILABLE` (connection) or the server's own error.
+ *
+ * **Outages.** The first failure for want of the database (or an idle connection the server closed: a restart) marks
+ * the store unavailable: `healthy` is false, `problem` says why naming the database, and {@link watchAvailability}
+ * listeners are told `down` once. While it is, a probe (`SELECT 1`) runs every 500 ms, and the first that succeeds
+ * tells `up` once (a caller's statement that succeeds meanwhile does not: it may have begun before). The store never
+ * throws for an outage outside a caller's promise: no timer, pool or idle-connection error escapes.
  *
  * **Order and dedupe.** Writes to one record apply in call order within this process (the same {@link WriteChain}
  * as the local stores); across processes the row lock orders them. Dedupe by first signature is the table's UNIQUE
@@ -71,8 +91,12 @@ export class PgTxStore implements TxStore {
   private readonly options: Required<PgTxStoreOptions>;
   private maintenance: NodeJS.Timeout | null = null;
   private closed = false;
-  /** The last statement failed for want of the database (cleared by the next that succeeds). */
-  private failing = false;
+  /** Since when, and why, the database has been unavailable (cleared when the probe next succeeds). */
+  private outage: { since: number; reason: string } | null = null;
+  private probe: NodeJS.Timeout | null = null;
+  /** A probe is waiting for its answer (one at a time: a server that hangs must not fill the pool with them). */
+  private probing = false;
+  private readonly availability = new Set<(change: DatabaseAvailability) => void>();
 
   /**
    * Connect (`connectDatabase`: coded errors for a bad URL, an unreachable server, wrong credentials, a missing
@@ -105,6 +129,11 @@ export class PgTxStore implements TxStore {
       eventRetentionDays: options.eventRetentionDays ?? 7,
       hostId: options.hostId ?? null,
     };
+    // An idle connection the server closed (a restart, a failover, an administrator) is a detected outage, even if
+    // no statement failed: the store re-checks the database before it calls it healthy again.
+    pool.on('error', (error) => {
+      if (!this.closed) this.down(error);
+    });
     if (this.options.maintenanceMs > 0) {
       this.maintenance = setInterval(
         () => void this.maintain().catch(() => undefined),
@@ -115,7 +144,21 @@ export class PgTxStore implements TxStore {
   }
 
   get healthy(): boolean {
-    return !this.closed && !this.failing;
+    return !this.closed && this.outage === null;
+  }
+
+  /** Why the store is not healthy, naming the database (null while it is). */
+  get problem(): string | null {
+    if (this.closed) return 'store closed';
+    if (!this.outage) return null;
+    const seconds = Math.round((Date.now() - this.outage.since) / 1000);
+    return `PostgreSQL at ${this.target.redacted} unavailable for ${seconds} s (${this.outage.reason})`;
+  }
+
+  /** Be told when the database goes away and when it comes back (once per change); returns the unsubscribe. */
+  watchAvailability(listener: (change: DatabaseAvailability) => void): () => void {
+    this.availability.add(listener);
+    return () => this.availability.delete(listener);
   }
 
   // ------------------------------------------------------------------ transitions
@@ -226,6 +269,8 @@ export class PgTxStore implements TxStore {
     if (this.closed) return;
     this.closed = true;
     if (this.maintenance) clearInterval(this.maintenance);
+    if (this.probe) clearInterval(this.probe);
+    this.probe = null;
     await Promise.allSettled([...this.pending]);
     if (this.ownsPool) await this.pool.end();
   }
@@ -400,15 +445,14 @@ export class PgTxStore implements TxStore {
       if (commit.command !== 'COMMIT') throw new Error(`COMMIT of ${operation} answered ${commit.command}`);
       db.off('error', ignore);
       db.release();
-      this.failing = false;
       return result;
     } catch (error) {
       if (committing && !refusedByServer(error)) {
         db.release(true);
-        this.failing = true;
+        this.down(error);
         throw new RelayError(
           'RELAY_E_DB_COMMIT_UNKNOWN',
-          { tx_id: txId, operation, reason: reasonOf(error) },
+          { tx_id: txId, operation, reason: reasonOf(error), retry_after_s: DATABASE_RETRY_AFTER_S },
           { cause: error },
         );
       }
@@ -420,10 +464,7 @@ export class PgTxStore implements TxStore {
         db.release(true);
       }
       // The store's own refusals are answers, not database failures.
-      if (error instanceof StoreConflict || error instanceof SpendLimitReached) {
-        this.failing = false;
-        throw error;
-      }
+      if (error instanceof StoreConflict || error instanceof SpendLimitReached) throw error;
       throw this.failed(error);
     }
   }
@@ -435,19 +476,81 @@ export class PgTxStore implements TxStore {
   ): Promise<pg.QueryResult<R>> {
     if (this.closed) throw new Error('store is closed');
     try {
-      const result = await this.pool.query<R>(text, values);
-      this.failing = false;
-      return result;
+      return await this.pool.query<R>(text, values);
     } catch (error) {
       throw this.failed(error);
     }
   }
 
-  /** A failure for want of the database becomes `RELAY_E_DB_UNREACHABLE` and marks the store unhealthy. */
+  /**
+   * A failure for want of the database becomes `RELAY_E_DB_UNAVAILABLE` (nothing was written; the client is asked to
+   * retry after {@link DATABASE_RETRY_AFTER_S}) and marks the store unavailable. A statement the server cancelled
+   * for a timeout, a deadlock or a serialization failure (a busy database, not a gone one) is the same answer to a
+   * caller, nothing committed, and marks nothing: a client sees a coded 503, never a 500.
+   */
   private failed(error: unknown): unknown {
-    if (!lostConnection(error)) return error;
-    this.failing = true;
-    return databaseError(error, this.target);
+    if (!lostConnection(error)) {
+      if (!cancelledByServer(error)) return error;
+      return new RelayError(
+        'RELAY_E_DB_UNAVAILABLE',
+        { url: this.target.redacted, reason: reasonOf(error), retry_after_s: DATABASE_RETRY_AFTER_S },
+        { cause: error },
+      );
+    }
+    const reason = this.down(error);
+    return new RelayError(
+      'RELAY_E_DB_UNAVAILABLE',
+      { url: this.target.redacted, reason, retry_after_s: DATABASE_RETRY_AFTER_S },
+      { cause: error },
+    );
+  }
+
+  /** The database is unavailable: told once (and probed until it is back). Returns the reason, redacted. */
+  private down(error: unknown): string {
+    const coded = databaseError(error, this.target);
+    const reason = String(coded.details.reason ?? coded.message);
+    if (this.outage || this.closed) return reason;
+    this.outage = { since: Date.now(), reason };
+    this.tell({ kind: 'down', url: this.target.redacted, reason, at: this.outage.since });
+    this.probe = setInterval(() => {
+      if (this.closed || this.probing) return;
+      this.probing = true;
+      this.pool
+        .query('SELECT 1')
+        .then(
+          () => this.up(),
+          () => undefined,
+        )
+        .finally(() => {
+          this.probing = false;
+        });
+    }, PROBE_EVERY_MS);
+    this.probe.unref();
+    return reason;
+  }
+
+  /**
+   * The probe succeeded: the database is back (told once). Only the probe says so, on a connection it opened after
+   * the outage began: a statement begun before (answered as the server shut down) proves nothing.
+   */
+  private up(): void {
+    if (!this.outage) return;
+    const since = this.outage.since;
+    this.outage = null;
+    if (this.probe) clearInterval(this.probe);
+    this.probe = null;
+    const at = Date.now();
+    this.tell({ kind: 'up', url: this.target.redacted, downMs: at - since, at });
+  }
+
+  private tell(change: DatabaseAvailability): void {
+    for (const listener of this.availability) {
+      try {
+        listener(change);
+      } catch {
+        // a listener's failure is its own
+      }
+    }
   }
 
   private async read(where: string, values: unknown[] = []): Promise<StoredTx[]> {
@@ -799,6 +902,16 @@ const CONNECTION_CODES = new Set([
   'EHOSTUNREACH',
   'ENOTFOUND',
 ]);
+
+/**
+ * The server cancelled the statement for a limit relay sets (lock_timeout 55P03, statement_timeout 57014) or broke a
+ * deadlock or serialization conflict (40P01, 40001): its transaction rolled back, and the same request may succeed
+ * later.
+ */
+function cancelledByServer(error: unknown): boolean {
+  if (!(error instanceof pg.DatabaseError)) return false;
+  return ['55P03', '57014', '40P01', '40001'].includes(error.code ?? '');
+}
 
 /** The database is not there (refused, reset, shut down, out of connections), as opposed to a refused statement. */
 function lostConnection(error: unknown): boolean {

@@ -1,5 +1,5 @@
 import type { LifecycleEntry, RelayEventMap, TxHistoryEntry, TxState } from '@solrelay/core';
-import { isTerminalTxState } from '@solrelay/core';
+import { isRelayError, isTerminalTxState } from '@solrelay/core';
 import type { Journal } from '../journal/journal';
 import { inFlight } from './queries';
 import {
@@ -27,6 +27,8 @@ import { WriteChain } from './write-chain';
 export interface TxStore extends TxQueries {
   /** False while writes are failing (readiness says so). */
   readonly healthy: boolean;
+  /** Why it is not healthy, in words naming what failed (readiness says this when given; else "writes failing"). */
+  readonly problem?: string | null;
   /** What each committed change caused, in commit order (SSE, webhooks and the lifecycle log follow it). */
   readonly changes: ChangeFeed;
 
@@ -169,6 +171,19 @@ export class StoreConflict extends Error {
     );
     this.name = 'StoreConflict';
   }
+}
+
+/**
+ * Whether `error` is the store telling that its database is unavailable (`RELAY_E_DB_UNAVAILABLE`, nothing written)
+ * or lost a COMMIT's answer (`RELAY_E_DB_COMMIT_UNKNOWN`: re-read, never send on it). The store reports an outage once
+ * (see PgTxStore); the loops that meet it at every slot or send log it at debug and try again.
+ */
+export function isDatabaseOutage(error: unknown): boolean {
+  return (
+    isRelayError(error, 'RELAY_E_DB_UNAVAILABLE') ||
+    isRelayError(error, 'RELAY_E_DB_COMMIT_UNKNOWN') ||
+    isRelayError(error, 'RELAY_E_DB_UNREACHABLE')
+  );
 }
 
 export function isStoreConflict(error: unknown): error is StoreConflict {

@@ -1,3 +1,4 @@
+import { createServer, connect, type Server, type Socket } from 'node:net';
 import { isRelayError } from '@solrelay/core';
 import { waitUntil } from '@solrelay/testkit';
 import pg from 'pg';
@@ -281,12 +282,12 @@ test('a COMMIT whose answer is lost rejects with RELAY_E_DB_COMMIT_UNKNOWN and t
     await holder.query('SELECT pg_advisory_unlock_all()');
     holder.release();
   }
-  // Re-read: the truth is in the database (here the COMMIT never finished), and the store is healthy again.
+  // Re-read: the truth is in the database (here the COMMIT never finished), and the store's probe finds it healthy.
   expect((await store.get('tx_a'))?.state).toBe('pending');
-  expect(store.healthy).toBe(true);
+  await waitUntil(() => store.healthy, 10_000, 'the store healthy again');
 });
 
-test('a write that loses its connection before COMMIT is refused as RELAY_E_DB_UNREACHABLE, committing nothing', async () => {
+test('a write that loses its connection before COMMIT is refused as RELAY_E_DB_UNAVAILABLE, committing nothing', async () => {
   const store = await openStore({ database: { lockTimeoutMs: 60_000 } });
   await store.accept(tx('tx_a', 'sig-a'));
   const db = sql();
@@ -300,12 +301,97 @@ test('a write that loses its connection before COMMIT is refused as RELAY_E_DB_U
       .catch((error: unknown) => error);
     const pid = await waitingOnLock(db, '%FOR UPDATE%');
     await db.query('SELECT pg_terminate_backend($1)', [pid]);
-    expect(await moving).toMatchObject({ code: 'RELAY_E_DB_UNREACHABLE' });
+    expect(await moving).toMatchObject({ code: 'RELAY_E_DB_UNAVAILABLE', details: { retry_after_s: 1 } });
   } finally {
     await holder.query('ROLLBACK');
     holder.release();
   }
   expect((await store.get('tx_a'))?.state).toBe('pending');
+});
+
+/**
+ * A TCP proxy to the test server that the test can take away (every connection cut, new ones refused) and bring back
+ * on the same port: the database unavailable and back, as the store sees it, without stopping the shared server.
+ */
+async function databaseProxy(
+  to: number,
+): Promise<{ port: number; cut(): Promise<void>; restore(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  let server: Server | null = null;
+  let port = 0;
+  const listen = () =>
+    new Promise<void>((resolve, reject) => {
+      const s = createServer((client) => {
+        const upstream = connect(to, '127.0.0.1');
+        for (const socket of [client, upstream]) {
+          sockets.add(socket);
+          socket.on('error', () => undefined);
+          socket.on('close', () => {
+            sockets.delete(socket);
+            client.destroy();
+            upstream.destroy();
+          });
+        }
+        client.pipe(upstream).pipe(client);
+      });
+      s.once('error', reject);
+      s.listen(port, '127.0.0.1', () => {
+        port = (s.address() as { port: number }).port;
+        server = s;
+        resolve();
+      });
+    });
+  await listen();
+  return {
+    port,
+    async cut() {
+      const s = server as Server | null;
+      server = null;
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => (s ? s.close(() => resolve()) : resolve()));
+    },
+    restore: listen,
+  };
+}
+
+test('the database going away and back is told once each way; meanwhile every statement is RELAY_E_DB_UNAVAILABLE', async () => {
+  const direct = new URL(url);
+  const proxy = await databaseProxy(Number(direct.port));
+  const viaProxy = new URL(url);
+  viaProxy.port = String(proxy.port);
+  const store = await PgTxStore.open(viaProxy.toString(), { maintenanceMs: 0 });
+  opened.push(store);
+  await store.accept(tx('tx_a', 'sig-a'));
+  const told: string[] = [];
+  store.watchAvailability((change) => told.push(change.kind));
+  expect(store.problem).toBeNull();
+
+  await proxy.cut();
+  for (let i = 0; i < 3; i++)
+    await expect(store.get('tx_a')).rejects.toMatchObject({
+      code: 'RELAY_E_DB_UNAVAILABLE',
+      details: {
+        url: `postgres://relay:***@127.0.0.1:${proxy.port}/${direct.pathname.slice(1)}`,
+        retry_after_s: 1,
+      },
+    });
+  await expect(
+    store.transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } }),
+  ).rejects.toMatchObject({ code: 'RELAY_E_DB_UNAVAILABLE' });
+  // Told once, however many statements failed; readiness has the words, naming the database (password redacted).
+  expect(told).toEqual(['down']);
+  expect(store.healthy).toBe(false);
+  expect(store.problem).toContain(`PostgreSQL at postgres://relay:***@127.0.0.1:${proxy.port}/`);
+  expect(store.problem).not.toContain(direct.password);
+
+  // Back on the same address: the store's probe finds it with nobody calling, and says so once.
+  await proxy.restore();
+  await waitUntil(() => store.healthy, 15_000, 'the store to find the database back');
+  expect(told).toEqual(['down', 'up']);
+  expect(store.problem).toBeNull();
+  // Nothing was written meanwhile.
+  expect((await store.get('tx_a'))?.state).toBe('pending');
+  await proxy.cut();
 });
 
 test('open refuses an unmigrated database with its coded error, naming both versions', async () => {
