@@ -5,6 +5,7 @@ import { FallbackDecider } from './deciders/fallback';
 import { Intake } from './intake/intake';
 import { Operator } from './operator/operator';
 import { TipperPool } from './operator/tippers';
+import { OutageGate } from './recovery/outage';
 import { Recovery } from './recovery/resume';
 import { SlotTick } from './runtime/slot-tick';
 import { FirstSends } from './send/first-send';
@@ -35,6 +36,8 @@ export interface RelayStages {
   tracker: Tracker;
   settler: Settler;
   recovery: Recovery;
+  /** After a database outage: no new tip until every tip of before it is proven landed or dead. */
+  outage: OutageGate;
   slotTick: SlotTick;
   /** Stop sending and tracking; timers end. */
   close(): void;
@@ -85,7 +88,8 @@ export function composeRelay(o: RelayOptions): RelayStages {
     return packer.pack(tx, await firstSends.freshenTip(tx, attempt));
   });
   queue.attach((job, region) => sender.sendOne(job, region));
-  const attempts = new AttemptBuilder(ports, operator, tippers, queue, firstSends);
+  const outage = new OutageGate(ports, queue, packer);
+  const attempts = new AttemptBuilder(ports, operator, tippers, queue, firstSends, outage);
   const bypass = new BypassDecider(ports, attempts);
   const fallback = new FallbackDecider(ports, attempts, settler);
   const intake = new Intake(
@@ -132,9 +136,11 @@ export function composeRelay(o: RelayOptions): RelayStages {
     tracker,
     settler,
     recovery,
+    outage,
     slotTick,
     close: () => {
       closePorts();
+      outage.stop();
       queue.close();
       packer.close();
     },

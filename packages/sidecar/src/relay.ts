@@ -15,6 +15,7 @@ import type { RelayOptions } from './context';
 import { lifecycleEntry } from './events/announce';
 import type { AgentConnection } from './operator/operator';
 import type { TipperReading } from './operator/tippers';
+import type { DatabaseAvailability } from './store/pg-store';
 import type { AttemptDecision, StoredAttempt, StoredTx } from './store/records';
 import type { StoreCounts } from './store/store';
 import type { TrackKind } from './track/tracker';
@@ -71,6 +72,16 @@ export class Relay {
   /** Why submission is paused (the tippers cannot pay), or null. */
   get paused(): string | null {
     return this.s.tippers.paused;
+  }
+
+  /** Why new tips are held after a database outage (until every tip of before it is landed or dead), or null. */
+  get tipsHeld(): string | null {
+    return this.s.outage.held;
+  }
+
+  /** The store's database went away or came back (see `OutageGate`). */
+  onDatabaseAvailability(change: DatabaseAvailability): void {
+    this.s.outage.onAvailability(change);
   }
 
   /** Every tipper of the pool: balance, reserved, in flight, available, held. */

@@ -26,7 +26,7 @@ import { loadKeypair, loadKeypairs } from './runtime/keypair';
 import { Periodic } from './runtime/periodic';
 import { storeCodec } from './store/records';
 import { PgTxStore } from './store/pg-store';
-import { JournalTxStore, type TxStore } from './store/store';
+import { JournalTxStore, isDatabaseOutage, type TxStore } from './store/store';
 import { EngineRegions } from './upstream/engine-regions';
 import { followBundleResults } from './upstream/bundle-results';
 import { SolanaRpc } from './upstream/solana-rpc';
@@ -217,6 +217,20 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     ...(verifier ? { verifier } : {}),
   });
 
+  // The database going away and coming back (PostgreSQL only): said once each way in the log, and the relay holds new
+  // tips from the first failure until every tip of before it is proven landed or dead (recovery/outage.ts).
+  if (store instanceof PgTxStore) {
+    store.watchAvailability((change) => {
+      if (change.kind === 'down')
+        log.error(
+          { database: change.url, reason: change.reason },
+          'database unavailable: writes are refused (503 RELAY_E_DB_UNAVAILABLE) and new tips held until it is back',
+        );
+      else log.warn({ database: change.url, down_ms: change.downMs }, 'database back');
+      r.onDatabaseAvailability(change);
+    });
+  }
+
   // What a restart left in flight is adopted before any input arrives: packed riders are held again before a slot
   // tick, a bypass sweep or a tracking pass could send one alone beside its pack.
   const resumed = await r.resumeAfterRestart();
@@ -249,7 +263,10 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
         void r
           .onBundleResult(result)
           .catch((error: unknown) =>
-            log.warn({ err: error, bundle_id: result.bundleId }, 'bundle result failed'),
+            log[isDatabaseOutage(error) ? 'debug' : 'warn'](
+              { err: error, bundle_id: result.bundleId },
+              'bundle result failed',
+            ),
           ),
       log.child({ region: region.url }),
       () => metrics.bundleResultResubscribes.inc(),

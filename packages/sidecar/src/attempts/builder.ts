@@ -24,6 +24,11 @@ import type { AttemptDecision, StoredAttempt, StoredTx } from '../store/records'
 import { ROLLING_HOUR_MS, spentInWindow } from '../store/spend';
 import { SpendLimitReached } from '../store/store';
 
+/** What the attempt builder asks before it builds and commits a new tip (see `OutageGate`). */
+export interface TipGate {
+  assertMayTip(): void;
+}
+
 /**
  * Attempts: the one `submit` entry every decider goes through (the agent over HTTP, bypass, the fallback reflex).
  * It checks the tip against policy and spend, builds the tip transaction on a fresh blockhash, journals the attempt
@@ -55,6 +60,11 @@ export class AttemptBuilder {
     private readonly queue: Pick<SendQueue, 'queueSend'>,
     /** Where an attempt built here is recorded as not sent yet (its first send may re-sign or pack it). */
     private readonly firstSends: Pick<FirstSends, 'built'>,
+    /**
+     * Whether a new tip may be built now (throws why not): after a database outage, not until every tip of before it
+     * is proven landed or dead (recovery/outage.ts). Asked before a tip is built and again just before it is committed.
+     */
+    private readonly tipGate: TipGate = { assertMayTip: () => undefined },
   ) {}
 
   /** An attempt at a tip, asked by the agent (or a manual call, bypass, or the sidecar's own reflex). */
@@ -70,6 +80,7 @@ export class AttemptBuilder {
           expected: 'pending with no attempt in flight',
         });
       }
+      if (tx.tip !== 'included') this.tipGate.assertMayTip();
       const policy = this.d.policy();
       const previous = lastSettled(tx);
       const now = this.d.now();
@@ -203,7 +214,9 @@ export class AttemptBuilder {
     // Write-ahead: the signed tip transaction and the bundle id are on disk before anything is sent, so a crash
     // anywhere after this resends these exact bytes and never builds a second tip for this attempt.
     // `spend-limit` is checked again by the store as it reserves, with every reservation being made at the same
-    // time (the check above was before the tip was built; another submit may have reserved since).
+    // time (the check above was before the tip was built; another submit may have reserved since). The outage gate is
+    // asked again at the last moment: an outage detected while the tip was built holds it back.
+    if (tip) this.tipGate.assertMayTip();
     const built = await this.d.store
       .addAttempt(tx.tx_id, attempt, {
         expect: { state: 'pending', stopped: false },

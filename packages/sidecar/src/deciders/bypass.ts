@@ -3,6 +3,7 @@ import type { RelayPorts } from '../context';
 import type { AttemptBuilder } from '../attempts/builder';
 import type { SettleSignals } from '../settle/signals';
 import { inFlight } from '../store/queries';
+import { isDatabaseOutage } from '../store/store';
 
 /**
  * The bypass decider: every transaction is submitted at once at the fixed tip, and again at the same tip whenever
@@ -35,8 +36,14 @@ export class BypassDecider {
         'bypass',
       );
     } catch (error) {
-      // Waiting for the tippers' funds is logged once by the pool, not at every slot's retry of every transaction.
-      const level = isRelayError(error, 'RELAY_E_TIPPER_UNDERFUNDED') ? 'debug' : 'warn';
+      // Waiting for the tippers' funds is logged once by the pool, and the database being away (or new tips held after
+      // it) once by the store and the outage gate, not at every slot's retry of every transaction.
+      const level =
+        isRelayError(error, 'RELAY_E_TIPPER_UNDERFUNDED') ||
+        isRelayError(error, 'RELAY_E_NOT_READY') ||
+        isDatabaseOutage(error)
+          ? 'debug'
+          : 'warn';
       this.d.log[level]({ tx_id: txId, err: error }, 'bypass submit refused');
     }
   }

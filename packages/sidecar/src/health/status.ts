@@ -18,7 +18,7 @@ export interface StatusSources {
   oracle: TipOracle;
   health: UpstreamHealth;
   policy: PolicyStore;
-  store: Pick<TxStore, 'healthy'>;
+  store: Pick<TxStore, 'healthy' | 'problem'>;
   /** What readiness calls the store when its writes fail (default `journal`). */
   storeName?: string;
   clock: Clock;
@@ -83,7 +83,8 @@ export function readinessOf(s: StatusSources): ReadyResponse {
     );
   if (r.lastErrors.engine) reasons.push(`block engine: ${r.lastErrors.engine}`);
   if (r.paused) reasons.push(r.paused);
-  if (!s.store.healthy) reasons.push(`${s.storeName ?? 'journal'}: writes failing`);
+  if (!s.store.healthy) reasons.push(`${s.storeName ?? 'journal'}: ${s.store.problem ?? 'writes failing'}`);
+  if (r.tipsHeld) reasons.push(r.tipsHeld);
   if (!r.bypass && !r.agent && !r.fallbackActive)
     reasons.push('no decider: no agent connected (and the fallback grace period has not passed)');
   return { ready: reasons.length === 0, reasons };

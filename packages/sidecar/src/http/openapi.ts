@@ -309,7 +309,7 @@ export function openApiDocument(): Record<string, unknown> {
               { $ref: '#/components/schemas/EnqueueResponse' },
               'Already accepted (same first signature)',
             ),
-            ...errors(400, 401, 409, 413, 415, 422, 429),
+            ...errors(400, 401, 409, 413, 415, 422, 429, 503),
           },
         },
       },
@@ -483,7 +483,7 @@ function statusText(status: number): string {
       415: 'Content-Type must be application/json',
       422: 'Policy violation or impossible request',
       429: 'Queue full or rate limited (Retry-After)',
-      503: 'Not ready (RELAY_E_NOT_READY)',
+      503: 'Not ready (RELAY_E_NOT_READY), or the database unavailable (RELAY_E_DB_UNAVAILABLE, RELAY_E_DB_COMMIT_UNKNOWN; Retry-After)',
     }[status] ?? 'Error'
   );
 }

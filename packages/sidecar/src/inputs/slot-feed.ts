@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { UpstreamHealth } from '../health/upstream-health';
 import type { Relay } from '../relay';
 import type { Periodic } from '../runtime/periodic';
+import { isDatabaseOutage } from '../store/store';
 import { GeyserStream } from '../upstream/geyser-stream';
 import type { SolanaRpc } from '../upstream/solana-rpc';
 
@@ -54,7 +55,10 @@ export function startSlotFeed(deps: {
         void relay
           .onDeadSlot(update.slot)
           .catch((error: unknown) =>
-            log.warn({ err: error, slot: update.slot }, 'dead slot handling failed'),
+            log[isDatabaseOutage(error) ? 'debug' : 'warn'](
+              { err: error, slot: update.slot },
+              'dead slot handling failed',
+            ),
           );
       } else if (update.status === 'finalized') {
         relay.onFinalizedSlot(update.slot);

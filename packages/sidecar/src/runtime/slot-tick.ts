@@ -1,4 +1,5 @@
 import { pruneSpend } from '../store/spend';
+import { isDatabaseOutage } from '../store/store';
 import type { RelayPorts } from '../context';
 
 /** How often spend older than the rolling hour is pruned from the store. */
@@ -52,7 +53,9 @@ export class SlotTick {
       ts: d.now(),
     });
     // Each slot's work runs beside the stream; a failure is logged and the next slot tries again.
-    const failed = (what: string) => (error: unknown) => d.log.warn({ err: error, slot }, `${what} failed`);
+    // The database being away is said once, by the store: not at every slot.
+    const failed = (what: string) => (error: unknown) =>
+      d.log[isDatabaseOutage(error) ? 'debug' : 'warn']({ err: error, slot }, `${what} failed`);
     if (this.work.fallbackActive()) void this.work.runFallback().catch(failed('fallback pass'));
     if (d.bypass.enabled) void this.work.sweepBypass().catch(failed('bypass sweep'));
     const now = d.now();

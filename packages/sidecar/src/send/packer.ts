@@ -341,7 +341,14 @@ export class Packer {
   }
 
   private async requeueIfWaiting(job: SendJob): Promise<void> {
-    const record = await this.d.store.get(job.txId);
+    let record: StoredTx | undefined;
+    try {
+      record = await this.d.store.get(job.txId);
+    } catch {
+      // The store could not say (the database away): back to the queue; its send re-reads the record first.
+      this.queue.push({ ...job, notBefore: this.d.now() + 1_000 });
+      return;
+    }
     if (ownAttemptWaiting(record, job)) this.queue.push({ ...job, notBefore: this.d.now() });
   }
 

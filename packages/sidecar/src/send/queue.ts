@@ -124,6 +124,11 @@ export class SendQueue {
     return this.jobs.length;
   }
 
+  /** Whether attempt `attempt` of `txId` waits in the queue. */
+  has(txId: string, attempt: number): boolean {
+    return this.jobs.some((j) => j.txId === txId && j.attempt === attempt);
+  }
+
   private send: ((job: SendJob, region: number) => Promise<void>) | null = null;
 
   /** The sender of this queue's jobs (set once by the composition; nothing is sent before). */

@@ -3,9 +3,13 @@ import type { RelayPorts } from '../context';
 import type { Settler, TargetWindow } from '../settle/settle';
 import { sendAnswer, type SendBundleResult } from '../upstream/block-engine';
 import type { StoredAttempt, StoredTx } from '../store/records';
+import { isDatabaseOutage } from '../store/store';
 import { attributeFault, type FaultApplier } from '../track/fault';
 import type { Packer } from './packer';
 import type { SendJob, SendQueue } from './queue';
+
+/** A send cut off by a store failure is tried again after this long. */
+const RETRY_AFTER_STORE_FAILURE_MS = 1_000;
 
 /** With no bundle-engine leader data, an attempt is judged after this many slots. */
 const UNKNOWN_WINDOW_SLOTS = 8;
@@ -23,11 +27,13 @@ export class Sender {
       | 'chain'
       | 'crashPoint'
       | 'engine'
+      | 'isClosed'
       | 'lastErrors'
       | 'leaders'
       | 'locks'
       | 'log'
       | 'metrics'
+      | 'now'
       | 'rpc'
       | 'store'
     >,
@@ -46,8 +52,24 @@ export class Sender {
     ) => Promise.resolve(attempt),
   ) {}
 
-  /** Send `job`'s bundle to the regional engine `region` (the queue chose it and spent its token). */
+  /**
+   * Send `job`'s bundle to the regional engine `region` (the queue chose it and spent its token). A failure of the
+   * store on the way (the database unavailable, or a commit whose outcome is unknown) never loses the job: it goes
+   * back to the queue and is tried again, re-read from the store first, so what goes out is always what the store
+   * holds committed (the same bytes again at most, never a tip it does not hold).
+   */
   async sendOne(job: SendJob, region: number): Promise<void> {
+    try {
+      await this.send(job, region);
+    } catch (error) {
+      if (this.d.isClosed()) return;
+      const level = isDatabaseOutage(error) ? 'debug' : 'warn';
+      this.d.log[level]({ err: error, tx_id: job.txId }, 'send interrupted; trying again');
+      this.queue.push({ ...job, notBefore: this.d.now() + RETRY_AFTER_STORE_FAILURE_MS });
+    }
+  }
+
+  private async send(job: SendJob, region: number): Promise<void> {
     // Under the lock: is this attempt still to be sent, and with which bytes?
     const wires = await this.d.locks.run(job.txId, async () => {
       const tx = await this.d.store.get(job.txId);
@@ -59,8 +81,10 @@ export class Sender {
       try {
         attempt = await this.prepareFirstSend(tx, journaled);
       } catch (error) {
-        // The journal could not take the refreshed tip or the pack: the journaled bytes go out later, as they are.
-        this.d.log.warn({ err: error, tx_id: tx.tx_id }, 'preparing the first send failed; sending later');
+        // The store could not take the refreshed tip or the pack (or its commit's outcome is unknown): nothing goes out
+        // now; later, what the store then holds goes out, as it is (re-read first).
+        const level = isDatabaseOutage(error) ? 'debug' : 'warn';
+        this.d.log[level]({ err: error, tx_id: tx.tx_id }, 'preparing the first send failed; sending later');
         this.queue.queueSend(tx, journaled.attempt, 1_000);
         return null;
       }

@@ -13,10 +13,19 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
   res.end(text);
 }
 
-/** One error answer for both paths: relay's code and message, `retry-after` on 429, a log line for a bug. */
+/**
+ * Answers that say relay cannot serve now, not that a request went wrong: the sidecar logs their cause once (the store
+ * says when its database goes and comes back), not at every request refused meanwhile.
+ */
+const NOT_NOW = new Set(['RELAY_E_NOT_READY', 'RELAY_E_DB_UNAVAILABLE', 'RELAY_E_DB_COMMIT_UNKNOWN']);
+
+/**
+ * One error answer for both paths: relay's code and message, `retry-after` on 429 (and on a 503 that says when to
+ * come back: the database unavailable), a log line for a bug.
+ */
 export function sendError(res: ServerResponse, error: unknown, log: Logger): void {
   const relayError = toRelayError(error);
-  if (relayError.status >= 500 && relayError.code !== 'RELAY_E_NOT_READY') {
+  if (relayError.status >= 500 && !NOT_NOW.has(relayError.code)) {
     log.error({ err: error }, 'request failed');
   }
   if (res.headersSent) {
@@ -26,6 +35,8 @@ export function sendError(res: ServerResponse, error: unknown, log: Logger): voi
   const retryAfter = relayError.details.retry_after_s;
   if (relayError.status === 429)
     res.setHeader('retry-after', String(typeof retryAfter === 'number' ? retryAfter : 1));
+  else if (relayError.status === 503 && typeof retryAfter === 'number')
+    res.setHeader('retry-after', String(retryAfter));
   sendJson(res, relayError.status, relayError.toBody());
 }
 

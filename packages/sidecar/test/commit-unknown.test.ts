@@ -1,0 +1,233 @@
+import { randomBytes } from 'node:crypto';
+import { Keypair } from '@solana/web3.js';
+import { DEFAULT_POLICY, RelayError, isRelayError, type RelayErrorCode } from '@solrelay/core';
+import bs58 from 'bs58';
+import pino from 'pino';
+import { AttemptBuilder } from '../src/attempts/builder';
+import { ChainPosition } from '../src/chain/position';
+import { TipSigner } from '../src/engine/tip-tx';
+import { Metrics } from '../src/metrics';
+import { OutageGate } from '../src/recovery/outage';
+import { Sender } from '../src/send/sender';
+import type { SendJob, SendQueue } from '../src/send/queue';
+import type { StoredAttempt, StoredTx } from '../src/store/records';
+import { InMemoryTxStore } from '../src/store/store';
+import { KeyedLock } from '../src/util/keyed-lock';
+import { attempt, tx } from './helpers/store-records';
+
+/**
+ * The write-ahead rule when a COMMIT's answer is lost (DESIGN §10, "No second tip" (1)): nothing is sent on the
+ * strength of a write whose outcome is unknown. The worst case is played: the write did commit, and relay was told
+ * `RELAY_E_DB_COMMIT_UNKNOWN`. The attempt builder queues nothing; the sender sends nothing then; what goes out later
+ * is what the store holds, re-read (the same committed bytes); and after the outage no new tip is built until the
+ * committed one is landed or dead.
+ */
+
+const log = pino({ level: 'silent' });
+const BLOCKHASH = Keypair.generate().publicKey.toBase58();
+const TIP_ACCOUNT = Keypair.generate().publicKey.toBase58();
+const tipper = Keypair.generate();
+/** A first signature as the wire has them (a bundle id is derived from them). */
+const signature = () => bs58.encode(randomBytes(64));
+
+/** An in-memory store whose chosen write commits and then answers as a lost COMMIT does. */
+class LostAnswerStore extends InMemoryTxStore {
+  lose: 'addAttempt' | 'transition' | null = null;
+
+  override async addAttempt(...args: Parameters<InMemoryTxStore['addAttempt']>): Promise<StoredTx> {
+    const done = await super.addAttempt(...args);
+    if (this.lose === 'addAttempt') throw lost(args[0], 'addAttempt');
+    return done;
+  }
+
+  override async transition(...args: Parameters<InMemoryTxStore['transition']>): Promise<StoredTx> {
+    const done = await super.transition(...args);
+    if (this.lose === 'transition') throw lost(args[0], 'transition');
+    return done;
+  }
+}
+
+function lost(txId: string, operation: string): RelayError {
+  return new RelayError('RELAY_E_DB_COMMIT_UNKNOWN', {
+    tx_id: txId,
+    operation,
+    reason: 'Connection terminated unexpectedly',
+    retry_after_s: 1,
+  });
+}
+
+function rig() {
+  const store = new LostAnswerStore();
+  const chain = new ChainPosition();
+  chain.advance(1_010, 1_000);
+  const queued: Array<{ txId: string; attempt: number }> = [];
+  const sent: string[][] = [];
+  const queue = {
+    queueSend: (t: Pick<StoredTx, 'tx_id'>, attempt: number) => queued.push({ txId: t.tx_id, attempt }),
+    push: (job: SendJob) => queued.push({ txId: job.txId, attempt: job.attempt }),
+    has: () => false,
+    cool: () => undefined,
+    answered: () => undefined,
+  };
+  const ports = {
+    chain,
+    crashPoint: undefined,
+    engine: {
+      getTipAccounts: () => Promise.resolve([TIP_ACCOUNT]),
+      sendBundle: (wires: Buffer[]) => {
+        sent.push(wires.map((w) => w.toString('base64')));
+        return Promise.resolve({
+          ok: false as const,
+          kind: 'transport' as const,
+          message: 'x',
+          status: 503,
+          retryAfterMs: null,
+        });
+      },
+      regions: [],
+    },
+    enqueuedAt: new Map<string, number>(),
+    hub: { publish: () => undefined },
+    leaders: { leaderAt: () => null, nextBundleEngineSlot: () => null },
+    locks: new KeyedLock(),
+    log,
+    metrics: new Metrics(),
+    now: () => 1_700_000_000_000,
+    oracle: {
+      view: () => ({ p25: 1_000, p50: 2_000, p75: 3_000, p95: 4_000, p99: 5_000, ema: 2_000, stale: false }),
+    },
+    policy: () => DEFAULT_POLICY,
+    rpc: { recentBlockhash: () => Promise.resolve({ blockhash: BLOCKHASH, lastValidBlockHeight: 1_150 }) },
+    store,
+    isClosed: () => false,
+    lastErrors: { engine: null },
+    blockhashes: {},
+  };
+  const signer = new TipSigner(tipper);
+  const tippers = {
+    reserve: () => ({
+      pubkey: tipper.publicKey.toBase58(),
+      signer,
+      journaled: () => undefined,
+      cancel: () => undefined,
+    }),
+  };
+  const built: string[] = [];
+  const gate = new OutageGate(ports as never, queue as never, { carrierOf: () => null });
+  const builder = new AttemptBuilder(
+    ports as never,
+    { decisionMode: 'reflex' },
+    tippers,
+    queue as unknown as SendQueue,
+    { built: (txId, n) => built.push(`${txId}#${n}`) },
+    gate,
+  );
+  return { store, chain, queued, sent, built, gate, builder, ports, queue };
+}
+
+async function codeOf(promise: Promise<unknown>): Promise<RelayErrorCode | 'resolved'> {
+  try {
+    await promise;
+    return 'resolved';
+  } catch (error) {
+    if (isRelayError(error)) return error.code;
+    throw error;
+  }
+}
+
+test('an attempt whose COMMIT answer is lost is neither queued nor sent; after the outage the committed bytes are', async () => {
+  const { store, queued, built, gate, builder } = rig();
+  await store.accept(tx('tx_a', signature()));
+  await store.accept(tx('tx_b', signature()));
+  store.lose = 'addAttempt';
+  expect(await codeOf(builder.submit({ tx_id: 'tx_a', tip_lamports: 50_000, reason: 'test' }))).toBe(
+    'RELAY_E_DB_COMMIT_UNKNOWN',
+  );
+  store.lose = null;
+  // It did commit (the worst case), and nothing was queued or counted as built here.
+  const committed = (await store.get('tx_a'))?.attempts[0] as StoredAttempt;
+  expect(committed.stage).toBe('journaled');
+  expect(queued).toEqual([]);
+  expect(built).toEqual([]);
+
+  // The store reports the outage and the database's return: the re-read queues the committed attempt (its bytes).
+  gate.onAvailability({ kind: 'down', url: 'postgres://relay:***@db/relay', reason: 'gone', at: 0 });
+  // While it is away, no tip is built for anyone (the store would refuse it anyway).
+  expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'meanwhile' }))).toBe(
+    'RELAY_E_DB_UNAVAILABLE',
+  );
+  gate.onAvailability({ kind: 'up', url: 'postgres://relay:***@db/relay', downMs: 1, at: 1 });
+  await waitFor(() => queued.length === 1);
+  expect(queued).toEqual([{ txId: 'tx_a', attempt: 1 }]);
+  // No new tip while the committed one is unsettled: another transaction waits for it.
+  expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
+    'RELAY_E_NOT_READY',
+  );
+  expect(gate.held).toMatch(/1 unsettled tip/);
+  // Once it landed, new tips resume.
+  await store.transition(
+    'tx_a',
+    { state: 'pending' },
+    {
+      set: { state: 'landed', landed_slot: 1_012 },
+      attempts: [{ n: 1, set: { stage: 'landed', slot_landed: 1_012 } }],
+    },
+  );
+  await waitFor(() => gate.held === null);
+  expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
+    'resolved',
+  );
+  gate.stop();
+});
+
+test("a first send whose refreshed tip's COMMIT answer is lost sends nothing then, and later only what the store holds", async () => {
+  const { store, queued, sent, ports, queue } = rig();
+  await store.accept(tx('tx_a', 'sig-a'));
+  await store.addAttempt('tx_a', attempt(1, 'bundle-old', { tip_tx: 'T0xE', tip_signature: 'tip-old' }));
+  // The first send re-signs the aged tip: a compare-and-set the store commits, and whose answer is lost.
+  const prepare = async (t: StoredTx, a: StoredAttempt) => {
+    store.lose = 'transition';
+    try {
+      await store.transition(
+        t.tx_id,
+        { attempt: { n: a.attempt, stage: 'journaled', bundleId: a.bundle_id } },
+        {
+          attempts: [
+            { n: a.attempt, set: { tip_tx: 'TkVX', tip_signature: 'tip-new', bundle_id: 'bundle-new' } },
+          ],
+        },
+      );
+    } finally {
+      store.lose = null;
+    }
+    return a;
+  };
+  let firstSend = true;
+  const sender = new Sender(
+    ports as never,
+    { markSubmitted: () => Promise.resolve() } as never,
+    queue as never,
+    { faultOf: () => Promise.resolve(null), observeSend: () => undefined },
+    { apply: () => Promise.resolve() },
+    (t, a) => {
+      if (!firstSend) return Promise.resolve(a);
+      firstSend = false;
+      return prepare(t, a);
+    },
+  );
+  const job: SendJob = { txId: 'tx_a', attempt: 1, priority: 1, deadline: 1_150, notBefore: 0 };
+  await sender.sendOne(job, 0);
+  // Nothing went out; the job is back in the queue.
+  expect(sent).toEqual([]);
+  expect(queued).toEqual([{ txId: 'tx_a', attempt: 1 }]);
+  // The next send re-reads: what goes out is the tip the store holds (the re-signed one), never the old bytes.
+  await sender.sendOne(job, 0);
+  expect(sent).toHaveLength(1);
+  expect(sent[0]?.[sent[0].length - 1]).toBe('TkVX');
+  expect(sent.flat()).not.toContain('T0xE');
+});
+
+async function waitFor(condition: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  if (!condition()) throw new Error('condition never held');
+}
