@@ -42,6 +42,8 @@ export interface PgServerInfo {
   port: number;
   user: string;
   password: string;
+  /** The `-o` flags it was started with (port, addresses, test settings): a start after `shutDown` reuses them. */
+  flags?: string;
 }
 
 export interface PgServer {
@@ -63,6 +65,14 @@ export interface PgServer {
   createTemplate(name: string, prepare: (url: string) => Promise<void>): Promise<string>;
   /** A new empty database, or a copy of `template`; returns its URL. Names are unique within the server. */
   createDatabase(template?: string): Promise<string>;
+  /**
+   * Shut the server down as an outage would, keeping its data directory and port: `pg_ctl stop -m immediate` (no
+   * clean shutdown: every session is cut and the next start recovers from the WAL) or `-m fast` (sessions are told
+   * and ended, then a clean shutdown). Waits until it is down.
+   */
+  shutDown(mode: 'immediate' | 'fast'): Promise<void>;
+  /** Start it again after `shutDown`, on the same data directory, port and settings (`pg_ctl start -w`). */
+  startAgain(): Promise<void>;
   /** Stop the server (immediate) and remove its directory. Safe to call twice. */
   stop(): Promise<void>;
 }
@@ -233,6 +243,7 @@ export async function startPostgres(options: PgServerOptions & { shared?: boolea
         .map(([name, v]) => `-c ${name}=${v}`)
         .join(' ');
       const log = join(root, 'server.log');
+      info.flags = flags;
       try {
         await run(pgCtl, ['-D', dataDir, '-w', '-t', '60', '-l', log, '-o', flags, 'start'], owner !== null);
       } catch (error) {
@@ -293,6 +304,21 @@ function serverHandle(info: PgServerInfo, stop: () => void): PgServer {
       const name = `t${process.pid}_${++counter}_${randomBytes(3).toString('hex')}`;
       await sql(`CREATE DATABASE ${quoteIdent(name)}${template ? ` TEMPLATE ${quoteIdent(template)}` : ''}`);
       return url(name);
+    },
+    async shutDown(mode) {
+      await run(
+        join(info.bin, 'pg_ctl'),
+        ['-D', dataDir, '-m', mode, '-w', '-t', '60', 'stop'],
+        info.asPostgres,
+      );
+    },
+    async startAgain() {
+      const log = join(info.root, 'server.log');
+      await run(
+        join(info.bin, 'pg_ctl'),
+        ['-D', dataDir, '-w', '-t', '60', '-l', log, '-o', info.flags ?? `-c port=${port}`, 'start'],
+        info.asPostgres,
+      );
     },
     async stop() {
       stop();

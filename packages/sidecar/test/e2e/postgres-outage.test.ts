@@ -1,0 +1,288 @@
+import { Writable } from 'node:stream';
+import {
+  get,
+  post,
+  startPostgres,
+  waitUntil,
+  type HttpAnswer,
+  type PgServer,
+  type Stack,
+} from '@solrelay/testkit';
+import pg from 'pg';
+import pino from 'pino';
+import { loadMigrations, migrate } from '../../src/pg';
+import type { Sidecar } from '../../src/service';
+import { startRelayStack } from '../helpers/relay-stack';
+
+/**
+ * The sidecar on PostgreSQL survives the database going away (issue #28): under a steady load of enqueues from a
+ * client that retries what it is refused (as a client told `Retry-After` would, with the same bytes), PostgreSQL is
+ * stopped (`pg_ctl stop -m immediate`, then `-m fast`) for 2 s and for 20 s, and started again on the same data
+ * directory and port. Meanwhile:
+ *
+ * - every enqueue is answered 202/200 or, while the database is away, 503 with a database code and `Retry-After`;
+ *   no request of the whole run is ever answered 500;
+ * - `/readyz` is 503 naming the database while it is away, 200 again after; `/healthz` stays 200;
+ * - the log says the database went away and came back once per outage, and nothing else complains of it;
+ * - no promise is left rejected unhandled (a pool or idle-connection error would crash the process).
+ *
+ * Afterwards every acknowledged transaction is finalized, on chain as in relay's records, each with exactly one tip
+ * landed, and the tipper paid exactly the tips and fees relay recorded (no second tip).
+ *
+ * One sidecar and one database serve the four outages in turn (slots of 400 ms: a user blockhash lives ~60 s, longer
+ * than the longest outage and the catching up after it).
+ */
+const TIP = 50_000;
+const FEE = 5_000;
+/** A new transaction every this many ms. */
+const LOAD_EVERY_MS = 250;
+/** A transfer refused with nothing written is not sent again once this old (see `Load`). */
+const ABANDON_AFTER_MS = 8_000;
+
+let server: PgServer;
+let stack: Stack<Sidecar>;
+let url: string;
+let tipperBefore: number;
+const logLines: Array<{ level: number; msg: string; [key: string]: unknown }> = [];
+const unhandled: unknown[] = [];
+const onUnhandled = (reason: unknown) => unhandled.push(reason);
+/** Every answer of the run, to any request. */
+const answers: Array<{ path: string; status: number }> = [];
+/** Every transaction acknowledged (2xx), across the four outages. */
+const acknowledged = new Map<string, { txId: string; signature: string }>();
+
+/** A request whose answer is recorded (a refused connection is not an answer: it would fail the test). */
+async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<HttpAnswer> {
+  const answer = method === 'GET' ? await get(url, path) : await post(url, path, body);
+  answers.push({ path, status: answer.status });
+  return answer;
+}
+
+beforeAll(async () => {
+  process.on('unhandledRejection', onUnhandled);
+  server = await startPostgres();
+  const databaseUrl = await server.createDatabase();
+  const pool = new pg.Pool({ connectionString: databaseUrl });
+  try {
+    await migrate(pool, loadMigrations());
+  } finally {
+    await pool.end();
+  }
+  const logs = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      for (const line of chunk.toString().split('\n').filter(Boolean)) logLines.push(JSON.parse(line));
+      done();
+    },
+  });
+  stack = await startRelayStack({
+    simnet: { slotMs: 400 },
+    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: String(TIP), RELAY_DATABASE_URL: databaseUrl },
+    policy: { 'rate-limit': 100_000, 'max-queue': 10_000 },
+    sidecar: { logger: pino({ level: 'info' }, logs) },
+  });
+  url = stack.sidecar.url;
+  await waitUntil(async () => (await get(url, '/readyz')).status === 200, 30_000, 'ready');
+  tipperBefore = await stack.connection().getBalance(stack.tipper.publicKey, 'confirmed');
+}, 90_000);
+
+afterAll(async () => {
+  process.off('unhandledRejection', onUnhandled);
+  await stack?.close();
+  await server?.stop();
+});
+
+/**
+ * A client sending a new transfer every LOAD_EVERY_MS until stopped; each is sent again (the same bytes) after the
+ * `Retry-After` of a 503 until it is acknowledged. A transfer refused `RELAY_E_DB_UNAVAILABLE` (nothing written) is
+ * given up once it is ABANDON_AFTER_MS old, as a client would re-sign rather than send a dying blockhash; one
+ * answered `RELAY_E_DB_COMMIT_UNKNOWN` is sent again until the answer is known (it may be accepted). Every answer is
+ * checked as it comes.
+ */
+class Load {
+  private stopped = false;
+  private readonly loops: Promise<void>[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private serial = 0;
+  readonly problems: string[] = [];
+  /** 503s with a database code and Retry-After, by code. */
+  readonly refused = new Map<string, number>();
+  readonly ids: string[] = [];
+
+  constructor(private readonly base: number) {}
+
+  start(): void {
+    this.timer = setInterval(() => {
+      if (!this.stopped) this.loops.push(this.client(this.base + this.serial++));
+    }, LOAD_EVERY_MS);
+  }
+
+  /** Stop making new transactions; resolves once every one made is acknowledged. */
+  async finish(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await Promise.all(this.loops);
+  }
+
+  private async client(lamports: number): Promise<void> {
+    const wire = stack.transfer(lamports);
+    const made = Date.now();
+    for (;;) {
+      const answer = await call('POST', '/tx/enqueue', { transaction: wire });
+      if (answer.status === 202 || answer.status === 200) {
+        const { tx_id: txId, signatures } = answer.body as { tx_id: string; signatures: string[] };
+        acknowledged.set(txId, { txId, signature: signatures[0] as string });
+        this.ids.push(txId);
+        return;
+      }
+      const code = answer.body?.error?.code as string | undefined;
+      const retryAfter = Number(answer.headers.get('retry-after'));
+      if (
+        answer.status !== 503 ||
+        (code !== 'RELAY_E_DB_UNAVAILABLE' && code !== 'RELAY_E_DB_COMMIT_UNKNOWN') ||
+        !(retryAfter >= 1)
+      ) {
+        this.problems.push(`enqueue answered ${answer.status} ${JSON.stringify(answer.body).slice(0, 300)}`);
+        return;
+      }
+      this.refused.set(code, (this.refused.get(code) ?? 0) + 1);
+      if (code === 'RELAY_E_DB_UNAVAILABLE' && Date.now() - made > ABANDON_AFTER_MS) return;
+      await new Promise((resolve) => setTimeout(resolve, retryAfter * 1000));
+    }
+  }
+}
+
+/** Wait until every one of `ids` is finalized (asking again only for those that are not yet). */
+async function waitFinalized(ids: readonly string[], ms: number): Promise<void> {
+  const left = new Set(ids);
+  await waitUntil(
+    async () => {
+      for (const id of [...left])
+        if ((await call('GET', `/tx/${id}`)).body.state === 'finalized') left.delete(id);
+      return left.size === 0;
+    },
+    ms,
+    `${ids.length} transactions finalized`,
+  ).catch(async (error: Error) => {
+    const sample = [...left].slice(0, 3);
+    const records = await Promise.all(sample.map(async (id) => (await get(url, `/tx/${id}`)).body));
+    throw new Error(`${error.message}; ${left.size} not: ${JSON.stringify(records).slice(0, 4000)}`);
+  });
+}
+
+const cases = [
+  { mode: 'immediate', seconds: 2 },
+  { mode: 'fast', seconds: 2 },
+  { mode: 'immediate', seconds: 20 },
+  { mode: 'fast', seconds: 20 },
+] as const;
+
+test.each(cases)(
+  'PostgreSQL stopped -m $mode for $seconds s under load: refused with 503 + Retry-After meanwhile, nothing lost',
+  async ({ mode, seconds }) => {
+    const downsBefore = logLines.filter((l) => l.msg.startsWith('database unavailable')).length;
+    const load = new Load(1_000 + 1_000 * cases.findIndex((c) => c.mode === mode && c.seconds === seconds));
+    load.start();
+    // Some transactions accepted and in flight before the database goes.
+    await waitUntil(() => load.ids.length >= 6, 20_000, 'enqueues before the outage');
+
+    await server.shutDown(mode);
+    const down = await waitUntil(
+      async () => {
+        const ready = await call('GET', '/readyz');
+        return ready.status === 503 ? ready : null;
+      },
+      15_000,
+      '/readyz to say the database is away',
+    );
+    expect(down.body.error.code).toBe('RELAY_E_NOT_READY');
+    expect(down.body.error.details.reasons).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(/^database: PostgreSQL at postgres:\/\/relay:\*\*\*@127\.0\.0\.1:/),
+      ]),
+    );
+    expect((await call('GET', '/healthz')).status).toBe(200);
+    // An enqueue now is refused with the database's code and Retry-After (the load's client checks each answer).
+    const refusedBefore = load.refused.get('RELAY_E_DB_UNAVAILABLE') ?? 0;
+    await waitUntil(
+      () => (load.refused.get('RELAY_E_DB_UNAVAILABLE') ?? 0) > refusedBefore,
+      15_000,
+      'an enqueue refused with RELAY_E_DB_UNAVAILABLE',
+    );
+    // The other writing route too: an attempt asked for now is refused alike.
+    const submit = await call('POST', '/internal/submit', {
+      tx_id: load.ids[0],
+      tip_lamports: TIP,
+      reason: 'during the outage',
+    });
+    expect(submit.status).toBe(503);
+    expect(submit.body.error.code).toBe('RELAY_E_DB_UNAVAILABLE');
+    expect(Number(submit.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+
+    // The outage lasts its length (not a timing assertion: how long the database stays away).
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    expect((await call('GET', '/readyz')).status).toBe(503);
+    await server.startAgain();
+
+    let ready: HttpAnswer | null = null;
+    await waitUntil(
+      async () => (ready = await call('GET', '/readyz')).status === 200,
+      90_000,
+      '/readyz 200 again',
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}: ${JSON.stringify(ready?.body)}`);
+    });
+    // A few more after, then every transaction the client made is acknowledged.
+    const after = load.ids.length;
+    await waitUntil(() => load.ids.length >= after + 4, 20_000, 'enqueues after the outage');
+    await load.finish();
+    expect(load.problems).toEqual([]);
+
+    await waitFinalized(load.ids, 90_000);
+    // Said once each way in the log.
+    const downs = logLines.filter((l) => l.msg.startsWith('database unavailable'));
+    expect(downs.length - downsBefore).toBe(1);
+    expect(downs[downs.length - 1]?.database).toMatch(/^postgres:\/\/relay:\*\*\*@/);
+    expect(logLines.filter((l) => l.msg === 'database back')).toHaveLength(downs.length);
+  },
+  300_000,
+);
+
+test('across the four outages: no 500, relay == chain, one tip per transaction, the tipper paid exactly that', async () => {
+  expect(answers.filter((a) => a.status >= 500 && a.status !== 503)).toEqual([]);
+  expect(unhandled).toEqual([]);
+  // Nothing else in the log complained of the database: the outage was said once, not per attempt.
+  const complaints = logLines.filter(
+    (l) =>
+      l.level >= 40 &&
+      !l.msg.startsWith('database unavailable') &&
+      l.msg !== 'database back' &&
+      /RELAY_E_DB|DatabaseError|ECONNREFUSED|terminat|Connection|57P0/i.test(JSON.stringify(l)),
+  );
+  expect(complaints).toEqual([]);
+
+  const chain = stack.simnet.cluster;
+  const mismatches: unknown[] = [];
+  let paid = 0;
+  for (const { txId, signature } of acknowledged.values()) {
+    const record = await stack.sidecar.relay.stored(txId);
+    const status = chain.signatureStatus(signature);
+    // Every attempt's tip, as the chain has it (relay's record names each tip's signature): exactly one landed, the
+    // one relay recorded as landed.
+    const landed = (record?.attempts ?? [])
+      .filter((a) => a.tip_signature !== null && chain.signatureStatus(a.tip_signature) !== null)
+      .map((a) => ({ stage: a.stage, tip: a.tip_lamports }));
+    const ok =
+      record?.state === 'finalized' &&
+      status?.confirmationStatus === 'finalized' &&
+      status.err === null &&
+      landed.length === 1 &&
+      landed[0]?.stage === 'finalized' &&
+      landed[0].tip === TIP;
+    if (!ok) mismatches.push({ record, chain: status, landed });
+    paid += landed.reduce((sum, a) => sum + a.tip + FEE, 0);
+  }
+  expect(mismatches).toEqual([]);
+  expect(acknowledged.size).toBeGreaterThan(40);
+  const tipperAfter = await stack.connection().getBalance(stack.tipper.publicKey, 'confirmed');
+  expect(tipperBefore - tipperAfter).toBe(paid);
+}, 120_000);
