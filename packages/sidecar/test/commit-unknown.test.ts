@@ -33,6 +33,13 @@ const signature = () => bs58.encode(randomBytes(64));
 /** An in-memory store whose chosen write commits and then answers as a lost COMMIT does. */
 class LostAnswerStore extends InMemoryTxStore {
   lose: 'addAttempt' | 'transition' | null = null;
+  /** Reads of one record so far (the outage gate re-reads what it waits on). */
+  gets = 0;
+
+  override get(txId: string): Promise<StoredTx | undefined> {
+    this.gets++;
+    return super.get(txId);
+  }
 
   override async addAttempt(...args: Parameters<InMemoryTxStore['addAttempt']>): Promise<StoredTx> {
     const done = await super.addAttempt(...args);
@@ -225,6 +232,41 @@ test("a first send whose refreshed tip's COMMIT answer is lost sends nothing the
   expect(sent).toHaveLength(1);
   expect(sent[0]?.[sent[0].length - 1]).toBe('TkVX');
   expect(sent.flat()).not.toContain('T0xE');
+});
+
+test('after an outage, a tip whose attempt failed holds new tips until its blockhash is dead (with the late-landing margin)', async () => {
+  const { store, chain, gate, builder } = rig();
+  await store.accept(tx('tx_a', signature()));
+  await store.accept(tx('tx_b', signature(), { expires_at_slot: 2_000 }));
+  // Attempt 1 of tx_a was committed before the outage; its tip's blockhash lives to block height 1,050.
+  await store.addAttempt(
+    'tx_a',
+    attempt(1, 'bundle-a', { stage: 'submitted', tip_last_valid_block_height: 1_050 }),
+  );
+  gate.onAvailability({ kind: 'down', url: 'postgres://relay:***@db/relay', reason: 'gone', at: 0 });
+  gate.onAvailability({ kind: 'up', url: 'postgres://relay:***@db/relay', downMs: 1, at: 1 });
+  await waitFor(() => gate.held !== null && /1 unsettled tip/.test(gate.held));
+  // Judged lost after the outage: not proof that its tip cannot land while its blockhash lives.
+  await store.transition(
+    'tx_a',
+    { state: 'pending' },
+    { attempts: [{ n: 1, set: { stage: 'failed', outcome: 'dropped' } }] },
+  );
+  chain.advance(1_200, 1_060);
+  // Re-read twice since (a whole re-check after the change), and still held.
+  const reads = store.gets;
+  await waitFor(() => store.gets >= reads + 2);
+  expect(gate.held).toMatch(/1 unsettled tip/);
+  expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
+    'RELAY_E_NOT_READY',
+  );
+  // Past its last valid block height and the margin a late landing needs to be seen: dead. New tips resume.
+  chain.advance(1_300, 1_083);
+  await waitFor(() => gate.held === null);
+  expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
+    'resolved',
+  );
+  gate.stop();
 });
 
 async function waitFor(condition: () => boolean): Promise<void> {
