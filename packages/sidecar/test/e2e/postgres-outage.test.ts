@@ -40,6 +40,7 @@ const LOAD_EVERY_MS = 250;
 const ABANDON_AFTER_MS = 8_000;
 
 let server: PgServer;
+let databaseUrl: string;
 let stack: Stack<Sidecar>;
 let url: string;
 let tipperBefore: number;
@@ -61,7 +62,7 @@ async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promi
 beforeAll(async () => {
   process.on('unhandledRejection', onUnhandled);
   server = await startPostgres();
-  const databaseUrl = await server.createDatabase();
+  databaseUrl = await server.createDatabase();
   const pool = new pg.Pool({ connectionString: databaseUrl });
   try {
     await migrate(pool, loadMigrations());
@@ -247,7 +248,67 @@ test.each(cases)(
   300_000,
 );
 
-test('across the four outages: no 500, relay == chain, one tip per transaction, the tipper paid exactly that', async () => {
+test('an enqueue whose COMMIT goes unanswered is not acknowledged (503 RELAY_E_DB_COMMIT_UNKNOWN, Retry-After); the same bytes again are', async () => {
+  const db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  const holder = await db.connect();
+  try {
+    // A deferred trigger runs at COMMIT and waits on an advisory lock this test holds: the enqueue's COMMIT is sent
+    // and unanswered when its connection is cut.
+    await db.query(`
+      CREATE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_advisory_xact_lock(4343); RETURN NULL; END $$;
+      CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT ON transactions
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_hold_commit();`);
+    await holder.query('SELECT pg_advisory_lock(4343)');
+    const wire = stack.transfer(777);
+    const answering = call('POST', '/tx/enqueue', { transaction: wire });
+    const pid = await waitUntil(
+      async () =>
+        (
+          await db.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity
+             WHERE datname = current_database() AND query = 'COMMIT' AND wait_event_type = 'Lock'`,
+          )
+        ).rows[0]?.pid,
+      15_000,
+      "the enqueue's COMMIT waiting",
+    );
+    await db.query('SELECT pg_terminate_backend($1)', [pid]);
+    const refused = await answering;
+    expect(refused.status).toBe(503);
+    expect(refused.body.error.code).toBe('RELAY_E_DB_COMMIT_UNKNOWN');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    await db.query('DROP TRIGGER hold_commit ON transactions; DROP FUNCTION test_hold_commit()');
+    await holder.query('SELECT pg_advisory_unlock_all()');
+
+    // The client sends the same bytes again: here the COMMIT never finished, so it is accepted now; once more, it is
+    // the same transaction (dedupe by first signature).
+    const accepted = await waitUntil(
+      async () => {
+        const answer = await call('POST', '/tx/enqueue', { transaction: wire });
+        if (answer.status === 503) return null;
+        return answer;
+      },
+      30_000,
+      'the retried enqueue answered',
+    );
+    expect(accepted.status).toBe(202);
+    const repeat = await call('POST', '/tx/enqueue', { transaction: wire });
+    expect(repeat.status).toBe(200);
+    expect(repeat.body.tx_id).toBe(accepted.body.tx_id);
+    acknowledged.set(accepted.body.tx_id, {
+      txId: accepted.body.tx_id,
+      signature: accepted.body.signatures[0],
+    });
+    await waitUntil(async () => (await call('GET', '/readyz')).status === 200, 90_000, '/readyz 200 again');
+    await waitFinalized([accepted.body.tx_id], 90_000);
+  } finally {
+    holder.release();
+    await db.end();
+  }
+}, 240_000);
+
+test('across the run: no 500, relay == chain, one tip per transaction, the tipper paid exactly that', async () => {
   expect(answers.filter((a) => a.status >= 500 && a.status !== 503)).toEqual([]);
   expect(unhandled).toEqual([]);
   // Nothing else in the log complained of the database: the outage was said once, not per attempt.
