@@ -202,6 +202,8 @@ test.each(cases)(
       ]),
     );
     expect((await call('GET', '/healthz')).status).toBe(200);
+    // Metrics are still scraped (the store's figures keep their last values).
+    expect((await call('GET', '/metrics')).status).toBe(200);
     // An enqueue now is refused with the database's code and Retry-After (the load's client checks each answer).
     const refusedBefore = load.refused.get('RELAY_E_DB_UNAVAILABLE') ?? 0;
     await waitUntil(

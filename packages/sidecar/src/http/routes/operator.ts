@@ -1,5 +1,11 @@
 import { DEFAULT_LIFECYCLE_LAST, LifecycleQuerySchema, RelayError, parseRequestBody } from '@solrelay/core';
+import { isDatabaseOutage } from '../../store/store';
 import type { AppDeps, Routes } from '../deps';
+
+/** Rethrows anything but the store's database being away. */
+function unlessOutage(error: unknown): void {
+  if (!isDatabaseOutage(error)) throw error;
+}
 
 /** `GET /healthz`: liveness. Registered before the token check: probes carry no token. */
 export function livenessRoute(app: Routes): void {
@@ -70,7 +76,8 @@ export function operatorRoutes(
     deps.metrics.sseBuffered.set(hub.bufferedBytes);
     deps.metrics.sseBufferedPeak.set(hub.counters.peakBufferedBytes);
     deps.metrics.sseClientBufferedPeak.set(hub.counters.peakClientBufferedBytes);
-    deps.metrics.queueDepth.set((await relay.counts()).active);
+    // The store's figures keep their last values while its database is away: the scrape itself still answers.
+    await relay.counts().then((counts) => deps.metrics.queueDepth.set(counts.active), unlessOutage);
     for (const t of relay.tipperStatus()) {
       if (t.balance_lamports !== null)
         deps.metrics.tipperBalance.set({ tipper: t.pubkey }, t.balance_lamports);
@@ -78,7 +85,7 @@ export function operatorRoutes(
     }
     for (const t of relay.tipperShortfalls())
       deps.metrics.tipperShortfall.set({ tipper: t.pubkey }, t.lamports);
-    deps.metrics.spendWindow.set(await relay.spentThisHour());
+    await relay.spentThisHour().then((spent) => deps.metrics.spendWindow.set(spent), unlessOutage);
     deps.metrics.spendLimit.set(deps.policy.current['spend-limit']);
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
