@@ -2,31 +2,41 @@ import { existsSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createDatabasePool, loadMigrations, migrate, parseDatabaseUrl } from '@solrelay/sidecar/pg';
 import {
   get,
   post,
   spawnSidecar,
   startStack,
+  usePostgres,
   waitUntil,
   type RunningSidecar,
   type Stack,
 } from '@solrelay/testkit';
-import pg from 'pg';
-import { useMigratedPostgres } from '../helpers/migrated-postgres';
+import { SIDECAR_MAIN } from '../../src/crash-trial';
 
 /**
- * A host's disk replaced (issue #28): the real sidecar process (apps/sidecar, built) on PostgreSQL is SIGKILLed under
+ * A host's disk replaced (issue #28): the real sidecar process (apps/sidecar's build, a dependency of this package) on
+ * PostgreSQL is SIGKILLed under
  * a load of enqueues, then started again on an EMPTY data directory and lifecycle path with the same
  * RELAY_DATABASE_URL. It carries on from the database alone: every acknowledged transaction (and every one whose
  * enqueue the kill cut off, sent again byte for byte as a client would) reaches its true terminal state, relay ==
  * chain signature by signature, each with one tip landed, and the tipper paid exactly the tips relay recorded.
  */
-const MAIN = join(__dirname, '..', '..', '..', '..', 'apps', 'sidecar', 'dist', 'main.cjs');
+const MAIN = SIDECAR_MAIN;
 const TIP = 50_000;
 const FEE = 5_000;
 const COUNT = 40;
 
-const postgres = useMigratedPostgres();
+/** A server for this file; `fresh()` databases have relay's migrations applied. */
+const postgres = usePostgres(async (url) => {
+  const pool = createDatabasePool(parseDatabaseUrl(url));
+  try {
+    await migrate(pool, loadMigrations());
+  } finally {
+    await pool.end();
+  }
+});
 
 interface ChildSidecar {
   url: string;
@@ -88,7 +98,7 @@ test('SIGKILLed under load and started on an empty data directory: every transac
   await Promise.all(sending);
 
   // What the killed process left unfinished, as the database has it: the next one must carry it on.
-  const db = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  const db = createDatabasePool(parseDatabaseUrl(databaseUrl), { poolMax: 1 });
   const { rows: unfinished } = await db.query<{ n: number }>(
     'SELECT count(*)::int AS n FROM transactions WHERE terminal_at IS NULL',
   );
