@@ -46,7 +46,9 @@ export async function diagnoseUserTransactions(
 ): Promise<{ outcome: AttemptOutcome; detail: string } | null> {
   try {
     for (let i = 0; i < tx.fee_payers.length; i++) {
-      const balance = await rpc.getBalance(tx.fee_payers[i] as string);
+      // The newest bank (processed), as the simulation below: a payer funded a slot or two ago is not yet in the
+      // confirmed one, and "cannot pay" has to hold on the freshest view relay has before it fails anything.
+      const balance = await rpc.getBalance(tx.fee_payers[i] as string, 'processed');
       if (balance < SIGNATURE_FEE_LAMPORTS) {
         return {
           outcome: 'insufficient_funds',

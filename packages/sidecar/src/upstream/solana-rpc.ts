@@ -195,8 +195,9 @@ export class SolanaRpc {
     return this.track(() => this.connection.getBlockHeight(commitment));
   }
 
-  async getBalance(address: string): Promise<number> {
-    return this.track(() => this.connection.getBalance(new PublicKey(address), 'confirmed'));
+  /** A balance at `commitment` (default confirmed: what a tipper's funds are judged on). */
+  async getBalance(address: string, commitment: Commitment = 'confirmed'): Promise<number> {
+    return this.track(() => this.connection.getBalance(new PublicKey(address), commitment));
   }
 
   /** Epoch boundaries for the leader schedule. */
