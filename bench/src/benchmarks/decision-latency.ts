@@ -12,6 +12,7 @@ import { SseReader } from '../lib/sse';
 import { benchPolicy, startRelayStack } from '../lib/stack';
 import { probeFsync } from '../lib/fsync-probe';
 import { distribution, round, type Distribution } from '../lib/stats';
+import type { BenchStore, StoreUse } from '../lib/store';
 import { TxFactory } from '../lib/txgen';
 
 const REFLEX_P99_TARGET_MS = 10;
@@ -29,15 +30,20 @@ interface ModeResult {
   overhead_ms: Distribution | null;
   fallbacks: number;
   cpu_pct_of_one_core: { sidecar: number; agent: number };
+  /** The sidecar's and (on PostgreSQL) the server's commits and CPU over the paced run. */
+  store_use: StoreUse;
 }
 
-async function runMode(
+/** One tier's paced run on a fresh stack; `store` chooses where the sidecar keeps its records (default the journal). */
+export async function runMode(
   ctx: BenchContext,
   mode: 'reflex' | 'cortex',
   count: number,
   ratePerS: number,
+  store?: BenchStore,
 ): Promise<ModeResult> {
   const stack = await startRelayStack({
+    store,
     simnet: { seed: 3, slotMs: 400, bundleEngineShare: 1, fixedClearingTip: 5_000 },
     policy: benchPolicy({ 'max-tip': 2_000_000 }),
     env: { AGENT_DECISION_MODE: mode },
@@ -77,6 +83,7 @@ async function runMode(
     let blockhashAt = Date.now();
     ctx.progress(`${mode}: ${count} transactions paced at ${ratePerS}/s`);
     const cpu0 = { sidecar: cpuTimeMs(stack.sidecar.pid), agent: groupCpuTimeMs(agentProcess.pid) };
+    const store0 = await stack.store.sample();
     const t0 = performance.now();
     for (let i = 0; i < count; i++) {
       // Paced on an absolute schedule, so a slow answer does not turn into a burst afterwards.
@@ -100,6 +107,7 @@ async function runMode(
     const undecided = accepted.filter((id) => !enqueuedAt.has(id) || !submitted.has(id)).length;
     const elapsedS = (performance.now() - t0) / 1000;
     // The agent may start helpers of its own: its CPU is the sum over its process group.
+    const storeUse = await stack.store.since(store0);
     const cpu = {
       sidecar: cpuTimeMs(stack.sidecar.pid) - cpu0.sidecar,
       agent: groupCpuTimeMs(agentProcess.pid) - cpu0.agent,
@@ -145,6 +153,7 @@ async function runMode(
         sidecar: round((cpu.sidecar / (elapsedS * 1000)) * 100, 1),
         agent: round((cpu.agent / (elapsedS * 1000)) * 100, 1),
       },
+      store_use: storeUse,
     };
   } finally {
     await stack.close();

@@ -9,6 +9,7 @@ import type { StrategyRun, TxOutcome } from './e2e-run';
 import { landedSlots, newOutcome, pinAndWarmUp, sleep, slotTimeline, spentLamports } from './e2e-run';
 import { SseReader } from './sse';
 import { benchPolicy, startRelayStack } from './stack';
+import type { BenchStore } from './store';
 import { UserTxFactory, type UserTxKind } from './usertx';
 
 export interface RelayRunOptions {
@@ -23,6 +24,8 @@ export interface RelayRunOptions {
   env?: Record<string, string>;
   /** The strategy's name in the results (default `relay`). */
   label?: string;
+  /** Where the sidecar keeps its records (default: the local journal). */
+  store?: BenchStore;
 }
 
 const FOLLOWED = new Set(['confirmed', 'finalized', 'failed', 'expired']);
@@ -30,6 +33,7 @@ const FOLLOWED = new Set(['confirmed', 'finalized', 'failed', 'expired']);
 export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
   let pinned: Promise<void> = Promise.resolve();
   const stack = await startRelayStack({
+    store: options.store,
     simnet: {
       seed: options.seed,
       slotMs: 400,
@@ -103,6 +107,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       }
     }
 
+    const store0 = await stack.store.sample();
     const t0 = Date.now();
     const sends: Array<Promise<void>> = [];
     for (const at of options.arrivalsMs) {
@@ -118,6 +123,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       if (open.length === 0) break;
       await sleep(250);
     }
+    const storeUse = await stack.store.since(store0);
     observer.close();
     for (const [outcome, id] of txIds) {
       outcome.relayState = stateOf.get(id) ?? 'pending';
@@ -155,7 +161,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       lamportsSpent: spentLamports(before, after, outcomes),
       slotTimes: await slotTimeline(stack.simnet),
       notes: [],
-      extra: { engine_requests_by_result: byResult, relay_states: states },
+      extra: { engine_requests_by_result: byResult, relay_states: states, store_use: storeUse },
     };
   } finally {
     await stack.close();

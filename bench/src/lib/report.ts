@@ -47,6 +47,7 @@ const ORDER = [
   'landing-economics',
   'memory-scale',
   'cold-start',
+  'stores',
 ];
 
 /**
