@@ -32,6 +32,9 @@ interface ModeResult {
   cpu_pct_of_one_core: { sidecar: number; agent: number };
   /** The sidecar's and (on PostgreSQL) the server's commits and CPU over the paced run. */
   store_use: StoreUse;
+  /** Each POST /tx/enqueue's answer time; the loop awaits it, so slow answers lower the rate actually sent. */
+  enqueue_answer_ms: Distribution;
+  sent_rate_per_s: number;
 }
 
 /** One tier's paced run on a fresh stack; `store` chooses where the sidecar keeps its records (default the journal). */
@@ -84,6 +87,7 @@ export async function runMode(
     ctx.progress(`${mode}: ${count} transactions paced at ${ratePerS}/s`);
     const cpu0 = { sidecar: cpuTimeMs(stack.sidecar.pid), agent: groupCpuTimeMs(agentProcess.pid) };
     const store0 = await stack.store.sample();
+    const answerMs: number[] = [];
     const t0 = performance.now();
     for (let i = 0; i < count; i++) {
       // Paced on an absolute schedule, so a slow answer does not turn into a burst afterwards.
@@ -95,10 +99,13 @@ export async function runMode(
         blockhashAt = Date.now();
       }
       const [tx] = factory.make(1, blockhash);
+      const posted = performance.now();
       const answer = await postJson(agent, `${url}/tx/enqueue`, (tx as { body: string }).body);
+      answerMs.push(performance.now() - posted);
       if (answer.status !== 202) throw new Error(`enqueue answered ${answer.status}: ${answer.body}`);
       accepted.push((JSON.parse(answer.body) as { tx_id: string }).tx_id);
     }
+    const sentS = (performance.now() - t0) / 1000;
     // Wait for every accepted transaction (by the ids the answers gave, not by the events seen so far: the last
     // tx_enqueued may still be on its way), both its tx_enqueued and its submit_requested.
     const deadline = Date.now() + 20_000;
@@ -154,6 +161,8 @@ export async function runMode(
         agent: round((cpu.agent / (elapsedS * 1000)) * 100, 1),
       },
       store_use: storeUse,
+      enqueue_answer_ms: distribution(answerMs),
+      sent_rate_per_s: round(accepted.length / sentS, 1),
     };
   } finally {
     await stack.close();

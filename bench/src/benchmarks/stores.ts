@@ -9,7 +9,7 @@ import type { Benchmark, BenchContext } from '../benchmark';
 import { summarize } from '../lib/e2e-run';
 import { runRelay } from '../lib/relay-submitter';
 import type { SummaryRow } from '../lib/report';
-import { round } from '../lib/stats';
+import { round, type Distribution } from '../lib/stats';
 import { openStore, storesFromEnv, type BenchStore, type StoreKind, type StoreUse } from '../lib/store';
 import { runLevel } from './api-fanout';
 import { runMode } from './decision-latency';
@@ -68,6 +68,9 @@ function measures(quick: boolean): Measure[] {
       figures: [
         { name: 'p50', label: 'decision p50', unit: ' ms', lowerIsBetter: true },
         { name: 'p99', label: 'decision p99', unit: ' ms', lowerIsBetter: true },
+        { name: 'enqueue_answer_p50_ms', label: 'enqueue answer p50', unit: ' ms', lowerIsBetter: true },
+        { name: 'enqueue_answer_p99_ms', label: 'enqueue answer p99', unit: ' ms', lowerIsBetter: true },
+        { name: 'sent_rate_per_s', label: 'rate sent (target 50/s)', unit: '/s', lowerIsBetter: false },
       ],
       async run(ctx, store) {
         const r = await runMode(ctx, 'reflex', decisions, DECISION_RATE, store);
@@ -77,6 +80,9 @@ function measures(quick: boolean): Measure[] {
             p99: r.latency_ms.p99,
             max: r.latency_ms.max,
             undecided: r.undecided,
+            sent_rate_per_s: r.sent_rate_per_s,
+            enqueue_answer_p50_ms: r.enqueue_answer_ms.p50,
+            enqueue_answer_p99_ms: r.enqueue_answer_ms.p99,
             agent_cpu_pct: r.cpu_pct_of_one_core.agent,
           },
           use: r.store_use,
@@ -91,6 +97,21 @@ function measures(quick: boolean): Measure[] {
       figures: [
         { name: 'land_p50_ms', label: 'time to land p50', unit: ' ms', lowerIsBetter: true },
         { name: 'land_p90_ms', label: 'time to land p90', unit: ' ms', lowerIsBetter: true },
+        { name: 'answer_p50_ms', label: 'answer to the POST p50', unit: ' ms', lowerIsBetter: true },
+        { name: 'answer_max_ms', label: 'answer to the POST, slowest', unit: ' ms', lowerIsBetter: true },
+        {
+          name: 'decided_p50_ms',
+          label: 'arrival to its first `submit_requested` p50',
+          unit: ' ms',
+          lowerIsBetter: true,
+        },
+        {
+          name: 'decided_p95_ms',
+          label: 'arrival to its first `submit_requested` p95',
+          unit: ' ms',
+          lowerIsBetter: true,
+        },
+        { name: 'engine_requests', label: 'engine requests (bundles sent)', unit: '', lowerIsBetter: true },
       ],
       async run(_ctx, store) {
         const run = await runRelay({
@@ -105,8 +126,14 @@ function measures(quick: boolean): Measure[] {
           store,
         });
         const x = summarize(run);
+        const answer = run.extra?.answer_ms as Distribution;
+        const decided = run.extra?.decided_ms as Distribution;
         return {
           figures: {
+            answer_p50_ms: answer.p50,
+            answer_max_ms: answer.max,
+            decided_p50_ms: decided.p50,
+            decided_p95_ms: decided.p95,
             land_p50_ms: x.time_to_land_ms.p50,
             land_p90_ms: x.time_to_land_ms.p90,
             land_p99_ms: x.time_to_land_ms.p99,

@@ -8,6 +8,7 @@ import { Connection } from '@solana/web3.js';
 import type { StrategyRun, TxOutcome } from './e2e-run';
 import { landedSlots, newOutcome, pinAndWarmUp, sleep, slotTimeline, spentLamports } from './e2e-run';
 import { SseReader } from './sse';
+import { distribution } from './stats';
 import { benchPolicy, startRelayStack } from './stack';
 import type { BenchStore } from './store';
 import { UserTxFactory, type UserTxKind } from './usertx';
@@ -70,9 +71,16 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
     const connection = new Connection(started.rpcUrl, 'confirmed');
 
     const stateOf = new Map<string, string>();
+    /** When the first `submit_requested` of each transaction was read (the decision made and journaled). */
+    const decidedAt = new Map<string, number>();
     const observer = new SseReader(`${url}/internal/events`, {
       parse: true,
       onEvent: (e) => {
+        if (e.event === 'submit_requested') {
+          const d = JSON.parse(e.data) as { tx_id: string };
+          if (!decidedAt.has(d.tx_id)) decidedAt.set(d.tx_id, e.receivedAt);
+          return;
+        }
         if (e.event !== 'tx_status_changed') return;
         const d = JSON.parse(e.data) as { tx_id: string; state: string };
         stateOf.set(d.tx_id, d.state);
@@ -161,7 +169,19 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       lamportsSpent: spentLamports(before, after, outcomes),
       slotTimes: await slotTimeline(stack.simnet),
       notes: [],
-      extra: { engine_requests_by_result: byResult, relay_states: states, store_use: storeUse },
+      extra: {
+        engine_requests_by_result: byResult,
+        relay_states: states,
+        store_use: storeUse,
+        // Where a transaction's time to land goes: the answer to its POST, and the arrival to its first decision.
+        answer_ms: distribution(outcomes.map((o) => o.answerMs ?? 0)),
+        decided_ms: distribution(
+          [...txIds].flatMap(([o, id]) => {
+            const at = decidedAt.get(id);
+            return at === undefined ? [] : [at - o.arrivalMs];
+          }),
+        ),
+      },
     };
   } finally {
     await stack.close();
