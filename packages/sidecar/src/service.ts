@@ -25,6 +25,7 @@ import { systemClock, type Clock } from './runtime/clock';
 import { loadKeypair, loadKeypairs } from './runtime/keypair';
 import { Periodic } from './runtime/periodic';
 import { storeCodec } from './store/records';
+import { EventFollower } from './store/pg-events';
 import { PgTxStore } from './store/pg-store';
 import { JournalTxStore, type TxStore } from './store/store';
 import { EngineRegions } from './upstream/engine-regions';
@@ -138,6 +139,16 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   });
   const { store, recovery } = opened;
   for (const warning of recovery.warnings) log.warn(warning);
+  // On PostgreSQL, SSE follows the events table from its end (a client resuming reads what it missed from there).
+  const follower =
+    store instanceof PgTxStore
+      ? await followEventLog(store, hub, clock, log).catch(async (error: unknown) => {
+          policy.stop();
+          await store.close();
+          await dataDirLock.release();
+          throw error;
+        })
+      : null;
 
   // Webhooks listen before anything can publish: every event from here on reaches the outbox, and what a crash
   // kept out of it is added from the store's records first.
@@ -297,6 +308,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     policy.stop();
     r.close();
     webhooks?.dispatcher.close();
+    follower?.close();
     hub.dispose();
     if (listening) {
       server.closeAllConnections();
@@ -355,6 +367,39 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     },
     close,
   };
+}
+
+/**
+ * The hub fed by the event log's follower: woken by each local commit (the change feed), polled as a fallback. A
+ * live status event's `ts` is when it was told, as on the local stores (decision latency is measured from it).
+ */
+async function followEventLog(
+  store: PgTxStore,
+  hub: EventHub,
+  clock: Clock,
+  log: Logger,
+): Promise<EventFollower> {
+  let failing = false;
+  const follower = new EventFollower(store.eventLog, {
+    deliver: (events) => {
+      failing = false;
+      hub.publishStored(
+        events.map((e) =>
+          e.name === 'bundle_settled'
+            ? e
+            : { cursor: e.cursor, name: e.name, data: { ...(e.data as object), ts: clock.now() } },
+        ),
+      );
+    },
+    onError: (error) => {
+      if (!failing) log.warn({ err: error }, 'events: reading the event log failed; trying again');
+      failing = true;
+    },
+  });
+  const start = await follower.start();
+  hub.followStore(store.eventLog, start);
+  store.changes.subscribe(() => follower.wake());
+  return follower;
 }
 
 /** The store a sidecar runs on, and what opening it found. */

@@ -1,4 +1,4 @@
-import { RelayError, isRelayError, isTerminalTxState, type TxState } from '@solrelay/core';
+import { RelayError, isRelayError, isTerminalTxState, type EventCursor, type TxState } from '@solrelay/core';
 import pg from 'pg';
 import { connectDatabase, databaseError, type DatabaseOptions } from '../pg/connect';
 import { assertSchema } from '../pg/migrations';
@@ -26,6 +26,7 @@ import {
   type TxStore,
 } from './store';
 import { WriteChain } from './write-chain';
+import { LOG_START, PgEventLog } from './pg-events';
 
 /** The advisory lock every reservation checked against `spend-limit` takes (an arbitrary constant). */
 const SPEND_LIMIT_LOCK = 0x72656c6179; // 'relay'
@@ -65,6 +66,8 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  */
 export class PgTxStore implements TxStore {
   readonly changes = new ChangeFeed();
+  /** The `events` table in cursor order: what SSE follows on PostgreSQL (see pg-events.ts). */
+  readonly eventLog: PgEventLog;
   private readonly writes = new WriteChain();
   /** Writes begun and not settled (`close` waits for them). */
   private readonly pending = new Set<Promise<unknown>>();
@@ -105,6 +108,7 @@ export class PgTxStore implements TxStore {
       eventRetentionDays: options.eventRetentionDays ?? 7,
       hostId: options.hostId ?? null,
     };
+    this.eventLog = new PgEventLog(pool);
     if (this.options.maintenanceMs > 0) {
       this.maintenance = setInterval(
         () => void this.maintain().catch(() => undefined),
@@ -234,6 +238,25 @@ export class PgTxStore implements TxStore {
 
   get(txId: string): Promise<StoredTx | undefined> {
     return this.find('t.tx_id = $1', [txId]);
+  }
+
+  /**
+   * The record and the cursor of its newest event, read together (one statement, one snapshot): a stream of the
+   * record's events that starts after that cursor misses none and repeats none of what the record already shows.
+   */
+  async getWithEventCursor(txId: string): Promise<{ tx: StoredTx | undefined; cursor: EventCursor }> {
+    const { rows } = await this.statement<TxRow & { event_xid: string | null; event_id: string | null }>(
+      `SELECT ${RECORD}, e.xid::text AS event_xid, e.id::text AS event_id FROM transactions t
+       LEFT JOIN LATERAL (SELECT xid, id FROM events WHERE tx_id = t.tx_id ORDER BY xid DESC, id DESC LIMIT 1) e
+         ON true
+       WHERE t.tx_id = $1`,
+      [txId],
+    );
+    const row = rows[0];
+    if (!row) return { tx: undefined, cursor: LOG_START };
+    const cursor =
+      row.event_xid === null ? LOG_START : { xid: BigInt(row.event_xid), id: BigInt(row.event_id as string) };
+    return { tx: fromRow(row), cursor };
   }
 
   byFirstSignature(signature: string): Promise<StoredTx | undefined> {

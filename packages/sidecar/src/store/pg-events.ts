@@ -1,0 +1,185 @@
+import type { EventCursor } from '@solrelay/core';
+import type pg from 'pg';
+
+/**
+ * The `events` table read in cursor order (DESIGN §10): the log SSE follows on PostgreSQL.
+ *
+ * A reader only takes rows whose xid is below its snapshot's xmin: every transaction that could still commit an
+ * event with a lower cursor has ended by then, so reading "after the last cursor seen" never skips one, however
+ * commits interleave. Within one sidecar a record's writes are chained (one ends before the next begins), so one
+ * transaction's events also come in the order they were written.
+ */
+
+/** One stored event as SSE sends it. */
+export interface StoredEvent {
+  cursor: EventCursor;
+  name: string;
+  txId: string | null;
+  data: unknown;
+  /** The payload exactly as stored (JSON text). */
+  json: string;
+}
+
+/** Before every event: where a reader of the whole log starts. */
+export const LOG_START: EventCursor = { xid: 0n, id: 0n };
+
+// Aliased apart from the columns: ORDER BY xid, id must sort the xid8 and bigint columns, not their text.
+const EVENT_COLUMNS = `xid::text AS xid_text, id::text AS id_text, name, tx_id, payload::text AS payload`;
+const STABLE = `xid < pg_snapshot_xmin(pg_current_snapshot())`;
+
+interface EventRow {
+  xid_text: string;
+  id_text: string;
+  name: string;
+  tx_id: string | null;
+  payload: string;
+}
+
+function fromRow(row: EventRow): StoredEvent {
+  return {
+    cursor: { xid: BigInt(row.xid_text), id: BigInt(row.id_text) },
+    name: row.name,
+    txId: row.tx_id,
+    data: JSON.parse(row.payload) as unknown,
+    json: row.payload,
+  };
+}
+
+export class PgEventLog {
+  constructor(private readonly pool: pg.Pool) {}
+
+  /** The newest event every reader can see (below xmin), or LOG_START when there is none. */
+  async end(): Promise<EventCursor> {
+    const { rows } = await this.pool.query<EventRow>(
+      `SELECT ${EVENT_COLUMNS} FROM events WHERE ${STABLE} ORDER BY xid DESC, id DESC LIMIT 1`,
+    );
+    const row = rows[0];
+    return row ? fromRow(row).cursor : LOG_START;
+  }
+
+  /** Up to `limit` events after `after`, oldest first, below xmin (the follower's read: one query per wake). */
+  async after(after: EventCursor, limit: number): Promise<StoredEvent[]> {
+    const { rows } = await this.pool.query<EventRow>(
+      `SELECT ${EVENT_COLUMNS} FROM events WHERE (xid, id) > ($1::text::xid8, $2::bigint) AND ${STABLE}
+       ORDER BY xid, id LIMIT $3`,
+      [after.xid.toString(), after.id.toString(), limit],
+    );
+    return rows.map(fromRow);
+  }
+
+  /**
+   * Up to `limit` events after `after` and at or before `upTo` (a cursor the follower has passed), oldest first;
+   * only `txId`'s when given: a replay for a client resuming.
+   */
+  async between(after: EventCursor, upTo: EventCursor, limit: number, txId?: string): Promise<StoredEvent[]> {
+    const values: unknown[] = [
+      after.xid.toString(),
+      after.id.toString(),
+      upTo.xid.toString(),
+      upTo.id.toString(),
+    ];
+    let where = `(xid, id) > ($1::text::xid8, $2::bigint) AND (xid, id) <= ($3::text::xid8, $4::bigint)`;
+    if (txId !== undefined) {
+      values.push(txId);
+      where += ` AND tx_id = $${values.length}`;
+    }
+    values.push(limit);
+    const { rows } = await this.pool.query<EventRow>(
+      `SELECT ${EVENT_COLUMNS} FROM events WHERE ${where} ORDER BY xid, id LIMIT $${values.length}`,
+      values,
+    );
+    return rows.map(fromRow);
+  }
+
+  /** Whether `cursor` names an event still kept (not from another database, not dropped by retention). */
+  async exists(cursor: EventCursor): Promise<boolean> {
+    const { rows } = await this.pool.query(
+      `SELECT 1 FROM events WHERE xid = $1::text::xid8 AND id = $2::bigint`,
+      [cursor.xid.toString(), cursor.id.toString()],
+    );
+    return rows.length > 0;
+  }
+}
+
+export interface EventFollowerOptions {
+  /** Where each batch goes, in cursor order (never the same event twice, none skipped). */
+  deliver: (events: StoredEvent[]) => void;
+  /** A read failed (the follower tries again at the next wake or poll). */
+  onError?: (error: unknown) => void;
+  /** The fallback poll, for commits nobody told this process about. Default 1 s. */
+  pollMs?: number;
+  /** Rows per query. Default 500 (a full batch is followed by the next at once). */
+  batch?: number;
+}
+
+/**
+ * Follows the event log from its end at start: woken at once by each local commit (`wake`, one query per wake,
+ * wakes during a read coalesce into one more read), and by a slow poll as a fallback.
+ */
+export class EventFollower {
+  private cursor: EventCursor = LOG_START;
+  private reading: Promise<void> | null = null;
+  private again = false;
+  private timer: NodeJS.Timeout | null = null;
+  private closed = false;
+
+  constructor(
+    private readonly log: PgEventLog,
+    private readonly o: EventFollowerOptions,
+  ) {}
+
+  /** The last event delivered (or where the follower started). */
+  get position(): EventCursor {
+    return this.cursor;
+  }
+
+  /** Start at the log's end: what was committed before is history (a client resuming reads it from the table). */
+  async start(): Promise<EventCursor> {
+    this.cursor = await this.log.end();
+    this.timer = setInterval(() => this.wake(), this.o.pollMs ?? 1000);
+    this.timer.unref();
+    return this.cursor;
+  }
+
+  wake(): void {
+    if (this.closed) return;
+    if (this.reading) {
+      this.again = true;
+      return;
+    }
+    this.reading = this.readAll().finally(() => {
+      this.reading = null;
+      if (this.again) {
+        this.again = false;
+        this.wake();
+      }
+    });
+  }
+
+  /** Resolves once every event committed before the call has been delivered (tests, shutdown). */
+  async settle(): Promise<void> {
+    while (this.reading) await this.reading;
+    this.wake();
+    while (this.reading) await this.reading;
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearInterval(this.timer);
+  }
+
+  private async readAll(): Promise<void> {
+    const batch = this.o.batch ?? 500;
+    try {
+      for (;;) {
+        const events = await this.log.after(this.cursor, batch);
+        if (this.closed || events.length === 0) return;
+        this.cursor = (events[events.length - 1] as StoredEvent).cursor;
+        this.o.deliver(events);
+        if (events.length < batch) return;
+      }
+    } catch (error) {
+      this.o.onError?.(error);
+    }
+  }
+}
