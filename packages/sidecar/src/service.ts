@@ -152,8 +152,48 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
 
   // Webhooks listen before anything can publish: every event from here on reaches the outbox, and what a crash
   // kept out of it is added from the store's records first.
-  let webhooks: { dispatcher: WebhookDispatcher; outbox: Journal<OutboxState, OutboxOp> } | null = null;
-  if (config.webhookUrls.length > 0 && config.webhookSecret) {
+  let webhooks: { dispatcher: WebhookDispatcher; close: () => Promise<void> } | null = null;
+  if (config.webhookUrls.length > 0 && config.webhookSecret && store instanceof PgTxStore) {
+    // On PostgreSQL the outbox is the `webhook_outbox` rows each change inserted: leased and delivered from there.
+    const outbox = store.webhookOutbox({
+      hostId: hostIdOf(config),
+      epoch: Date.now(),
+      onError: (error) => log.warn({ err: error }, 'webhooks: the outbox table could not be read or written'),
+    });
+    const dispatcher = new WebhookDispatcher({
+      urls: config.webhookUrls,
+      secret: config.webhookSecret,
+      outbox,
+      metrics,
+      log,
+      clock,
+      ...options.webhooks,
+    });
+    webhooks = { dispatcher, close: () => outbox.close() };
+    try {
+      const unconfigured = await outbox.start((entries) => dispatcher.take(entries));
+      if (unconfigured > 0) {
+        log.warn(
+          { dropped: unconfigured },
+          'webhooks: deliveries owed to endpoints no longer in RELAY_WEBHOOK_URL were dropped',
+        );
+      }
+    } catch (error) {
+      dispatcher.close();
+      await outbox.close();
+      follower?.close();
+      policy.stop();
+      await store.close();
+      await dataDirLock.release();
+      throw error;
+    }
+    const hooked = new Set(['tx_status_changed', 'bundle_settled']);
+    store.changes.subscribe((change) => {
+      if (change.events.some((e) => hooked.has(e.kind))) outbox.wake();
+    });
+    log.info({ endpoints: config.webhookUrls.length, owed: outbox.messages.size }, 'webhooks: delivering');
+  } else if (config.webhookUrls.length > 0 && config.webhookSecret) {
+    let journal: Journal<OutboxState, OutboxOp> | null = null;
     try {
       const { journal: outbox, recovery: outboxRecovery } = await Journal.open(
         join(config.dataDir, 'webhooks'),
@@ -161,6 +201,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
         { compactAtBytes: 8 * 1024 * 1024 },
       );
       for (const warning of outboxRecovery.warnings) log.warn(`webhook outbox: ${warning}`);
+      journal = outbox;
       const dispatcher = new WebhookDispatcher({
         urls: config.webhookUrls,
         secret: config.webhookSecret,
@@ -171,7 +212,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
         ...options.webhooks,
         ...(crashPoint ? { crashPoint } : {}),
       });
-      webhooks = { dispatcher, outbox };
+      webhooks = { dispatcher, close: () => outbox.close() };
       const found = await dispatcher.recover(await store.all());
       hub.onEvent(dispatcher.onEvent);
       log.info(
@@ -180,7 +221,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
       );
     } catch (error) {
       webhooks?.dispatcher.close();
-      await webhooks?.outbox.close().catch(() => undefined);
+      await journal?.close().catch(() => undefined);
       policy.stop();
       await store.close();
       await dataDirLock.release();
@@ -315,8 +356,9 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
     engine.close();
+    // The outbox first: on PostgreSQL it releases its leases through the store's pool.
+    await webhooks?.close();
     await store.close();
-    await webhooks?.outbox.close();
     await lifecycle.close();
     await verifier?.close();
     await dataDirLock.release();
@@ -402,6 +444,11 @@ async function followEventLog(
   return follower;
 }
 
+/** This sidecar's name in the database (its events, lifecycle entries and webhook leases). */
+function hostIdOf(config: SidecarConfig): string {
+  return `${hostname()}:${config.apiPort}`;
+}
+
 /** The store a sidecar runs on, and what opening it found. */
 interface OpenedStore {
   store: TxStore;
@@ -420,7 +467,8 @@ async function openStore(config: SidecarConfig, options: SidecarOptions, log: Lo
   if (config.databaseUrl !== undefined) {
     const store = await PgTxStore.open(config.databaseUrl, {
       retainTerminal,
-      hostId: `${hostname()}:${config.apiPort}`,
+      hostId: hostIdOf(config),
+      webhookEndpoints: config.webhookSecret ? config.webhookUrls : [],
     });
     log.info({ database: redactDatabaseUrl(config.databaseUrl) }, 'store: PostgreSQL');
     return { store, name: 'database', recovery: { operationsReplayed: 0, warnings: [] } };

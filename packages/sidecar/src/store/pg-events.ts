@@ -1,5 +1,6 @@
 import type { EventCursor } from '@solrelay/core';
 import type pg from 'pg';
+import { SingleFlight } from '../util/single-flight';
 
 /**
  * The `events` table read in cursor order (DESIGN §10): the log SSE follows on PostgreSQL.
@@ -118,8 +119,7 @@ export interface EventFollowerOptions {
  */
 export class EventFollower {
   private cursor: EventCursor = LOG_START;
-  private reading: Promise<void> | null = null;
-  private again = false;
+  private readonly reads = new SingleFlight(() => this.readAll());
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
 
@@ -142,25 +142,14 @@ export class EventFollower {
   }
 
   wake(): void {
-    if (this.closed) return;
-    if (this.reading) {
-      this.again = true;
-      return;
-    }
-    this.reading = this.readAll().finally(() => {
-      this.reading = null;
-      if (this.again) {
-        this.again = false;
-        this.wake();
-      }
-    });
+    if (!this.closed) this.reads.request();
   }
 
   /** Resolves once every event committed before the call has been delivered (tests, shutdown). */
   async settle(): Promise<void> {
-    while (this.reading) await this.reading;
+    await this.reads.idle();
     this.wake();
-    while (this.reading) await this.reading;
+    await this.reads.idle();
   }
 
   close(): void {

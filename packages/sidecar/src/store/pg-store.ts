@@ -1,4 +1,11 @@
-import { RelayError, isRelayError, isTerminalTxState, type EventCursor, type TxState } from '@solrelay/core';
+import {
+  RelayError,
+  isRelayError,
+  isTerminalTxState,
+  webhookIdsOfChange,
+  type EventCursor,
+  type TxState,
+} from '@solrelay/core';
 import pg from 'pg';
 import { connectDatabase, databaseError, type DatabaseOptions } from '../pg/connect';
 import { assertSchema } from '../pg/migrations';
@@ -27,6 +34,7 @@ import {
 } from './store';
 import { WriteChain } from './write-chain';
 import { LOG_START, PgEventLog } from './pg-events';
+import { PgWebhookOutbox, type PgWebhookOutboxOptions } from './pg-webhooks';
 
 /** The advisory lock every reservation checked against `spend-limit` takes (an arbitrary constant). */
 const SPEND_LIMIT_LOCK = 0x72656c6179; // 'relay'
@@ -107,6 +115,7 @@ export class PgTxStore implements TxStore {
       maintenanceMs: options.maintenanceMs ?? 60_000,
       eventRetentionDays: options.eventRetentionDays ?? 7,
       hostId: options.hostId ?? null,
+      webhookEndpoints: options.webhookEndpoints ?? [],
     };
     this.eventLog = new PgEventLog(pool);
     if (this.options.maintenanceMs > 0) {
@@ -116,6 +125,13 @@ export class PgTxStore implements TxStore {
       );
       this.maintenance.unref();
     }
+  }
+
+  /** The webhook rows this store's changes insert, delivered by leasing them (see pg-webhooks.ts). */
+  webhookOutbox(
+    options: Omit<PgWebhookOutboxOptions, 'endpoints' | 'hostId'> & { hostId: string },
+  ): PgWebhookOutbox {
+    return new PgWebhookOutbox(this.pool, { ...options, endpoints: this.options.webhookEndpoints });
   }
 
   get healthy(): boolean {
@@ -139,7 +155,7 @@ export class PgTxStore implements TxStore {
           }
           for (const attempt of record.attempts)
             await db.query(INSERT_ATTEMPT, attemptParams(tx.tx_id, attempt));
-          await this.insertEvents(db, tx.tx_id, events);
+          await this.insertEvents(db, record, events);
           return { tx: (await readOne(db, 't.tx_id = $1', [tx.tx_id])) as StoredTx, created: true };
         }
         throw new Error(`transaction ${tx.tx_id}: first signature ${first} neither inserted nor found`);
@@ -370,21 +386,29 @@ export class PgTxStore implements TxStore {
       }
     }
     if (op.evicted) await db.query(COUNT_EVICTION, [op.evicted]);
-    await this.insertEvents(db, next.tx_id, events);
+    await this.insertEvents(db, next, events);
     return (await readOne(db, 't.tx_id = $1', [next.tx_id])) as StoredTx;
   }
 
-  /** A change's events into `events` (SSE, webhooks) and its lifecycle entries into `lifecycle_entries`. */
-  private async insertEvents(db: pg.PoolClient, txId: string, events: readonly TxEvent[]): Promise<void> {
+  /**
+   * A change's events into `events` (SSE), one `webhook_outbox` row per configured endpoint for each webhook event
+   * (with the `webhook-id` the local outbox would give it), and its lifecycle entries into `lifecycle_entries`.
+   */
+  private async insertEvents(db: pg.PoolClient, tx: StoredTx, events: readonly TxEvent[]): Promise<void> {
     const told = events.filter((e) => e.kind !== 'lifecycle');
     const entries = events.flatMap((e) => (e.kind === 'lifecycle' ? [JSON.stringify(e.entry)] : []));
     if (told.length > 0) {
-      await db.query(INSERT_EVENTS, [
-        txId,
+      const values = [
+        tx.tx_id,
         this.options.hostId,
         told.map((e) => e.kind),
         told.map((e) => JSON.stringify(e.data)),
-      ]);
+      ];
+      const endpoints = this.options.webhookEndpoints;
+      const hooks = endpoints.length > 0 ? webhookIdsOfChange(tx.tx_id, tx.history.length, told) : [];
+      if (hooks.some((id) => id !== null))
+        await db.query(INSERT_EVENTS_AND_WEBHOOKS, [...values, hooks, endpoints]);
+      else await db.query(INSERT_EVENTS, values);
     }
     if (entries.length > 0) await db.query(INSERT_LIFECYCLE, [this.options.hostId, entries]);
   }
@@ -499,6 +523,8 @@ export interface PgTxStoreOptions {
   eventRetentionDays?: number;
   /** This sidecar's name, recorded with its events and lifecycle entries (nothing is fenced by it yet). */
   hostId?: string | null;
+  /** Webhook endpoints (`RELAY_WEBHOOK_URL`): each webhook event is owed to each, a `webhook_outbox` row apiece. */
+  webhookEndpoints?: readonly string[];
 }
 
 // ------------------------------------------------------------------ SQL
@@ -582,6 +608,19 @@ const COUNT_EVICTION = `INSERT INTO eviction_counts (reason, count) VALUES ($1, 
 const INSERT_EVENTS = `INSERT INTO events (name, tx_id, host_id, payload)
   SELECT e.name, $1, $2, e.payload::json FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(name, payload, n)
   ORDER BY e.n`;
+
+/** INSERT_EVENTS, and each webhook event ($5: its webhook-id, or null) owed to every endpoint of $6, in order. */
+const INSERT_EVENTS_AND_WEBHOOKS = `WITH e AS (
+    SELECT nextval(pg_get_serial_sequence('events', 'id')) AS id, u.name, u.payload::json AS payload, u.hook, u.n
+    FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(name, payload, hook, n)
+  ), told AS (
+    INSERT INTO events (id, name, tx_id, host_id, payload) OVERRIDING SYSTEM VALUE
+    SELECT e.id, e.name, $1, $2, e.payload FROM e ORDER BY e.n
+  )
+  INSERT INTO webhook_outbox (endpoint, tx_id, webhook_id, event_xid, event_id, event_name, payload)
+  SELECT ep.url, $1, e.hook, pg_current_xact_id(), e.id, e.name, e.payload
+  FROM e CROSS JOIN unnest($6::text[]) WITH ORDINALITY AS ep(url, m)
+  WHERE e.hook IS NOT NULL ORDER BY e.n, ep.m`;
 
 const INSERT_LIFECYCLE = `INSERT INTO lifecycle_entries (bundle_id, tx_id, attempt, stage, host_id, entry)
   SELECT e.entry->>'bundle_id', e.entry->>'tx_id', (e.entry->>'attempt')::integer, e.entry->>'stage', $1, e.entry
