@@ -322,7 +322,8 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   const listener = createRequestListener({
     relay: r,
     hub,
-    lifecycle,
+    // LIFECYCLE_PATH is this host's own log; on PostgreSQL the API reads the fleet's (DESIGN §10).
+    lifecycle: store instanceof PgTxStore ? store.lifecycleEntries : lifecycle,
     policy,
     metrics,
     log,

@@ -34,6 +34,7 @@ import {
 } from './store';
 import { WriteChain } from './write-chain';
 import { LOG_START, PgEventLog } from './pg-events';
+import { PgLifecycleEntries } from './pg-lifecycle';
 import { PgWebhookOutbox, type PgWebhookOutboxOptions } from './pg-webhooks';
 
 /** The advisory lock every reservation checked against `spend-limit` takes (an arbitrary constant). */
@@ -76,6 +77,8 @@ export class PgTxStore implements TxStore {
   readonly changes = new ChangeFeed();
   /** The `events` table in cursor order: what SSE follows on PostgreSQL (see pg-events.ts). */
   readonly eventLog: PgEventLog;
+  /** The fleet's lifecycle log (`lifecycle_entries`), what the API reads on PostgreSQL. */
+  readonly lifecycleEntries: PgLifecycleEntries;
   private readonly writes = new WriteChain();
   /** Writes begun and not settled (`close` waits for them). */
   private readonly pending = new Set<Promise<unknown>>();
@@ -118,6 +121,7 @@ export class PgTxStore implements TxStore {
       webhookEndpoints: options.webhookEndpoints ?? [],
     };
     this.eventLog = new PgEventLog(pool);
+    this.lifecycleEntries = new PgLifecycleEntries(pool);
     if (this.options.maintenanceMs > 0) {
       this.maintenance = setInterval(
         () => void this.maintain().catch(() => undefined),

@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { SseReader, get, post, type SseMessage, type Stack } from '@solrelay/testkit';
@@ -18,6 +18,8 @@ const TIP = 50_000;
 let stack: Stack<Sidecar>;
 let db: pg.Pool;
 const readers: SseReader[] = [];
+/** A transaction finalized before the restart (test 1), and the data dir the sidecar runs on since. */
+let beforeRestart: { txId: string; dir: string } | null = null;
 
 beforeAll(async () => {
   const url = await postgres.fresh();
@@ -84,6 +86,7 @@ test('a client resumes with its Last-Event-ID after a restart on an empty data d
   const missedBefore = await enqueueToFinalized();
   const dir = mkdtempSync(join(tmpdir(), 'relay-events-'));
   await stack.restart({ RELAY_DATA_DIR: join(dir, 'data'), LIFECYCLE_PATH: join(dir, 'lifecycle.jsonl') });
+  beforeRestart = { txId: missedBefore, dir };
   const missedAfter = await enqueueToFinalized();
 
   const resumed = await open('/internal/events', { 'last-event-id': lastId });
@@ -136,3 +139,45 @@ test('a per-transaction stream follows its transaction to finalized on PostgreSQ
   await again.waitFor((r) => r.ended, 5_000);
   expect(again.events('tx_status_changed').map((m) => JSON.parse(m.data).state)).toEqual(['finalized']);
 }, 60_000);
+
+test("GET /lifecycle and GET /bundle read the fleet log in the database, not only this host's file", async () => {
+  expect(beforeRestart).not.toBeNull();
+  const { txId, dir } = beforeRestart!;
+  const url = stack.sidecar.url;
+  const bundleId: string = (await get(url, `/tx/${txId}`)).body.attempts[0].bundle_id;
+  // Another host's bundle: a row of the fleet's log that this host's file never had.
+  const other = {
+    ...(await get(url, `/bundle/${bundleId}`)).body,
+    bundle_id: 'ab'.repeat(32),
+    tx_id: 'tx_other',
+  };
+  await db.query(
+    `INSERT INTO lifecycle_entries (bundle_id, tx_id, attempt, stage, host_id, entry)
+     VALUES ($1, 'tx_other', 1, 'finalized', 'another-host', $2::json)`,
+    [other.bundle_id, JSON.stringify(other)],
+  );
+  expect(readFileSync(join(dir, 'lifecycle.jsonl'), 'utf8')).not.toContain(other.bundle_id);
+  expect((await get(url, `/bundle/${other.bundle_id}`)).body).toEqual(other);
+  expect((await get(url, '/lifecycle?last=1')).body.entries).toEqual([other]);
+
+  const found = await get(url, `/bundle/${bundleId}`);
+  expect(found.status).toBe(200);
+  expect(found.body).toMatchObject({ bundle_id: bundleId, tx_id: txId, stage: 'finalized' });
+  const latest = await db.query<{ entry: unknown }>(
+    `SELECT entry FROM lifecycle_entries WHERE bundle_id = $1 ORDER BY seq DESC LIMIT 1`,
+    [bundleId],
+  );
+  expect(found.body).toEqual(latest.rows[0]!.entry);
+
+  // Every bundle's latest entry, most recently submitted last.
+  const { rows } = await db.query<{ entry: { bundle_id: string } }>(
+    `SELECT l.entry FROM (SELECT bundle_id, min(seq) AS first, max(seq) AS latest FROM lifecycle_entries
+       GROUP BY bundle_id) b JOIN lifecycle_entries l ON l.seq = b.latest ORDER BY b.first`,
+  );
+  expect(rows.length).toBeGreaterThanOrEqual(4);
+  const all = await get(url, '/lifecycle?last=1000');
+  expect(all.body.entries).toEqual(rows.map((r) => r.entry));
+  const two = await get(url, '/lifecycle?last=2');
+  expect(two.body.entries).toEqual(rows.slice(-2).map((r) => r.entry));
+  expect((await get(url, `/bundle/${'0'.repeat(64)}`)).body.error.code).toBe('RELAY_E_BUNDLE_NOT_FOUND');
+}, 30_000);
