@@ -161,9 +161,11 @@ CREATE TABLE eviction_counts (
   count  bigint NOT NULL DEFAULT 0
 );
 
--- Events (SSE, webhooks and lifecycle follow this table). The cursor is (xid, id): a reader takes rows whose xid is
--- below its snapshot's xmin (every transaction that could still add a lower cursor has ended), ordered by (xid, id),
--- so none is skipped however commits interleave; an SSE id is that pair, valid on any host and across restarts.
+-- Events: what SSE follows on PostgreSQL (store/pg-events.ts); a change's webhook deliveries and lifecycle entries
+-- are rows of their own tables, written in the same transaction. The cursor is (xid, id): a reader takes rows whose
+-- xid is below its snapshot's xmin (every transaction that could still add a lower cursor has ended), ordered by
+-- (xid, id), so none is skipped however commits interleave; an SSE id is that pair (`<xid>.<id>`), valid on any host
+-- and across restarts. events_tx serves a transaction's own stream (its newest event, a replay of its events).
 -- Partitioned by day of created_at: retention drops whole partitions, never deletes row by row. The default
 -- partition takes rows no daily partition covers, so an insert never fails for want of one.
 CREATE TABLE events (
@@ -254,7 +256,9 @@ CREATE INDEX webhook_outbox_owed ON webhook_outbox (id) WHERE done_at IS NULL;
 -- Retention: done rows, oldest first.
 CREATE INDEX webhook_outbox_done ON webhook_outbox (done_at) WHERE done_at IS NOT NULL;
 
--- The fleet's lifecycle log: one whole entry (as LIFECYCLE_PATH writes it) per bundle stage change.
+-- The fleet's lifecycle log: one whole entry (as LIFECYCLE_PATH writes it) per bundle stage change; what
+-- GET /lifecycle and GET /bundle/:id read on PostgreSQL. Entries older than the retention are deleted in batches by
+-- the store's maintenance (lifecycle_entries_written).
 CREATE TABLE lifecycle_entries (
   seq        bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   bundle_id  text        NOT NULL,
@@ -268,3 +272,4 @@ CREATE TABLE lifecycle_entries (
 );
 CREATE INDEX lifecycle_entries_bundle ON lifecycle_entries (bundle_id, seq);
 CREATE INDEX lifecycle_entries_tx ON lifecycle_entries (tx_id, seq);
+CREATE INDEX lifecycle_entries_written ON lifecycle_entries (written_at);

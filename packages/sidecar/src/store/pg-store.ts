@@ -119,6 +119,8 @@ export class PgTxStore implements TxStore {
       eventRetentionDays: options.eventRetentionDays ?? 7,
       hostId: options.hostId ?? null,
       webhookEndpoints: options.webhookEndpoints ?? [],
+      doneWebhookRetentionMs: options.doneWebhookRetentionMs ?? 60 * 60 * 1000,
+      lifecycleRetentionDays: options.lifecycleRetentionDays ?? 30,
     };
     this.eventLog = new PgEventLog(pool);
     this.lifecycleEntries = new PgLifecycleEntries(pool);
@@ -225,21 +227,40 @@ export class PgTxStore implements TxStore {
    * Their spend stays (it leaves with the rolling hour). Returns how many it deleted.
    */
   async pruneTerminal(keep = this.options.retainTerminal, batch = 1000): Promise<number> {
+    return this.inBatches(PRUNE_TERMINAL, [keep], batch);
+  }
+
+  /**
+   * Delete webhook deliveries done (delivered or given up) more than `doneWebhookRetentionMs` ago, and lifecycle
+   * entries older than `lifecycleRetentionDays`, in batches of `batch` rows, each its own statement. Returns how many
+   * of each it deleted.
+   */
+  async pruneDelivered(batch = 1000): Promise<{ webhooks: number; lifecycle: number }> {
+    return {
+      webhooks: await this.inBatches(PRUNE_WEBHOOKS, [this.options.doneWebhookRetentionMs], batch),
+      lifecycle: await this.inBatches(PRUNE_LIFECYCLE, [this.options.lifecycleRetentionDays], batch),
+    };
+  }
+
+  /** Run a deleting statement (its last parameter: the batch size) until a batch comes back short. */
+  private async inBatches(text: string, values: unknown[], batch: number): Promise<number> {
     let deleted = 0;
     for (;;) {
-      const { rowCount } = await this.statement(PRUNE_TERMINAL, [keep, batch]);
+      const { rowCount } = await this.statement(text, [...values, batch]);
       deleted += rowCount ?? 0;
       if ((rowCount ?? 0) < batch) return deleted;
     }
   }
 
   /**
-   * The store's periodic upkeep: retention of terminal records, and the daily partitions of `events` (tomorrow's
-   * made ahead, those past the retention dropped whole).
+   * The store's periodic upkeep: retention of terminal records, of done webhook deliveries and old lifecycle
+   * entries (in batches), and the daily partitions of `events` (tomorrow's made ahead, those past the retention
+   * dropped whole).
    */
   async maintain(): Promise<void> {
     if (this.closed) return;
     await this.pruneTerminal();
+    await this.pruneDelivered();
     await this.statement('SELECT relay_events_add_partitions(2)');
     await this.statement(`SELECT relay_events_drop_partitions(now() - make_interval(days => $1))`, [
       this.options.eventRetentionDays,
@@ -525,6 +546,10 @@ export interface PgTxStoreOptions {
   maintenanceMs?: number;
   /** Days of events kept (older daily partitions are dropped whole). Default 7. */
   eventRetentionDays?: number;
+  /** How long a done webhook delivery (delivered or given up) stays in `webhook_outbox`, in ms. Default 1 hour. */
+  doneWebhookRetentionMs?: number;
+  /** Days of lifecycle entries kept in `lifecycle_entries` (LIFECYCLE_PATH is this host's to rotate). Default 30. */
+  lifecycleRetentionDays?: number;
   /** This sidecar's name, recorded with its events and lifecycle entries (nothing is fenced by it yet). */
   hostId?: string | null;
   /** Webhook endpoints (`RELAY_WEBHOOK_URL`): each webhook event is owed to each, a `webhook_outbox` row apiece. */
@@ -641,6 +666,16 @@ const PRUNE_TERMINAL = `WITH cut AS (
     ORDER BY t.terminal_at, t.seq LIMIT $2
   )
   DELETE FROM transactions t USING doomed WHERE t.tx_id = doomed.tx_id`;
+
+/** One batch ($2 rows at most) of webhook deliveries done more than $1 ms ago, oldest first. */
+const PRUNE_WEBHOOKS = `DELETE FROM webhook_outbox WHERE id IN (
+    SELECT id FROM webhook_outbox WHERE done_at < now() - make_interval(secs => $1::float8 / 1000)
+    ORDER BY done_at LIMIT $2)`;
+
+/** One batch ($2 rows at most) of lifecycle entries written more than $1 days ago, oldest first. */
+const PRUNE_LIFECYCLE = `DELETE FROM lifecycle_entries WHERE seq IN (
+    SELECT seq FROM lifecycle_entries WHERE written_at < now() - make_interval(days => $1)
+    ORDER BY written_at LIMIT $2)`;
 
 const COUNTS = `SELECT
   (SELECT count(*) FROM transactions WHERE terminal_at IS NULL) AS active,
