@@ -181,7 +181,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     } catch (error) {
       dispatcher.close();
       await outbox.close();
-      follower?.close();
+      await follower?.close();
       policy.stop();
       await store.close();
       await dataDirLock.release();
@@ -350,7 +350,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     policy.stop();
     r.close();
     webhooks?.dispatcher.close();
-    follower?.close();
+    await follower?.close();
     hub.dispose();
     if (listening) {
       server.closeAllConnections();
@@ -438,6 +438,8 @@ async function followEventLog(
       if (!failing) log.warn({ err: error }, 'events: reading the event log failed; trying again');
       failing = true;
     },
+    // Other hosts' commits (a store with notifyEvents) wake it too.
+    listen: true,
   });
   const start = await follower.start();
   hub.followStore(store.eventLog, start);

@@ -21,6 +21,9 @@ export interface StoredEvent {
   json: string;
 }
 
+/** The channel a store that notifies (`PgTxStoreOptions.notifyEvents`) tells followers on other hosts through. */
+export const EVENTS_CHANNEL = 'relay_events';
+
 /** Before every event: where a reader of the whole log starts. */
 export const LOG_START: EventCursor = { xid: 0n, id: 0n };
 
@@ -92,6 +95,38 @@ export class PgEventLog {
     return rows.map(fromRow);
   }
 
+  /**
+   * LISTEN on {@link EVENTS_CHANNEL} on a connection of its own (held from the pool until stopped): `onNotify` on
+   * each notification; `onLost` once if the connection fails. Resolves with the function that stops listening.
+   */
+  async listen(onNotify: () => void, onLost: (error: unknown) => void): Promise<() => Promise<void>> {
+    const client = await this.pool.connect();
+    let lost = false;
+    const fail = (error: unknown) => {
+      if (lost) return;
+      lost = true;
+      client.removeAllListeners('notification');
+      client.release(true);
+      onLost(error);
+    };
+    client.on('notification', () => onNotify());
+    client.on('error', fail);
+    try {
+      await client.query(`LISTEN ${EVENTS_CHANNEL}`);
+    } catch (error) {
+      fail(error);
+      throw error;
+    }
+    return async () => {
+      if (lost) return;
+      lost = true;
+      client.removeAllListeners('notification');
+      await client.query(`UNLISTEN ${EVENTS_CHANNEL}`).catch(() => undefined);
+      client.off('error', fail);
+      client.release();
+    };
+  }
+
   /** Whether `cursor` names an event still kept (not from another database, not dropped by retention). */
   async exists(cursor: EventCursor): Promise<boolean> {
     const { rows } = await this.pool.query(
@@ -111,17 +146,23 @@ export interface EventFollowerOptions {
   pollMs?: number;
   /** Rows per query. Default 500 (a full batch is followed by the next at once). */
   batch?: number;
+  /** Also woken by NOTIFY on EVENTS_CHANNEL (commits of other hosts), listening again at a poll if it was lost. */
+  listen?: boolean;
 }
 
 /**
  * Follows the event log from its end at start: woken at once by each local commit (`wake`, one query per wake,
- * wakes during a read coalesce into one more read), and by a slow poll as a fallback.
+ * wakes during a read coalesce into one more read), by NOTIFY from other hosts (`listen`), and by a slow poll as a
+ * fallback.
  */
 export class EventFollower {
   private cursor: EventCursor = LOG_START;
   private readonly reads = new SingleFlight(() => this.readAll());
   private timer: NodeJS.Timeout | null = null;
   private closed = false;
+  /** Stops LISTEN; null while not listening. */
+  private unlisten: (() => Promise<void>) | null = null;
+  private listening: Promise<void> | null = null;
 
   constructor(
     private readonly log: PgEventLog,
@@ -136,9 +177,33 @@ export class EventFollower {
   /** Start at the log's end: what was committed before is history (a client resuming reads it from the table). */
   async start(): Promise<EventCursor> {
     this.cursor = await this.log.end();
-    this.timer = setInterval(() => this.wake(), this.o.pollMs ?? 1000);
+    if (this.o.listen) await this.relisten();
+    this.timer = setInterval(() => {
+      if (this.o.listen && !this.unlisten) void this.relisten();
+      this.wake();
+    }, this.o.pollMs ?? 1000);
     this.timer.unref();
     return this.cursor;
+  }
+
+  private relisten(): Promise<void> {
+    this.listening ??= this.log
+      .listen(
+        () => this.wake(),
+        (error) => {
+          this.unlisten = null;
+          this.o.onError?.(error);
+        },
+      )
+      .then(
+        (stop) => {
+          if (this.closed) void stop();
+          else this.unlisten = stop;
+        },
+        (error: unknown) => this.o.onError?.(error),
+      )
+      .finally(() => (this.listening = null));
+    return this.listening;
   }
 
   wake(): void {
@@ -152,9 +217,12 @@ export class EventFollower {
     await this.reads.idle();
   }
 
-  close(): void {
+  async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
+    await this.listening;
+    await this.unlisten?.();
+    this.unlisten = null;
   }
 
   private async readAll(): Promise<void> {

@@ -33,7 +33,7 @@ import {
   type TxStore,
 } from './store';
 import { WriteChain } from './write-chain';
-import { LOG_START, PgEventLog } from './pg-events';
+import { EVENTS_CHANNEL, LOG_START, PgEventLog } from './pg-events';
 import { PgLifecycleEntries } from './pg-lifecycle';
 import { PgWebhookOutbox, type PgWebhookOutboxOptions } from './pg-webhooks';
 
@@ -121,6 +121,7 @@ export class PgTxStore implements TxStore {
       webhookEndpoints: options.webhookEndpoints ?? [],
       doneWebhookRetentionMs: options.doneWebhookRetentionMs ?? 60 * 60 * 1000,
       lifecycleRetentionDays: options.lifecycleRetentionDays ?? 30,
+      notifyEvents: options.notifyEvents ?? false,
     };
     this.eventLog = new PgEventLog(pool);
     this.lifecycleEntries = new PgLifecycleEntries(pool);
@@ -434,6 +435,8 @@ export class PgTxStore implements TxStore {
       if (hooks.some((id) => id !== null))
         await db.query(INSERT_EVENTS_AND_WEBHOOKS, [...values, hooks, endpoints]);
       else await db.query(INSERT_EVENTS, values);
+      // Delivered at COMMIT, to followers on other hosts (this host's follower is woken by the change feed).
+      if (this.options.notifyEvents) await db.query(`SELECT pg_notify('${EVENTS_CHANNEL}', '')`);
     }
     if (entries.length > 0) await db.query(INSERT_LIFECYCLE, [this.options.hostId, entries]);
   }
@@ -552,6 +555,12 @@ export interface PgTxStoreOptions {
   lifecycleRetentionDays?: number;
   /** This sidecar's name, recorded with its events and lifecycle entries (nothing is fenced by it yet). */
   hostId?: string | null;
+  /**
+   * NOTIFY the event followers of other hosts at each commit with events (pg-events.ts EVENTS_CHANNEL). Off by
+   * default: one host has no one to tell, and NOTIFY serializes commits on the notification queue; the fleet turns
+   * it on.
+   */
+  notifyEvents?: boolean;
   /** Webhook endpoints (`RELAY_WEBHOOK_URL`): each webhook event is owed to each, a `webhook_outbox` row apiece. */
   webhookEndpoints?: readonly string[];
 }

@@ -4,6 +4,7 @@ import pg from 'pg';
 import { EventFollower, type StoredEvent } from '../../src/store/pg-events';
 import { PgTxStore } from '../../src/store/pg-store';
 import { useMigratedPostgres } from '../helpers/migrated-postgres';
+import { status, tx } from '../helpers/store-records';
 
 // The events follower against a real PostgreSQL: it reads after its cursor, below the snapshot's xmin, in (xid, id)
 // order, so an event whose transaction took its xid first but committed last is delivered, in its place, never
@@ -21,7 +22,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const follower of followers) follower.close();
+  for (const follower of followers) await follower.close();
   await store?.close();
   for (const pool of pools) await pool.end();
 });
@@ -32,9 +33,16 @@ function sql(max = 2): pg.Pool {
   return pool;
 }
 
-async function follow(pollMs = 60_000): Promise<{ follower: EventFollower; seen: StoredEvent[] }> {
+async function follow(
+  pollMs = 60_000,
+  listen = false,
+): Promise<{ follower: EventFollower; seen: StoredEvent[] }> {
   const seen: StoredEvent[] = [];
-  const follower = new EventFollower(store.eventLog, { deliver: (events) => seen.push(...events), pollMs });
+  const follower = new EventFollower(store.eventLog, {
+    deliver: (events) => seen.push(...events),
+    pollMs,
+    listen,
+  });
   followers.push(follower);
   await follower.start();
   return { follower, seen };
@@ -120,5 +128,16 @@ test('many writers committing side by side: every event once, in cursor order', 
   for (let n = 0; n < writers; n++) {
     const at = seen.findIndex((e) => e.txId === `w${n}-a`);
     expect(seen[at + 1]?.txId).toBe(`w${n}-b`);
+  }
+});
+
+test("another host's commit wakes the follower through NOTIFY, with no local wake and no poll", async () => {
+  const { seen } = await follow(3_600_000, true);
+  const other = await PgTxStore.open(url, { maintenanceMs: 0, notifyEvents: true });
+  try {
+    await other.accept(tx('tx_notified', 'sig-notified'), [status('tx_notified', 'pending')]);
+    await waitUntil(() => seen.some((e) => e.txId === 'tx_notified'), 10_000, 'the notified event delivered');
+  } finally {
+    await other.close();
   }
 });
