@@ -142,6 +142,16 @@ test("a per-transaction resume after the record's own cursor: only its events, f
   expect(ids(reader)).toEqual(['3.1', '10.1', '11.1']);
 });
 
+test('a per-transaction resume after a cursor the log has not reached yet: live events from after it', async () => {
+  const reader = await open({}, `?tx=tx_1&after=5.1`);
+  follow(4, 6);
+  await reader.waitFor((r) => ids(r).length === 1);
+  follow(7, 7);
+  await reader.waitFor((r) => ids(r).length === 2);
+  expect(ids(reader)).toEqual(['6.1', '7.1']);
+  expect(reader.events('resync')).toEqual([]);
+});
+
 test.each([
   ['not a cursor', 'unknown_boot'],
   ['boot1-3', 'unknown_boot'],

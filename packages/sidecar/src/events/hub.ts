@@ -113,6 +113,8 @@ interface Client {
   closing: boolean;
   /** Being replayed from the table: live frames wait in `queued` until the replay is written. */
   held: boolean;
+  /** Stored events up to this cursor are not sent (the server's own `after`, not yet reached by the log). */
+  skipThrough?: EventCursor;
 }
 
 /** Rows per query of a replay from the table. */
@@ -342,8 +344,10 @@ export class EventHub {
       if (after === null) this.resync(res, 'unknown_boot');
     }
     if (after !== null && compareEventCursors(after, stored.position) > 0) {
-      // Ahead of this log: not a cursor of this database (or made up).
+      // Ahead of this log: from a client, not a cursor of this database (or made up); from the server (a record it
+      // just read), committed but not yet followed: live events up to it are what the record already shows.
       if (told) this.resync(res, 'unknown_boot');
+      else client.skipThrough = after;
       after = null;
     }
     if (after === null) {
@@ -524,6 +528,10 @@ export class EventHub {
 
   private deliver(client: Client, event: HubEvent): void {
     if (client.closing || (client.filter && !client.filter(event))) return;
+    if (client.skipThrough && event.cursor) {
+      if (compareEventCursors(event.cursor, client.skipThrough) <= 0) return;
+      delete client.skipThrough;
+    }
     this.enqueue(client, event.frame);
     if (client.closeAfter?.(event)) {
       client.closing = true;
