@@ -1,4 +1,4 @@
-import type { EventCursor } from '@solrelay/core';
+import { compareEventCursors, type EventCursor } from '@solrelay/core';
 import type pg from 'pg';
 import { SingleFlight } from '../util/single-flight';
 
@@ -61,14 +61,34 @@ export class PgEventLog {
     return row ? fromRow(row).cursor : LOG_START;
   }
 
-  /** Up to `limit` events after `after`, oldest first, below xmin (the follower's read: one query per wake). */
-  async after(after: EventCursor, limit: number): Promise<StoredEvent[]> {
-    const { rows } = await this.pool.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM events WHERE (xid, id) > ($1::text::xid8, $2::bigint) AND ${STABLE}
-       ORDER BY xid, id LIMIT $3`,
+  /**
+   * Up to `limit` events after `after`, oldest first, below xmin (the follower's read: one query per wake); `held`
+   * when events after them are committed but wait on an older transaction still running (so not read yet).
+   */
+  async after(after: EventCursor, limit: number): Promise<{ events: StoredEvent[]; held: boolean }> {
+    // One snapshot's xmin for both parts; the second yields one row (name null) when something is held back.
+    const { rows } = await this.pool.query<EventRow | (Record<keyof EventRow, null> & { name: null })>(
+      `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
+       r AS (
+         SELECT ${EVENT_COLUMNS} FROM events
+         WHERE (xid, id) > ($1::text::xid8, $2::bigint) AND xid < (SELECT xmin FROM s)
+         ORDER BY events.xid, events.id LIMIT $3
+       )
+       SELECT * FROM r
+       UNION ALL
+       SELECT NULL, NULL, NULL, NULL, NULL FROM s
+       WHERE EXISTS (SELECT 1 FROM events WHERE (xid, id) > ($1::text::xid8, $2::bigint) AND xid >= s.xmin)`,
       [after.xid.toString(), after.id.toString(), limit],
     );
-    return rows.map(fromRow);
+    const events: StoredEvent[] = [];
+    let held = false;
+    for (const row of rows) {
+      if (row.name === null) held = true;
+      else events.push(fromRow(row as EventRow));
+    }
+    // UNION ALL promises no order: the log's order is restored here.
+    events.sort((a, b) => compareEventCursors(a.cursor, b.cursor));
+    return { events, held };
   }
 
   /**
@@ -159,6 +179,9 @@ export class EventFollower {
   private cursor: EventCursor = LOG_START;
   private readonly reads = new SingleFlight(() => this.readAll());
   private timer: NodeJS.Timeout | null = null;
+  private recheckTimer: NodeJS.Timeout | null = null;
+  /** How long the last recheck waited (ms); 0 while nothing is held. */
+  private heldFor = 0;
   private closed = false;
   /** Stops LISTEN; null while not listening. */
   private unlisten: (() => Promise<void>) | null = null;
@@ -220,6 +243,7 @@ export class EventFollower {
   async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearInterval(this.timer);
+    if (this.recheckTimer) clearTimeout(this.recheckTimer);
     await this.listening;
     await this.unlisten?.();
     this.unlisten = null;
@@ -229,14 +253,37 @@ export class EventFollower {
     const batch = this.o.batch ?? 500;
     try {
       for (;;) {
-        const events = await this.log.after(this.cursor, batch);
-        if (this.closed || events.length === 0) return;
-        this.cursor = (events[events.length - 1] as StoredEvent).cursor;
-        this.o.deliver(events);
-        if (events.length < batch) return;
+        const { events, held } = await this.log.after(this.cursor, batch);
+        if (this.closed) return;
+        if (events.length > 0) {
+          this.cursor = (events[events.length - 1] as StoredEvent).cursor;
+          this.o.deliver(events);
+        }
+        if (events.length === batch) continue;
+        this.recheck(held);
+        return;
       }
     } catch (error) {
       this.o.onError?.(error);
     }
+  }
+
+  /**
+   * Committed events wait on an older transaction still running, which need not be a write of this process (its
+   * commit would wake us) — a lease, maintenance, another host without NOTIFY: read again after 1, 2, 4, ... ms
+   * (at most the poll) until nothing is held.
+   */
+  private recheck(held: boolean): void {
+    if (!held) {
+      this.heldFor = 0;
+      return;
+    }
+    if (this.recheckTimer) return;
+    this.heldFor = Math.min(Math.max(1, this.heldFor * 2), this.o.pollMs ?? 1000);
+    this.recheckTimer = setTimeout(() => {
+      this.recheckTimer = null;
+      this.wake();
+    }, this.heldFor);
+    this.recheckTimer.unref();
   }
 }

@@ -85,8 +85,9 @@ test('the lower xid committing last is delivered in its place, not skipped', asy
     await follower.settle();
     expect(seen.map((e) => e.txId)).toEqual([]);
 
+    // Held back, the follower looks again by itself (no wake, no poll): once the lower commits, both come, in order.
     await first.query('COMMIT');
-    await follower.settle();
+    await waitUntil(() => seen.length === 2, 10_000, 'both delivered');
     expect(seen.map((e) => e.txId)).toEqual(['low', 'high']);
     expect(seen.map((e) => e.cursor.xid.toString())).toEqual([low, high]);
     expect(seen.map((e) => formatEventCursor(e.cursor))).toEqual(await logAfter(db, start));
