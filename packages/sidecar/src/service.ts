@@ -33,6 +33,7 @@ import { followBundleResults } from './upstream/bundle-results';
 import { SolanaRpc } from './upstream/solana-rpc';
 import { WebhookDispatcher, type WebhookDispatcherOptions } from './webhooks/dispatcher';
 import { outboxCodec, type OutboxOp, type OutboxState } from './webhooks/outbox';
+import { PgWebhookOutbox } from './webhooks/pg-outbox';
 import { SignatureVerifier } from './wire/signature-verifier';
 
 export { loadKeypair, loadKeypairs };
@@ -155,7 +156,8 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   let webhooks: { dispatcher: WebhookDispatcher; close: () => Promise<void> } | null = null;
   if (config.webhookUrls.length > 0 && config.webhookSecret && store instanceof PgTxStore) {
     // On PostgreSQL the outbox is the `webhook_outbox` rows each change inserted: leased and delivered from there.
-    const outbox = store.webhookOutbox({
+    const outbox = new PgWebhookOutbox(store.database, {
+      endpoints: config.webhookUrls,
       hostId: hostIdOf(config),
       epoch: Date.now(),
       onError: (error) => log.warn({ err: error }, 'webhooks: the outbox table could not be read or written'),

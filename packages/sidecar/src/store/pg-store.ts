@@ -35,7 +35,6 @@ import {
 import { WriteChain } from './write-chain';
 import { EVENTS_CHANNEL, LOG_START, PgEventLog } from './pg-events';
 import { PgLifecycleEntries } from './pg-lifecycle';
-import { PgWebhookOutbox, type PgWebhookOutboxOptions } from './pg-webhooks';
 
 /** The advisory lock every reservation checked against `spend-limit` takes (an arbitrary constant). */
 const SPEND_LIMIT_LOCK = 0x72656c6179; // 'relay'
@@ -134,11 +133,12 @@ export class PgTxStore implements TxStore {
     }
   }
 
-  /** The webhook rows this store's changes insert, delivered by leasing them (see pg-webhooks.ts). */
-  webhookOutbox(
-    options: Omit<PgWebhookOutboxOptions, 'endpoints' | 'hostId'> & { hostId: string },
-  ): PgWebhookOutbox {
-    return new PgWebhookOutbox(this.pool, { ...options, endpoints: this.options.webhookEndpoints });
+  /**
+   * The store's pool, for what reads and updates its tables beside it (the webhook outbox, webhooks/pg-outbox.ts).
+   * Closed with the store when the store owns it.
+   */
+  get database(): pg.Pool {
+    return this.pool;
   }
 
   get healthy(): boolean {

@@ -38,7 +38,7 @@ import { cursorOf, missedEvents, type OutboxMessage, type OutboxOp, type OutboxS
 /**
  * Where the messages owed are kept: the dispatcher delivers what `messages` holds and reports each endpoint's end
  * of a message to `done`. The local outbox journal (`journalOutbox`), or the database's `webhook_outbox` rows this
- * host leased (store/pg-webhooks.ts), which hand new messages over with `take`.
+ * host leased (webhooks/pg-outbox.ts), which hand new messages over with `take`.
  */
 export interface OutboxPort {
   /** The messages owed, oldest first. */

@@ -1,8 +1,8 @@
 import type { WebhookEventType } from '@solrelay/core';
 import type pg from 'pg';
 import { SingleFlight } from '../util/single-flight';
-import type { OutboxPort } from '../webhooks/dispatcher';
-import type { OutboxMessage } from '../webhooks/outbox';
+import type { OutboxPort } from './dispatcher';
+import type { OutboxMessage } from './outbox';
 
 /**
  * The webhook outbox on PostgreSQL: the `webhook_outbox` rows each change inserted with its events (one per endpoint
