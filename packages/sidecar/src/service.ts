@@ -155,45 +155,20 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   // kept out of it is added from the store's records first.
   let webhooks: { dispatcher: WebhookDispatcher; close: () => Promise<void> } | null = null;
   if (config.webhookUrls.length > 0 && config.webhookSecret && store instanceof PgTxStore) {
-    // On PostgreSQL the outbox is the `webhook_outbox` rows each change inserted: leased and delivered from there.
-    const outbox = new PgWebhookOutbox(store.database, {
-      endpoints: config.webhookUrls,
-      hostId: hostIdOf(config),
-      epoch: Date.now(),
-      onError: (error) => log.warn({ err: error }, 'webhooks: the outbox table could not be read or written'),
-    });
-    const dispatcher = new WebhookDispatcher({
-      urls: config.webhookUrls,
-      secret: config.webhookSecret,
-      outbox,
-      metrics,
-      log,
-      clock,
-      ...options.webhooks,
-    });
-    webhooks = { dispatcher, close: () => outbox.close() };
     try {
-      const unconfigured = await outbox.start((entries) => dispatcher.take(entries));
-      if (unconfigured > 0) {
-        log.warn(
-          { dropped: unconfigured },
-          'webhooks: deliveries owed to endpoints no longer in RELAY_WEBHOOK_URL were dropped',
-        );
-      }
+      webhooks = await deliverFromTable(store, config, config.webhookSecret, {
+        metrics,
+        log,
+        clock,
+        options,
+      });
     } catch (error) {
-      dispatcher.close();
-      await outbox.close();
       await follower?.close();
       policy.stop();
       await store.close();
       await dataDirLock.release();
       throw error;
     }
-    const hooked = new Set(['tx_status_changed', 'bundle_settled']);
-    store.changes.subscribe((change) => {
-      if (change.events.some((e) => hooked.has(e.kind))) outbox.wake();
-    });
-    log.info({ endpoints: config.webhookUrls.length, owed: outbox.messages.size }, 'webhooks: delivering');
   } else if (config.webhookUrls.length > 0 && config.webhookSecret) {
     let journal: Journal<OutboxState, OutboxOp> | null = null;
     try {
@@ -412,6 +387,52 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     },
     close,
   };
+}
+
+/**
+ * Webhooks on PostgreSQL: the outbox is the `webhook_outbox` rows each change inserted with its events, leased and
+ * delivered from there (woken by each local commit that owes a delivery, polled as a fallback).
+ */
+async function deliverFromTable(
+  store: PgTxStore,
+  config: SidecarConfig,
+  secret: string,
+  d: { metrics: Metrics; log: Logger; clock: Clock; options: SidecarOptions },
+): Promise<{ dispatcher: WebhookDispatcher; close: () => Promise<void> }> {
+  const outbox = new PgWebhookOutbox(store.database, {
+    endpoints: config.webhookUrls,
+    hostId: hostIdOf(config),
+    epoch: Date.now(),
+    onError: (error) => d.log.warn({ err: error }, 'webhooks: the outbox table could not be read or written'),
+  });
+  const dispatcher = new WebhookDispatcher({
+    urls: config.webhookUrls,
+    secret,
+    outbox,
+    metrics: d.metrics,
+    log: d.log,
+    clock: d.clock,
+    ...d.options.webhooks,
+  });
+  try {
+    const unconfigured = await outbox.start((entries) => dispatcher.take(entries));
+    if (unconfigured > 0) {
+      d.log.warn(
+        { dropped: unconfigured },
+        'webhooks: deliveries owed to endpoints no longer in RELAY_WEBHOOK_URL were dropped',
+      );
+    }
+  } catch (error) {
+    dispatcher.close();
+    await outbox.close();
+    throw error;
+  }
+  const owing = new Set(['tx_status_changed', 'bundle_settled']);
+  store.changes.subscribe((change) => {
+    if (change.events.some((e) => owing.has(e.kind))) outbox.wake();
+  });
+  d.log.info({ endpoints: config.webhookUrls.length, owed: outbox.messages.size }, 'webhooks: delivering');
+  return { dispatcher, close: () => outbox.close() };
 }
 
 /**
