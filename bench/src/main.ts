@@ -1,6 +1,6 @@
 /**
- * `pnpm bench [name ...] [--quick]`: runs relay's six benchmarks one after another (never in parallel: they share
- * two cores), writes `bench/results/<name>.json` (quick runs: `bench/results/quick/`) and regenerates the root
+ * `pnpm bench [name ...] [--quick]`: runs relay's benchmarks one after another (never in parallel: they share
+ * two cores; the last, `stores`, runs the first three again on the journal and on PostgreSQL in alternating rounds), writes `bench/results/<name>.json` (quick runs: `bench/results/quick/`) and regenerates the root
  * BENCHMARKS.md from the full-mode results. `--report` only regenerates BENCHMARKS.md.
  */
 import { join } from 'node:path';
@@ -11,6 +11,7 @@ import { coldStart } from './benchmarks/cold-start';
 import { decisionLatency } from './benchmarks/decision-latency';
 import { landingEconomics } from './benchmarks/landing-economics';
 import { memoryScale } from './benchmarks/memory-scale';
+import { storeCompare } from './benchmarks/stores';
 import { submissionBudget } from './benchmarks/submission-budget';
 import { loadAverage, machineInfo } from './lib/machine';
 import { REPO_ROOT } from './lib/processes';
@@ -23,6 +24,7 @@ const BENCHMARKS: Benchmark[] = [
   landingEconomics,
   memoryScale,
   coldStart,
+  storeCompare,
 ];
 const BENCH_DIR = fileURLToPath(new URL('../', import.meta.url));
 const RESULTS_DIR = join(BENCH_DIR, 'results');
@@ -31,29 +33,31 @@ async function main(): Promise<number> {
   const args = process.argv.slice(2).filter((a) => a !== '--');
   const quick = args.includes('--quick');
   const profile = args.includes('--profile');
-  // `--seed=<n|random>`, `--scenarios=a,b` and `--strategies=a,b` reach the benchmarks as BENCH_SEED /
-  // BENCH_SCENARIOS / BENCH_STRATEGIES (turbo passes no environment variables through to the task, so flags are how
-  // `pnpm bench` takes them).
+  // `--seed=<n|random>`, `--scenarios=a,b`, `--strategies=a,b`, `--stores=journal,postgres` and `--rounds=<n>` reach
+  // the benchmarks as BENCH_SEED / BENCH_SCENARIOS / BENCH_STRATEGIES / BENCH_STORES / BENCH_ROUNDS (turbo passes no
+  // environment variables through to the task, so flags are how `pnpm bench` takes them).
   const FLAG_ENV: Record<string, string> = {
     seed: 'BENCH_SEED',
     scenarios: 'BENCH_SCENARIOS',
     strategies: 'BENCH_STRATEGIES',
+    stores: 'BENCH_STORES',
+    rounds: 'BENCH_ROUNDS',
   };
   for (const arg of args) {
-    const m = /^--(seed|scenarios|strategies)=(.+)$/.exec(arg);
+    const m = /^--(seed|scenarios|strategies|stores|rounds)=(.+)$/.exec(arg);
     if (m) process.env[FLAG_ENV[m[1] as string] as string] = m[2];
   }
   const unknownFlags = args.filter(
     (a) =>
       a.startsWith('--') &&
       !['--quick', '--profile', '--report'].includes(a) &&
-      !/^--(seed|scenarios|strategies)=/.test(a),
+      !/^--(seed|scenarios|strategies|stores|rounds)=/.test(a),
   );
   const names = args.filter((a) => !a.startsWith('--'));
   const unknown = names.filter((n) => !BENCHMARKS.some((b) => b.name === n));
   if (unknownFlags.length || unknown.length) {
     process.stderr.write(
-      `bench: unknown ${[...unknownFlags, ...unknown].join(', ')}; usage: pnpm bench [--quick] [--profile] [--report] [--seed=<n|random>] [--scenarios=<id,...>] [--strategies=<name,...>] [${BENCHMARKS.map((b) => b.name).join('|')} ...]\n`,
+      `bench: unknown ${[...unknownFlags, ...unknown].join(', ')}; usage: pnpm bench [--quick] [--profile] [--report] [--seed=<n|random>] [--scenarios=<id,...>] [--strategies=<name,...>] [--stores=journal,postgres] [--rounds=<n>] [${BENCHMARKS.map((b) => b.name).join('|')} ...]\n`,
     );
     return 2;
   }

@@ -15,6 +15,7 @@ import { summarizeCpuProfile, type ProfileSummary } from '../lib/profile';
 import { SseReader } from '../lib/sse';
 import { benchPolicy, startRelayStack } from '../lib/stack';
 import { distribution, round, type Distribution } from '../lib/stats';
+import type { BenchStore, StoreUse } from '../lib/store';
 import { TxFactory } from '../lib/txgen';
 
 /** Enough in-flight requests to keep the journal's group commit full without queueing inside the load generator. */
@@ -22,7 +23,7 @@ const CONCURRENCY = 64;
 /** Subscribers that parse every frame and time its delivery; the rest only count bytes (see SseReader). */
 const TIMED_SUBSCRIBERS = 10;
 
-interface LevelResult {
+export interface LevelResult {
   subscribers: number;
   duration_s: number;
   accepted: number;
@@ -39,15 +40,20 @@ interface LevelResult {
   load_generator_share_of_machine_pct: number;
   sidecar_rss_mb: number;
   profile?: ProfileSummary | null;
+  /** The sidecar's and (on PostgreSQL) the server's commits and CPU over the timed window. */
+  store_use?: StoreUse;
 }
 
-async function runLevel(
+/** One level on a fresh stack; `store` chooses where the sidecar keeps its records (default the journal). */
+export async function runLevel(
   ctx: BenchContext,
   subscribers: number,
   seconds: number,
   profile: boolean,
+  store?: BenchStore,
 ): Promise<LevelResult> {
   const stack = await startRelayStack({
+    store,
     simnet: { seed: 11, slotMs: 400, fixedClearingTip: 5_000 },
     policy: benchPolicy(),
     // No decider: no agent, and the sidecar's own fallback reflex disabled.
@@ -100,6 +106,7 @@ async function runLevel(
       simnet: cpuTimeMs(stack.simnet.pid),
       self: process.cpuUsage(),
     };
+    const store0 = await stack.store.sample();
     const t0 = performance.now();
     windowStart = Date.now();
     const deadline = t0 + seconds * 1000;
@@ -120,6 +127,7 @@ async function runLevel(
     await Promise.all(Array.from({ length: CONCURRENCY }, worker));
     const elapsedS = (performance.now() - t0) / 1000;
     windowEnd = Date.now();
+    const storeUse = await stack.store.since(store0);
     const self = process.cpuUsage(cpu0.self);
     const cpu = {
       sidecar: cpuTimeMs(stack.sidecar.pid) - cpu0.sidecar,
@@ -157,6 +165,7 @@ async function runLevel(
       },
       load_generator_share_of_machine_pct: round(pct(cpu.load_generator) / 2, 1),
       sidecar_rss_mb: Math.round(rss / 2 ** 20),
+      store_use: storeUse,
     };
   } finally {
     await stack.close();

@@ -12,6 +12,7 @@ import { SseReader } from '../lib/sse';
 import { benchPolicy, startRelayStack } from '../lib/stack';
 import { probeFsync } from '../lib/fsync-probe';
 import { distribution, round, type Distribution } from '../lib/stats';
+import type { BenchStore, StoreUse } from '../lib/store';
 import { TxFactory } from '../lib/txgen';
 
 const REFLEX_P99_TARGET_MS = 10;
@@ -29,15 +30,23 @@ interface ModeResult {
   overhead_ms: Distribution | null;
   fallbacks: number;
   cpu_pct_of_one_core: { sidecar: number; agent: number };
+  /** The sidecar's and (on PostgreSQL) the server's commits and CPU over the paced run. */
+  store_use: StoreUse;
+  /** Each POST /tx/enqueue's answer time; the loop awaits it, so slow answers lower the rate actually sent. */
+  enqueue_answer_ms: Distribution;
+  sent_rate_per_s: number;
 }
 
-async function runMode(
+/** One tier's paced run on a fresh stack; `store` chooses where the sidecar keeps its records (default the journal). */
+export async function runMode(
   ctx: BenchContext,
   mode: 'reflex' | 'cortex',
   count: number,
   ratePerS: number,
+  store?: BenchStore,
 ): Promise<ModeResult> {
   const stack = await startRelayStack({
+    store,
     simnet: { seed: 3, slotMs: 400, bundleEngineShare: 1, fixedClearingTip: 5_000 },
     policy: benchPolicy({ 'max-tip': 2_000_000 }),
     env: { AGENT_DECISION_MODE: mode },
@@ -77,6 +86,8 @@ async function runMode(
     let blockhashAt = Date.now();
     ctx.progress(`${mode}: ${count} transactions paced at ${ratePerS}/s`);
     const cpu0 = { sidecar: cpuTimeMs(stack.sidecar.pid), agent: groupCpuTimeMs(agentProcess.pid) };
+    const store0 = await stack.store.sample();
+    const answerMs: number[] = [];
     const t0 = performance.now();
     for (let i = 0; i < count; i++) {
       // Paced on an absolute schedule, so a slow answer does not turn into a burst afterwards.
@@ -88,10 +99,13 @@ async function runMode(
         blockhashAt = Date.now();
       }
       const [tx] = factory.make(1, blockhash);
+      const posted = performance.now();
       const answer = await postJson(agent, `${url}/tx/enqueue`, (tx as { body: string }).body);
+      answerMs.push(performance.now() - posted);
       if (answer.status !== 202) throw new Error(`enqueue answered ${answer.status}: ${answer.body}`);
       accepted.push((JSON.parse(answer.body) as { tx_id: string }).tx_id);
     }
+    const sentS = (performance.now() - t0) / 1000;
     // Wait for every accepted transaction (by the ids the answers gave, not by the events seen so far: the last
     // tx_enqueued may still be on its way), both its tx_enqueued and its submit_requested.
     const deadline = Date.now() + 20_000;
@@ -100,6 +114,7 @@ async function runMode(
     const undecided = accepted.filter((id) => !enqueuedAt.has(id) || !submitted.has(id)).length;
     const elapsedS = (performance.now() - t0) / 1000;
     // The agent may start helpers of its own: its CPU is the sum over its process group.
+    const storeUse = await stack.store.since(store0);
     const cpu = {
       sidecar: cpuTimeMs(stack.sidecar.pid) - cpu0.sidecar,
       agent: groupCpuTimeMs(agentProcess.pid) - cpu0.agent,
@@ -145,6 +160,9 @@ async function runMode(
         sidecar: round((cpu.sidecar / (elapsedS * 1000)) * 100, 1),
         agent: round((cpu.agent / (elapsedS * 1000)) * 100, 1),
       },
+      store_use: storeUse,
+      enqueue_answer_ms: distribution(answerMs),
+      sent_rate_per_s: round(accepted.length / sentS, 1),
     };
   } finally {
     await stack.close();

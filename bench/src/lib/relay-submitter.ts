@@ -8,7 +8,9 @@ import { Connection } from '@solana/web3.js';
 import type { StrategyRun, TxOutcome } from './e2e-run';
 import { landedSlots, newOutcome, pinAndWarmUp, sleep, slotTimeline, spentLamports } from './e2e-run';
 import { SseReader } from './sse';
+import { distribution } from './stats';
 import { benchPolicy, startRelayStack } from './stack';
+import type { BenchStore } from './store';
 import { UserTxFactory, type UserTxKind } from './usertx';
 
 export interface RelayRunOptions {
@@ -23,6 +25,8 @@ export interface RelayRunOptions {
   env?: Record<string, string>;
   /** The strategy's name in the results (default `relay`). */
   label?: string;
+  /** Where the sidecar keeps its records (default: the local journal). */
+  store?: BenchStore;
 }
 
 const FOLLOWED = new Set(['confirmed', 'finalized', 'failed', 'expired']);
@@ -30,6 +34,7 @@ const FOLLOWED = new Set(['confirmed', 'finalized', 'failed', 'expired']);
 export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
   let pinned: Promise<void> = Promise.resolve();
   const stack = await startRelayStack({
+    store: options.store,
     simnet: {
       seed: options.seed,
       slotMs: 400,
@@ -66,9 +71,16 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
     const connection = new Connection(started.rpcUrl, 'confirmed');
 
     const stateOf = new Map<string, string>();
+    /** When the first `submit_requested` of each transaction was read (the decision made and journaled). */
+    const decidedAt = new Map<string, number>();
     const observer = new SseReader(`${url}/internal/events`, {
       parse: true,
       onEvent: (e) => {
+        if (e.event === 'submit_requested') {
+          const d = JSON.parse(e.data) as { tx_id: string };
+          if (!decidedAt.has(d.tx_id)) decidedAt.set(d.tx_id, e.receivedAt);
+          return;
+        }
         if (e.event !== 'tx_status_changed') return;
         const d = JSON.parse(e.data) as { tx_id: string; state: string };
         stateOf.set(d.tx_id, d.state);
@@ -103,6 +115,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       }
     }
 
+    const store0 = await stack.store.sample();
     const t0 = Date.now();
     const sends: Array<Promise<void>> = [];
     for (const at of options.arrivalsMs) {
@@ -118,6 +131,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       if (open.length === 0) break;
       await sleep(250);
     }
+    const storeUse = await stack.store.since(store0);
     observer.close();
     for (const [outcome, id] of txIds) {
       outcome.relayState = stateOf.get(id) ?? 'pending';
@@ -155,7 +169,19 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       lamportsSpent: spentLamports(before, after, outcomes),
       slotTimes: await slotTimeline(stack.simnet),
       notes: [],
-      extra: { engine_requests_by_result: byResult, relay_states: states },
+      extra: {
+        engine_requests_by_result: byResult,
+        relay_states: states,
+        store_use: storeUse,
+        // Where a transaction's time to land goes: the answer to its POST, and the arrival to its first decision.
+        answer_ms: distribution(outcomes.map((o) => o.answerMs ?? 0)),
+        decided_ms: distribution(
+          [...txIds].flatMap(([o, id]) => {
+            const at = decidedAt.get(id);
+            return at === undefined ? [] : [at - o.arrivalMs];
+          }),
+        ),
+      },
     };
   } finally {
     await stack.close();

@@ -47,6 +47,7 @@ const ORDER = [
   'landing-economics',
   'memory-scale',
   'cold-start',
+  'stores',
 ];
 
 /**
@@ -87,7 +88,10 @@ export async function writeBenchmarksMd(
   ];
   const machines = new Map<string, MachineInfo>();
   for (const r of results)
-    machines.set(JSON.stringify([r.machine.cpu_model, r.machine.cores, r.machine.node]), r.machine);
+    machines.set(
+      JSON.stringify([r.machine.cpu_model, r.machine.cores, r.machine.node, r.machine.git_sha]),
+      r.machine,
+    );
   lines.push('## Machine', '');
   for (const m of machines.values()) {
     lines.push(

@@ -9,14 +9,18 @@ import {
   type SimnetChild,
 } from './processes';
 import type { SimnetChildOptions } from './simnet-process';
+import { journalStore, type BenchStore, type StoreProbe } from './store';
 
 /** The real sidecar process, stopped by the stack's `close` (SIGTERM to its group). */
 export type BenchSidecar = SidecarChild & { close(): Promise<void> };
 /** The real agent process (apps/agents), when the benchmark asked for one. */
 export type BenchAgent = ProcessHandle & { close(): Promise<void> };
 
-/** testkit's relay stack, every part a process of its own (so its CPU and memory are read apart). */
-export type BenchStack = RelayStack<SimnetChild, BenchSidecar, BenchAgent>;
+/**
+ * testkit's relay stack, every part a process of its own (so its CPU and memory are read apart), and a probe of its
+ * store (the sidecar's CPU, and on PostgreSQL the server's commits and CPU).
+ */
+export type BenchStack = RelayStack<SimnetChild, BenchSidecar, BenchAgent> & { store: StoreProbe };
 
 export interface BenchStackOptions {
   simnet: Omit<SimnetChildOptions, 'keypairPath'>;
@@ -33,15 +37,18 @@ export interface BenchStackOptions {
    * environment this returns from the sidecar's (RELAY_URL is added).
    */
   agent?: (sidecarEnv: Record<string, string>) => Record<string, string>;
+  /** Where the sidecar keeps its records (default: the local journal). */
+  store?: BenchStore;
 }
 
 /** A simnet process, the real sidecar process and (when asked) the real agent process over loopback. */
-export function startRelayStack(options: BenchStackOptions): Promise<BenchStack> {
+export async function startRelayStack(options: BenchStackOptions): Promise<BenchStack> {
   const { agent } = options;
-  return startStack<SimnetChild, BenchSidecar, BenchAgent>({
+  const store = await (options.store ?? journalStore()).attach();
+  const stack = await startStack<SimnetChild, BenchSidecar, BenchAgent>({
     dir: options.dir,
     policy: options.policy,
-    env: { BUNDLE_ENGINE_RPS: '1000', ...options.env },
+    env: { BUNDLE_ENGINE_RPS: '1000', ...options.env, ...store.env },
     // The tipper (and the payer the stack funds besides) hold 1,000 SOL: no benchmark runs out.
     lamports: 1_000_000_000_000,
     cluster: async () => {
@@ -75,6 +82,7 @@ export function startRelayStack(options: BenchStackOptions): Promise<BenchStack>
         }
       : {}),
   });
+  return Object.assign(stack, { store: store.probe(() => stack.sidecar.pid) });
 }
 
 /** A policy that lets a benchmark, not the defaults, decide the load (DESIGN §5). */

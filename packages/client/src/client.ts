@@ -288,7 +288,10 @@ export class RelayClient {
     return this.stream.connectionState;
   }
 
-  /** The id of the last event received on the global stream (`<bootId>-<seq>`; see `parseSseEventId`). */
+  /**
+   * The id of the last event received on the global stream (`<bootId>-<seq>`, see `parseSseEventId`; on a sidecar on
+   * PostgreSQL the event cursor `<xid>.<id>`, see `parseEventCursor`).
+   */
   get lastEventId(): string | null {
     return this.stream.lastEventId;
   }

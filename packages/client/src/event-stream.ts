@@ -61,7 +61,10 @@ export class EventStream {
     return this.state;
   }
 
-  /** The id of the last event received (`<bootId>-<seq>`), sent as `Last-Event-ID` on reconnect. */
+  /**
+   * The id of the last event received (`<bootId>-<seq>`; on a sidecar on PostgreSQL the cursor `<xid>.<id>`), sent as
+   * `Last-Event-ID` on reconnect.
+   */
   get lastEventId(): string | null {
     return this.lastId;
   }

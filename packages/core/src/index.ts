@@ -5,6 +5,7 @@
 export * from './api';
 export * from './bundle-id';
 export * from './errors';
+export * from './event-cursor';
 export * from './events';
 export * from './lamports';
 export * from './leaders';

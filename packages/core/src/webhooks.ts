@@ -91,3 +91,25 @@ export function webhookMessageId(
 ): string {
   return of.kind === 'status' ? `msg_${of.txId}_s${of.index}` : `msg_${of.bundleId}_${of.stage}`;
 }
+
+/**
+ * The `webhook-id` of each event one change of a transaction causes, in order; null for an event that is not a
+ * webhook's. The change's status events are the last entries of the record's history after it (one entry each), so
+ * the k-th of n status events is history entry `historyLength - n + k`: the id a live event gets on any store.
+ */
+export function webhookIdsOfChange(
+  txId: string,
+  historyLength: number,
+  events: ReadonlyArray<{ kind: string; data?: unknown }>,
+): Array<string | null> {
+  const statuses = events.filter((e) => e.kind === 'tx_status_changed').length;
+  let index = historyLength - statuses;
+  return events.map((e) => {
+    if (e.kind === 'tx_status_changed') return webhookMessageId({ kind: 'status', txId, index: index++ });
+    if (e.kind === 'bundle_settled') {
+      const { bundle_id, stage } = e.data as RelayEventMap['bundle_settled'];
+      return webhookMessageId({ kind: 'settled', bundleId: bundle_id, stage });
+    }
+    return null;
+  });
+}

@@ -4,6 +4,7 @@ import {
   displayWebhookUrl,
   webhookPayload,
   webhookMessageId,
+  webhookIdsOfChange,
   webhookRetryDelayMs,
   type TxStatusChangedEvent,
 } from '../src';
@@ -50,4 +51,20 @@ test('endpoint URLs are shown without credentials, query or long path secrets', 
   expect(displayWebhookUrl('https://user:pass@hooks.example:8443/relay?token=abc')).toBe(
     'https://hooks.example:8443/relay',
   );
+});
+
+test('webhookIdsOfChange: status events take the last history entries, settlements their bundle and stage', () => {
+  const settled = { bundle_id: 'b1', stage: 'finalized' };
+  expect(
+    webhookIdsOfChange('tx_1', 6, [
+      { kind: 'tx_status_changed' },
+      { kind: 'bundle_settled', data: settled },
+      { kind: 'lifecycle' },
+      { kind: 'tx_status_changed' },
+    ]),
+  ).toEqual(['msg_tx_1_s4', 'msg_b1_finalized', null, 'msg_tx_1_s5']);
+  expect(webhookIdsOfChange('tx_2', 1, [{ kind: 'tx_enqueued' }, { kind: 'tx_status_changed' }])).toEqual([
+    null,
+    'msg_tx_2_s0',
+  ]);
 });

@@ -161,9 +161,11 @@ CREATE TABLE eviction_counts (
   count  bigint NOT NULL DEFAULT 0
 );
 
--- Events (SSE, webhooks and lifecycle follow this table). The cursor is (xid, id): a reader takes rows whose xid is
--- below its snapshot's xmin (every transaction that could still add a lower cursor has ended), ordered by (xid, id),
--- so none is skipped however commits interleave; an SSE id is that pair, valid on any host and across restarts.
+-- Events: what SSE follows on PostgreSQL (store/pg-events.ts); a change's webhook deliveries and lifecycle entries
+-- are rows of their own tables, written in the same transaction. The cursor is (xid, id): a reader takes rows whose
+-- xid is below its snapshot's xmin (every transaction that could still add a lower cursor has ended), ordered by
+-- (xid, id), so none is skipped however commits interleave; an SSE id is that pair (`<xid>.<id>`), valid on any host
+-- and across restarts. events_tx serves a transaction's own stream (its newest event, a replay of its events).
 -- Partitioned by day of created_at: retention drops whole partitions, never deletes row by row. The default
 -- partition takes rows no daily partition covers, so an insert never fails for want of one.
 CREATE TABLE events (
@@ -220,31 +222,43 @@ END $$;
 
 SELECT relay_events_add_partitions(2);
 
--- Webhook deliveries owed: one row per endpoint per event, leased by whichever host delivers it (at least once, in
--- order per transaction: a host delivers a transaction's rows for an endpoint oldest first).
+-- Webhook deliveries owed: one row per configured endpoint per webhook event (tx_status_changed, bundle_settled),
+-- inserted by the change that caused the event, in its transaction. Delivered from here by leasing rows (the lease
+-- columns: whichever host holds an unexpired lease delivers the row; a lease of a host that stopped runs out), at
+-- least once, in order per transaction and endpoint (a host takes rows in id order and sends a transaction's rows to
+-- an endpoint one after the other). `webhook_id` is the Standard Webhooks id, the same as the local outbox gives
+-- (core's webhookIdsOfChange). A row is done once delivered or given up (`outcome`); done rows are deleted in batches
+-- by the store's maintenance.
 CREATE TABLE webhook_outbox (
   id               bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   endpoint         text        NOT NULL,
   tx_id            text,
+  webhook_id       text        NOT NULL,
   event_xid        xid8        NOT NULL,
   event_id         bigint      NOT NULL,
   event_name       text        NOT NULL,
   payload          json        NOT NULL,
   created_at       timestamptz NOT NULL DEFAULT now(),
+  -- Failed attempts so far, and the last failure's reason.
   attempts         integer     NOT NULL DEFAULT 0,
-  next_attempt_at  timestamptz NOT NULL DEFAULT now(),
+  last_error       text,
   lease_host       text,
   lease_epoch      bigint,
   lease_expires_at timestamptz,
-  delivered_at     timestamptz,
-  last_error       text,
+  done_at          timestamptz,
+  outcome          text        CHECK (outcome IN ('delivered', 'expired', 'unconfigured')),
   UNIQUE (endpoint, event_xid, event_id),
-  CHECK ((lease_host IS NULL) = (lease_expires_at IS NULL))
+  CHECK ((lease_host IS NULL) = (lease_expires_at IS NULL)),
+  CHECK ((done_at IS NULL) = (outcome IS NULL))
 );
-CREATE INDEX webhook_outbox_due ON webhook_outbox (next_attempt_at, id) WHERE delivered_at IS NULL;
-CREATE INDEX webhook_outbox_per_tx ON webhook_outbox (endpoint, tx_id, id) WHERE delivered_at IS NULL;
+-- Leasing: rows still owed, oldest first.
+CREATE INDEX webhook_outbox_owed ON webhook_outbox (id) WHERE done_at IS NULL;
+-- Retention: done rows, oldest first.
+CREATE INDEX webhook_outbox_done ON webhook_outbox (done_at) WHERE done_at IS NOT NULL;
 
--- The fleet's lifecycle log: one whole entry (as LIFECYCLE_PATH writes it) per bundle stage change.
+-- The fleet's lifecycle log: one whole entry (as LIFECYCLE_PATH writes it) per bundle stage change; what
+-- GET /lifecycle and GET /bundle/:id read on PostgreSQL. Entries older than the retention are deleted in batches by
+-- the store's maintenance (lifecycle_entries_written).
 CREATE TABLE lifecycle_entries (
   seq        bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   bundle_id  text        NOT NULL,
@@ -258,3 +272,4 @@ CREATE TABLE lifecycle_entries (
 );
 CREATE INDEX lifecycle_entries_bundle ON lifecycle_entries (bundle_id, seq);
 CREATE INDEX lifecycle_entries_tx ON lifecycle_entries (tx_id, seq);
+CREATE INDEX lifecycle_entries_written ON lifecycle_entries (written_at);

@@ -84,6 +84,22 @@ export class Metrics {
     help: 'Times the block-engine bundle-result stream was opened again after it failed, ended or fell silent',
     registers: [this.registry],
   });
+  readonly engineVerdictRechecks = new Counter({
+    name: 'relay_engine_verdict_rechecks_total',
+    help:
+      "An engine's fatal verdict on user transactions re-checked on relay's own RPC, by result: reproduced (failed), " +
+      "cleared (the engine's bank lagged; sent again), unavailable (no proof; sent again), unverifiable (kept)",
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly landedAfterTerminal = new Counter({
+    name: 'relay_landed_after_terminal_total',
+    help:
+      'User signatures of a failed or expired transaction seen landed afterwards (a terminal state that was not ' +
+      'proof). Impossible by construction; anything but 0 is a bug to report',
+    labelNames: ['state'] as const,
+    registers: [this.registry],
+  });
   readonly orphanedLandings = new Counter({
     name: 'relay_orphaned_landings_total',
     help: 'Landings whose block left the chain without a dead-slot notice (an abandoned fork): back to pending',

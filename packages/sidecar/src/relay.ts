@@ -2,6 +2,7 @@ import type {
   BlockEngineRegionStatus,
   StatusResponse,
   DecisionMode,
+  EventCursor,
   EnqueueResponse,
   LifecycleEntry,
   QueueResponse,
@@ -158,10 +159,16 @@ export class Relay {
   /**
    * Calls `use` with the record as it is now, synchronously after a read that no commit raced (the store's change
    * feed did not move while it was read): a subscriber attached inside `use` misses no change made after the record
-   * it was given. After a few raced reads under heavy load it uses the newest one.
+   * it was given. After a few raced reads under heavy load it uses the newest one. On an event log (PostgreSQL)
+   * `use` also gets the cursor of the record's newest event, to resume its stream after.
    */
-  async withCurrent<T>(txId: string, use: (tx: StoredTx | undefined) => T): Promise<T> {
+  async withCurrent<T>(txId: string, use: (tx: StoredTx | undefined, after?: EventCursor) => T): Promise<T> {
     const { store } = this.s.ports;
+    // On an event log: the record with its newest event's cursor, a stream resumes after it (no race to lose).
+    if (store.getWithEventCursor) {
+      const { tx, cursor } = await store.getWithEventCursor(txId);
+      return use(tx, cursor);
+    }
     for (let tries = 1; ; tries++) {
       const at = store.changes.position;
       const tx = await store.get(txId);

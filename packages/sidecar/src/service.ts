@@ -25,6 +25,7 @@ import { systemClock, type Clock } from './runtime/clock';
 import { loadKeypair, loadKeypairs } from './runtime/keypair';
 import { Periodic } from './runtime/periodic';
 import { storeCodec } from './store/records';
+import { EventFollower } from './store/pg-events';
 import { PgTxStore } from './store/pg-store';
 import { JournalTxStore, isDatabaseOutage, type TxStore } from './store/store';
 import { EngineRegions } from './upstream/engine-regions';
@@ -32,6 +33,7 @@ import { followBundleResults } from './upstream/bundle-results';
 import { SolanaRpc } from './upstream/solana-rpc';
 import { WebhookDispatcher, type WebhookDispatcherOptions } from './webhooks/dispatcher';
 import { outboxCodec, type OutboxOp, type OutboxState } from './webhooks/outbox';
+import { PgWebhookOutbox } from './webhooks/pg-outbox';
 import { SignatureVerifier } from './wire/signature-verifier';
 
 export { loadKeypair, loadKeypairs };
@@ -138,11 +140,37 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   });
   const { store, recovery } = opened;
   for (const warning of recovery.warnings) log.warn(warning);
+  // On PostgreSQL, SSE follows the events table from its end (a client resuming reads what it missed from there).
+  const follower =
+    store instanceof PgTxStore
+      ? await followEventLog(store, hub, clock, log).catch(async (error: unknown) => {
+          policy.stop();
+          await store.close();
+          await dataDirLock.release();
+          throw error;
+        })
+      : null;
 
   // Webhooks listen before anything can publish: every event from here on reaches the outbox, and what a crash
   // kept out of it is added from the store's records first.
-  let webhooks: { dispatcher: WebhookDispatcher; outbox: Journal<OutboxState, OutboxOp> } | null = null;
-  if (config.webhookUrls.length > 0 && config.webhookSecret) {
+  let webhooks: { dispatcher: WebhookDispatcher; close: () => Promise<void> } | null = null;
+  if (config.webhookUrls.length > 0 && config.webhookSecret && store instanceof PgTxStore) {
+    try {
+      webhooks = await deliverFromTable(store, config, config.webhookSecret, {
+        metrics,
+        log,
+        clock,
+        options,
+      });
+    } catch (error) {
+      await follower?.close();
+      policy.stop();
+      await store.close();
+      await dataDirLock.release();
+      throw error;
+    }
+  } else if (config.webhookUrls.length > 0 && config.webhookSecret) {
+    let journal: Journal<OutboxState, OutboxOp> | null = null;
     try {
       const { journal: outbox, recovery: outboxRecovery } = await Journal.open(
         join(config.dataDir, 'webhooks'),
@@ -150,6 +178,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
         { compactAtBytes: 8 * 1024 * 1024 },
       );
       for (const warning of outboxRecovery.warnings) log.warn(`webhook outbox: ${warning}`);
+      journal = outbox;
       const dispatcher = new WebhookDispatcher({
         urls: config.webhookUrls,
         secret: config.webhookSecret,
@@ -160,7 +189,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
         ...options.webhooks,
         ...(crashPoint ? { crashPoint } : {}),
       });
-      webhooks = { dispatcher, outbox };
+      webhooks = { dispatcher, close: () => outbox.close() };
       const found = await dispatcher.recover(await store.all());
       hub.onEvent(dispatcher.onEvent);
       log.info(
@@ -169,7 +198,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
       );
     } catch (error) {
       webhooks?.dispatcher.close();
-      await webhooks?.outbox.close().catch(() => undefined);
+      await journal?.close().catch(() => undefined);
       policy.stop();
       await store.close();
       await dataDirLock.release();
@@ -287,7 +316,8 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   const listener = createRequestListener({
     relay: r,
     hub,
-    lifecycle,
+    // LIFECYCLE_PATH is this host's own log; on PostgreSQL the API reads the fleet's (DESIGN §10).
+    lifecycle: store instanceof PgTxStore ? store.lifecycleEntries : lifecycle,
     policy,
     metrics,
     log,
@@ -314,14 +344,16 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     policy.stop();
     r.close();
     webhooks?.dispatcher.close();
+    await follower?.close();
     hub.dispose();
     if (listening) {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
     engine.close();
+    // The outbox first: on PostgreSQL it releases its leases through the store's pool.
+    await webhooks?.close();
     await store.close();
-    await webhooks?.outbox.close();
     await lifecycle.close();
     await verifier?.close();
     await dataDirLock.release();
@@ -374,6 +406,92 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   };
 }
 
+/**
+ * Webhooks on PostgreSQL: the outbox is the `webhook_outbox` rows each change inserted with its events, leased and
+ * delivered from there (woken by each local commit that owes a delivery, polled as a fallback).
+ */
+async function deliverFromTable(
+  store: PgTxStore,
+  config: SidecarConfig,
+  secret: string,
+  d: { metrics: Metrics; log: Logger; clock: Clock; options: SidecarOptions },
+): Promise<{ dispatcher: WebhookDispatcher; close: () => Promise<void> }> {
+  const outbox = new PgWebhookOutbox(store.database, {
+    endpoints: config.webhookUrls,
+    hostId: hostIdOf(config),
+    epoch: Date.now(),
+    onError: (error) => d.log.warn({ err: error }, 'webhooks: the outbox table could not be read or written'),
+  });
+  const dispatcher = new WebhookDispatcher({
+    urls: config.webhookUrls,
+    secret,
+    outbox,
+    metrics: d.metrics,
+    log: d.log,
+    clock: d.clock,
+    ...d.options.webhooks,
+  });
+  try {
+    const unconfigured = await outbox.start((entries) => dispatcher.take(entries));
+    if (unconfigured > 0) {
+      d.log.warn(
+        { dropped: unconfigured },
+        'webhooks: deliveries owed to endpoints no longer in RELAY_WEBHOOK_URL were dropped',
+      );
+    }
+  } catch (error) {
+    dispatcher.close();
+    await outbox.close();
+    throw error;
+  }
+  const owing = new Set(['tx_status_changed', 'bundle_settled']);
+  store.changes.subscribe((change) => {
+    if (change.events.some((e) => owing.has(e.kind))) outbox.wake();
+  });
+  d.log.info({ endpoints: config.webhookUrls.length, owed: outbox.messages.size }, 'webhooks: delivering');
+  return { dispatcher, close: () => outbox.close() };
+}
+
+/**
+ * The hub fed by the event log's follower: woken by each local commit (the change feed), polled as a fallback. A
+ * live status event's `ts` is when it was told, as on the local stores (decision latency is measured from it).
+ */
+async function followEventLog(
+  store: PgTxStore,
+  hub: EventHub,
+  clock: Clock,
+  log: Logger,
+): Promise<EventFollower> {
+  let failing = false;
+  const follower = new EventFollower(store.eventLog, {
+    deliver: (events) => {
+      failing = false;
+      hub.publishStored(
+        events.map((e) =>
+          e.name === 'bundle_settled'
+            ? e
+            : { cursor: e.cursor, name: e.name, data: { ...(e.data as object), ts: clock.now() } },
+        ),
+      );
+    },
+    onError: (error) => {
+      if (!failing) log.warn({ err: error }, 'events: reading the event log failed; trying again');
+      failing = true;
+    },
+    // Other hosts' commits (a store with notifyEvents) wake it too.
+    listen: true,
+  });
+  const start = await follower.start();
+  hub.followStore(store.eventLog, start);
+  store.changes.subscribe(() => follower.wake());
+  return follower;
+}
+
+/** This sidecar's name in the database (its events, lifecycle entries and webhook leases). */
+function hostIdOf(config: SidecarConfig): string {
+  return `${hostname()}:${config.apiPort}`;
+}
+
 /** The store a sidecar runs on, and what opening it found. */
 interface OpenedStore {
   store: TxStore;
@@ -392,7 +510,8 @@ async function openStore(config: SidecarConfig, options: SidecarOptions, log: Lo
   if (config.databaseUrl !== undefined) {
     const store = await PgTxStore.open(config.databaseUrl, {
       retainTerminal,
-      hostId: `${hostname()}:${config.apiPort}`,
+      hostId: hostIdOf(config),
+      webhookEndpoints: config.webhookSecret ? config.webhookUrls : [],
     });
     log.info({ database: redactDatabaseUrl(config.databaseUrl) }, 'store: PostgreSQL');
     return { store, name: 'database', recovery: { operationsReplayed: 0, warnings: [] } };

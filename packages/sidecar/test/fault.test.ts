@@ -154,3 +154,41 @@ describe('a window passed without a landing (JSON-RPC)', () => {
     expect(judge(alone, window(false))).toMatchObject({ blame: 'auction', outcome: 'dropped', retry: true });
   });
 });
+
+describe("an engine's fatal verdict, re-checked on relay's own RPC", () => {
+  const fatal = result('insufficient_funds', 'userSig');
+  test("relay's view reproduces it: failed, with relay's own class", () => {
+    expect(
+      judge(alone, fatal, {
+        engineRecheck: { kind: 'reproduced', outcome: 'simulation_failed', detail: 'fails' },
+      }),
+    ).toMatchObject({ blame: 'user', outcome: 'simulation_failed', retry: true });
+  });
+  test("relay's view executes it (the engine's bank lagged): not fatal, sent again, no retry counted", () => {
+    expect(judge(alone, fatal, { engineRecheck: { kind: 'cleared', detail: 'ok' } })).toMatchObject({
+      blame: 'engine',
+      outcome: 'dropped',
+      retry: false,
+    });
+  });
+  test('the RPC could not answer: no proof either way, so not fatal, but a retry counted', () => {
+    expect(judge(alone, fatal, { engineRecheck: { kind: 'unavailable', detail: 'down' } })).toMatchObject({
+      blame: 'engine',
+      outcome: 'dropped',
+      retry: true,
+    });
+  });
+  test("a member that cannot be simulated alone: the engine's word stands, as before", () => {
+    expect(judge(alone, fatal, { engineRecheck: { kind: 'unverifiable' } })).toMatchObject({
+      blame: 'user',
+      outcome: 'insufficient_funds',
+    });
+  });
+  test('a retryable outcome is never re-checked into anything else', () => {
+    expect(
+      judge(alone, result('dropped', 'userSig'), {
+        engineRecheck: { kind: 'reproduced', outcome: 'simulation_failed', detail: 'x' },
+      }),
+    ).toMatchObject({ blame: 'auction', outcome: 'dropped' });
+  });
+});

@@ -16,6 +16,13 @@ export interface FaultSettings {
   bundleResultsSilent: boolean;
   /** Block engine: an accepted bundle is silently dropped (never lands; gRPC `dropped`) with this probability. */
   bundleDropRate: number;
+  /**
+   * Block engine: its bank lags the cluster by this many slots. Modelled narrowly, for the race it causes: a bundle
+   * whose fee payer came into existence within the last N slots fails the engine's simulation with AccountNotFound
+   * (gRPC `simulationFailure`), though the cluster would execute it; every other account the engine sees as the
+   * cluster does. Creations are recorded only while this is non-zero.
+   */
+  engineBankLagSlots: number;
   /** Chain: a block that carries a bundle is uncled with this probability: left on an abandoned fork (silently, as
    * `orphanedBlockRate`), and the bundle's transactions are re-broadcast one by one and may land individually (no
    * atomicity). */
@@ -56,6 +63,7 @@ export const DEFAULT_FAULTS: Readonly<FaultSettings> = Object.freeze({
   engineLatencyMs: 0,
   bundleResultsSilent: false,
   bundleDropRate: 0,
+  engineBankLagSlots: 0,
   uncleRate: 0,
   orphanedBlockRate: 0,
   deadSlotRate: 0,
@@ -100,6 +108,8 @@ export interface FaultCounts {
   orphanedBlocks: number;
   /** Transactions failed at inclusion by `executionDriftRate`. */
   executionDrifts: number;
+  /** Bundles the engine failed in simulation because its lagging bank had not seen their fee payer yet. */
+  engineBankLagFailures: number;
 }
 
 const ZERO_COUNTS: Readonly<FaultCounts> = Object.freeze({
@@ -116,6 +126,7 @@ const ZERO_COUNTS: Readonly<FaultCounts> = Object.freeze({
   uncledBlocks: 0,
   orphanedBlocks: 0,
   executionDrifts: 0,
+  engineBankLagFailures: 0,
 });
 
 /** One-shot fault actions, delivered as events to whoever implements them. */

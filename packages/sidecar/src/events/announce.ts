@@ -13,7 +13,9 @@ import type { EventHub } from './hub';
 
 /**
  * Tells everyone what the store committed: each change's events go to the hub (SSE, and webhooks through it) and
- * its lifecycle entries to the audit log, in commit order. Nothing is announced that is not durable.
+ * its lifecycle entries to the audit log, in commit order. Nothing is announced that is not durable. On an event
+ * log (PostgreSQL, `hub.followsStore`) the hub takes the events from the log's follower instead, and this only
+ * keeps the local bookkeeping (the audit log file, decision-latency starts).
  */
 export class Announcer {
   constructor(
@@ -37,12 +39,13 @@ export class Announcer {
         this.appendLifecycle(event.entry);
         continue;
       }
+      if (event.kind === 'tx_status_changed' && isTerminalTxState(event.data.state))
+        this.d.enqueuedAt.delete(event.data.tx_id);
+      if (this.d.hub.followsStore) continue;
       if (event.kind === 'bundle_settled') {
         this.d.hub.publish(event.kind, event.data);
         continue;
       }
-      if (event.kind === 'tx_status_changed' && isTerminalTxState(event.data.state))
-        this.d.enqueuedAt.delete(event.data.tx_id);
       // A status event's `ts` is when it was told, after the commit (decision latency is measured from it).
       this.d.hub.publish(event.kind, { ...event.data, ts: this.d.now() });
     }

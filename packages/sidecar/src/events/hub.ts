@@ -1,5 +1,11 @@
 import type { ServerResponse } from 'node:http';
-import type { RelayEventMap } from '@solrelay/core';
+import {
+  compareEventCursors,
+  formatEventCursor,
+  parseEventCursor,
+  type EventCursor,
+  type RelayEventMap,
+} from '@solrelay/core';
 
 /**
  * Server-Sent Events fan-out with resumable ids.
@@ -16,11 +22,21 @@ import type { RelayEventMap } from '@solrelay/core';
  *
  * Written directly on node's ServerResponse rather than through an SSE library because the buffer limit and the
  * ring replay both need the socket's own backlog (`writableLength`).
+ *
+ * **On PostgreSQL** (`followStore`) a transaction's events come from the database's event log, not from `publish`:
+ * `publishStored` takes them in cursor order and their SSE id is the cursor (`<xid>.<id>`, see core's
+ * `parseEventCursor`), valid across restarts. A client resuming with a cursor the ring still covers is replayed from
+ * the ring; an older one from the table (`StoredEventSource.between`), while the live events that arrive meanwhile
+ * wait in its queue, so none comes twice and none is skipped. A cursor that is malformed, ahead of the log or no
+ * longer in the table gets `resync`. Everything else published (`slot_update`, `mode_changed`, ...) is this host's
+ * own news: sent live without an id (a client's Last-Event-ID stays the last cursor), never replayed.
  */
 
 export interface HubEvent {
   id: string;
   seq: number;
+  /** The event log's cursor of a stored event (PostgreSQL); absent for events published in process. */
+  cursor?: EventCursor;
   name: string;
   data: unknown;
   /** The serialized frame, shared by every client. */
@@ -38,6 +54,29 @@ export interface SubscribeOptions {
   initialFrames?: string[];
   /** End the stream immediately after the initial frames. */
   endAfterInitial?: boolean;
+  /**
+   * On the event log only: resume after this cursor (the server's own, e.g. the last event of a record it just read;
+   * not checked against the table), and read only this transaction's events when replaying from the table.
+   */
+  after?: EventCursor;
+  replayTxId?: string;
+}
+
+/** A stored event as the event log gives it (see store/pg-events.ts). */
+export interface StoredHubEvent {
+  cursor: EventCursor;
+  name: string;
+  data: unknown;
+  /** The payload as JSON text, when the caller has it (saves serializing it again). */
+  json?: string;
+}
+
+/** Where a client resuming from a cursor the ring no longer covers is replayed from (the `events` table). */
+export interface StoredEventSource {
+  /** Events after `after` and at or before `upTo`, oldest first, at most `limit`; only `txId`'s when given. */
+  between(after: EventCursor, upTo: EventCursor, limit: number, txId?: string): Promise<StoredHubEvent[]>;
+  /** Whether `cursor` names an event the table still holds. */
+  exists(cursor: EventCursor): Promise<boolean>;
 }
 
 export interface EventHubOptions {
@@ -72,7 +111,14 @@ interface Client {
   queuedBytes: number;
   /** A `closeAfter` event was queued: end the stream after the next flush, queue nothing more. */
   closing: boolean;
+  /** Being replayed from the table: live frames wait in `queued` until the replay is written. */
+  held: boolean;
+  /** Stored events up to this cursor are not sent (the server's own `after`, not yet reached by the log). */
+  skipThrough?: EventCursor;
 }
+
+/** Rows per query of a replay from the table. */
+const REPLAY_BATCH = 1000;
 
 export class EventHub {
   readonly bootId: string;
@@ -92,6 +138,8 @@ export class EventHub {
   private flushScheduled: { cancel(): void } | null = null;
   private lastFlushAt = -Infinity;
   private lastFlushWrites = 0;
+  /** Set by `followStore`: the event log's reader, and the cursor of the last stored event published. */
+  private stored: { source: StoredEventSource; start: EventCursor; position: EventCursor } | null = null;
   readonly counters = {
     published: 0,
     slowClientsDropped: 0,
@@ -131,7 +179,39 @@ export class EventHub {
 
   /** The id of the newest event, or null before the first. */
   get lastId(): string | null {
+    if (this.stored) return this.stored.position.id === 0n ? null : formatEventCursor(this.stored.position);
     return this.seq === 0 ? null : `${this.bootId}-${this.seq}`;
+  }
+
+  /** The transactions' events come from the event log (`followStore`), not from `publish`. */
+  get followsStore(): boolean {
+    return this.stored !== null;
+  }
+
+  /**
+   * Take the transactions' events from the event log from now on (PostgreSQL): `start` is where its follower
+   * starts (the log's end), `source` replays what a resuming client missed. Call before any client subscribes.
+   */
+  followStore(source: StoredEventSource, start: EventCursor): void {
+    this.stored = { source, start, position: start };
+    // The ring holds stored events only from here on.
+    this.ring.fill(undefined);
+    this.ringStart = 0;
+    this.ringCount = 0;
+  }
+
+  /** Stored events, in cursor order, each after the last (the follower guarantees it): ring, clients, listeners. */
+  publishStored(events: readonly StoredHubEvent[]): void {
+    const stored = this.stored;
+    if (!stored) throw new Error('publishStored needs followStore first');
+    for (const e of events) {
+      const id = formatEventCursor(e.cursor);
+      const frame = `id: ${id}\nevent: ${e.name}\ndata: ${e.json ?? JSON.stringify(e.data)}\n\n`;
+      const event: HubEvent = { id, seq: ++this.seq, cursor: e.cursor, name: e.name, data: e.data, frame };
+      stored.position = e.cursor;
+      this.remember(event);
+      this.fanOut(event);
+    }
   }
 
   /**
@@ -139,11 +219,23 @@ export class EventHub {
    * `RelayEventMap`, each with its own payload: what goes out on `/internal/events` is what clients are typed for.
    */
   publish<K extends keyof RelayEventMap>(name: K, data: RelayEventMap[K]): HubEvent {
+    if (this.stored) {
+      // This host's own news on the event log's stream: live only, no id (the client's last cursor stays).
+      const event: HubEvent = { id: '', seq: this.seq, name, data, frame: EventHub.frame(name, data) };
+      this.fanOut(event);
+      return event;
+    }
     const seq = ++this.seq;
     const id = `${this.bootId}-${seq}`;
     const frame = `id: ${id}\nevent: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
     const event: HubEvent = { id, seq, name, data, frame };
     this.remember(event);
+    this.fanOut(event);
+    return event;
+  }
+
+  private fanOut(event: HubEvent): void {
+    const { frame } = event;
     this.counters.published++;
     if (this.unfilteredClients > 0) {
       this.broadcast.push(frame);
@@ -153,7 +245,6 @@ export class EventHub {
       for (const client of this.clients) if (!client.everything) this.deliver(client, event);
     }
     for (const listener of this.listeners) listener(event);
-    return event;
   }
 
   /** In-process subscription (metrics, lifecycle hooks). Returns an unsubscribe function. */
@@ -192,20 +283,17 @@ export class EventHub {
       queued: [],
       queuedBytes: 0,
       closing: false,
+      held: false,
     };
+    if (this.stored) {
+      this.subscribeStored(client, options);
+      return;
+    }
     if (options.lastEventId !== undefined && options.lastEventId !== '') {
       const replay = this.eventsAfter(options.lastEventId);
       if (replay === null) {
-        this.counters.resyncsSent++;
         const fromThisBoot = options.lastEventId.startsWith(`${this.bootId}-`);
-        res.write(
-          EventHub.frame('resync', {
-            reason: fromThisBoot ? 'too_old' : 'unknown_boot',
-            boot_id: this.bootId,
-            last_id: this.lastId,
-            ts: this.now(),
-          }),
-        );
+        this.resync(res, fromThisBoot ? 'too_old' : 'unknown_boot');
       } else {
         for (const event of replay) {
           if (client.filter && !client.filter(event)) continue;
@@ -218,10 +306,133 @@ export class EventHub {
         }
       }
     }
+    this.attach(client);
+  }
+
+  private attach(client: Client): void {
     this.addClient(client);
     const detach = () => this.removeClient(client);
-    res.on('close', detach);
-    res.on('error', detach);
+    client.res.on('close', detach);
+    client.res.on('error', detach);
+  }
+
+  private resync(res: ServerResponse, reason: 'too_old' | 'unknown_boot'): void {
+    this.counters.resyncsSent++;
+    res.write(
+      EventHub.frame('resync', { reason, boot_id: this.bootId, last_id: this.lastId, ts: this.now() }),
+    );
+  }
+
+  /** Writes one replayed event; false when the stream ended after it (`closeAfter`). */
+  private replayOne(client: Client, event: HubEvent): boolean {
+    if (client.filter && !client.filter(event)) return true;
+    client.res.write(event.frame);
+    this.counters.replayedEvents++;
+    if (!client.closeAfter?.(event)) return true;
+    client.res.end();
+    return false;
+  }
+
+  /** A subscription on the event log: resume from the ring, or from the table while live events wait. */
+  private subscribeStored(client: Client, options: SubscribeOptions): void {
+    const stored = this.stored as NonNullable<EventHub['stored']>;
+    const { res } = client;
+    let after: EventCursor | null = options.after ?? null;
+    const told = options.after === undefined;
+    if (after === null && options.lastEventId !== undefined && options.lastEventId !== '') {
+      after = parseEventCursor(options.lastEventId);
+      if (after === null) this.resync(res, 'unknown_boot');
+    }
+    if (after !== null && compareEventCursors(after, stored.position) > 0) {
+      // Ahead of this log: from a client, not a cursor of this database (or made up); from the server (a record it
+      // just read), committed but not yet followed: live events up to it are what the record already shows.
+      if (told) this.resync(res, 'unknown_boot');
+      else client.skipThrough = after;
+      after = null;
+    }
+    if (after === null) {
+      this.attach(client);
+      return;
+    }
+    const fromRing = this.ringAfter(after);
+    if (fromRing) {
+      for (const event of fromRing) if (!this.replayOne(client, event)) return;
+      this.attach(client);
+      return;
+    }
+    // Older than the ring: replay from the table up to where the ring is now; what comes live meanwhile waits.
+    const everything = client.everything;
+    client.everything = false;
+    client.held = true;
+    this.attach(client);
+    void this.replayStored(client, after, stored.position, told, options.replayTxId).then(
+      (open) => {
+        client.held = false;
+        if (!open) {
+          this.removeClient(client);
+          return;
+        }
+        // Write what waited, then (an unfiltered client) join the shared batch: `flush` empties it first.
+        this.flush();
+        if (everything && this.clients.has(client)) {
+          client.everything = true;
+          this.unfilteredClients++;
+        }
+      },
+      () => {
+        // The table could not be read: end the stream; the client reconnects with the same Last-Event-ID.
+        client.held = false;
+        this.removeClient(client);
+        res.destroy();
+      },
+    );
+  }
+
+  /** Replays (after, upTo] from the table; false when the stream ended (closed, closeAfter, unknown cursor). */
+  private async replayStored(
+    client: Client,
+    after: EventCursor,
+    upTo: EventCursor,
+    check: boolean,
+    txId: string | undefined,
+  ): Promise<boolean> {
+    const { source } = this.stored as NonNullable<EventHub['stored']>;
+    if (check && !(await source.exists(after))) {
+      // Not in the table: from another database, or dropped by retention.
+      this.resync(client.res, 'too_old');
+      return !client.res.destroyed;
+    }
+    let from = after;
+    for (;;) {
+      const batch = await source.between(from, upTo, REPLAY_BATCH, txId);
+      if (client.res.destroyed || client.res.writableEnded) return false;
+      for (const e of batch) {
+        const id = formatEventCursor(e.cursor);
+        const frame = `id: ${id}\nevent: ${e.name}\ndata: ${e.json ?? JSON.stringify(e.data)}\n\n`;
+        const event: HubEvent = { id, seq: 0, cursor: e.cursor, name: e.name, data: e.data, frame };
+        if (!this.replayOne(client, event)) return false;
+      }
+      if (batch.length < REPLAY_BATCH) return true;
+      from = (batch[batch.length - 1] as StoredHubEvent).cursor;
+    }
+  }
+
+  /**
+   * The ring's stored events after `after`, or null when the ring no longer covers it (events after it were
+   * evicted, or it is older than the follower's start).
+   */
+  private ringAfter(after: EventCursor): HubEvent[] | null {
+    const stored = this.stored as NonNullable<EventHub['stored']>;
+    const size = this.ring.length;
+    const oldest = this.ringCount === size ? this.ring[this.ringStart]?.cursor : stored.start;
+    if (!oldest || compareEventCursors(after, oldest) < 0) return null;
+    const out: HubEvent[] = [];
+    for (let i = this.ringCount - 1; i >= 0; i--) {
+      const event = this.ring[(this.ringStart + i) % size] as HubEvent;
+      if (!event.cursor || compareEventCursors(event.cursor, after) <= 0) break;
+      out.push(event);
+    }
+    return out.reverse();
   }
 
   /** Write every queued frame now (normally done once per event-loop turn). */
@@ -237,7 +448,12 @@ export class EventHub {
       this.broadcast = [];
       for (const client of this.clients) if (client.everything) this.writeChunk(client, chunk, chunk.length);
     }
+    const held: Client[] = [];
     for (const client of this.dirty) {
+      if (client.held) {
+        held.push(client);
+        continue;
+      }
       if (client.queued.length === 0) continue;
       writes++;
       const chunk = client.queued.length === 1 ? client.queued[0]! : client.queued.join('');
@@ -247,6 +463,7 @@ export class EventHub {
       this.writeChunk(client, chunk, bytes);
     }
     this.dirty.clear();
+    for (const client of held) this.dirty.add(client);
     if (writes > 0) {
       this.lastFlushAt = performance.now();
       this.lastFlushWrites = writes;
@@ -311,6 +528,10 @@ export class EventHub {
 
   private deliver(client: Client, event: HubEvent): void {
     if (client.closing || (client.filter && !client.filter(event))) return;
+    if (client.skipThrough && event.cursor) {
+      if (compareEventCursors(event.cursor, client.skipThrough) <= 0) return;
+      delete client.skipThrough;
+    }
     this.enqueue(client, event.frame);
     if (client.closeAfter?.(event)) {
       client.closing = true;
@@ -320,6 +541,13 @@ export class EventHub {
   }
 
   private enqueue(client: Client, frame: string): void {
+    if (client.held && client.queuedBytes + frame.length > this.limit) {
+      // Live events waiting on a replay past the buffer limit: as slow as a reader that stalls.
+      this.counters.slowClientsDropped++;
+      this.removeClient(client);
+      client.res.destroy();
+      return;
+    }
     client.queued.push(frame);
     client.queuedBytes += frame.length;
     this.dirty.add(client);

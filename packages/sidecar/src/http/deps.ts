@@ -2,7 +2,7 @@ import type { Express } from 'express';
 import type { LifecycleEntry, ReadyResponse, StatusResponse } from '@solrelay/core';
 import type { Logger } from 'pino';
 import type { EventHub } from '../events/hub';
-import type { LifecycleLog } from '../lifecycle/log';
+import type { LifecycleReader } from '../lifecycle/log';
 import type { Metrics } from '../metrics';
 import type { PolicyStore } from '../policy/policy-store';
 import type { Relay } from '../relay';
@@ -11,7 +11,8 @@ import type { Relay } from '../relay';
 export interface AppDeps {
   relay: Relay;
   hub: EventHub;
-  lifecycle: LifecycleLog<LifecycleEntry>;
+  /** The lifecycle log the API reads: LIFECYCLE_PATH's, or on PostgreSQL the fleet's (`lifecycle_entries`). */
+  lifecycle: LifecycleReader<LifecycleEntry>;
   policy: PolicyStore;
   metrics: Metrics;
   log: Logger;

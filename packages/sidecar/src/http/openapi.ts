@@ -330,7 +330,8 @@ export function openApiDocument(): Record<string, unknown> {
       },
       '/internal/events': {
         get: {
-          summary: 'Every event; resumes from Last-Event-ID (<bootId>-<seq>) or sends resync',
+          summary:
+            'Every event; resumes from Last-Event-ID (<bootId>-<seq>; on PostgreSQL the event cursor <xid>.<id>) or sends resync',
           parameters: [{ name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' } }],
           responses: { '200': sse('Event stream'), ...errors(401) },
         },

@@ -10,6 +10,14 @@ import { createInterface } from 'node:readline';
  * grow with the file; older bundles are found by scanning the file on demand.
  */
 
+/** What the API reads of a lifecycle log: this file (the journal store) or the fleet's table (PostgreSQL). */
+export interface LifecycleReader<TEntry> {
+  /** The latest entries of the `n` most recently submitted bundles, most recent last. */
+  recent(n: number): TEntry[] | Promise<TEntry[]>;
+  /** The latest entry of a bundle. */
+  find(bundleId: string): Promise<TEntry | undefined>;
+}
+
 export interface LifecycleLogOptions {
   /** Bundles kept in the in-memory index. Default 10,000. */
   indexSize?: number;

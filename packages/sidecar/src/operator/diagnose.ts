@@ -1,6 +1,7 @@
 import { classifyTransactionError, type AttemptOutcome } from '@solrelay/core';
 import { SIGNATURE_FEE_LAMPORTS } from '../engine/tip-tx';
 import { RENT_EXEMPT_MINIMUM, tipCost, tipperOf } from './tipper-funds';
+import type { EngineRecheck } from '../track/fault';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import type { SolanaRpc } from '../upstream/solana-rpc';
 
@@ -45,7 +46,9 @@ export async function diagnoseUserTransactions(
 ): Promise<{ outcome: AttemptOutcome; detail: string } | null> {
   try {
     for (let i = 0; i < tx.fee_payers.length; i++) {
-      const balance = await rpc.getBalance(tx.fee_payers[i] as string);
+      // The newest bank (processed), as the simulation below: a payer funded a slot or two ago is not yet in the
+      // confirmed one, and "cannot pay" has to hold on the freshest view relay has before it fails anything.
+      const balance = await rpc.getBalance(tx.fee_payers[i] as string, 'processed');
       if (balance < SIGNATURE_FEE_LAMPORTS) {
         return {
           outcome: 'insufficient_funds',
@@ -66,4 +69,36 @@ export async function diagnoseUserTransactions(
     /* RPC cannot say now: do not guess */
   }
   return null;
+}
+
+/**
+ * Re-check an engine's fatal verdict on the user's transaction `failedSignature` (null: the engine named none, so
+ * the first) against relay's own RPC, at a context slot at least `minContextSlot` (a node behind it refuses rather
+ * than answer from an older bank). Only a transaction that can run on its own is simulated: the first of the
+ * bundle (a later one may depend on what the ones before it did). A dead blockhash proves nothing about execution
+ * (expiry judges that), so it reads as unavailable.
+ */
+export async function recheckEngineFailure(
+  rpc: Pick<SolanaRpc, 'simulate'>,
+  tx: Pick<StoredTx, 'signatures' | 'wires'>,
+  failedSignature: string | null,
+  minContextSlot: number,
+): Promise<EngineRecheck> {
+  const index = failedSignature === null ? 0 : tx.signatures.indexOf(failedSignature);
+  const wire = tx.wires?.[index];
+  if (index !== 0 || wire === undefined) return { kind: 'unverifiable' };
+  try {
+    const err = await rpc.simulate(Buffer.from(wire, 'base64'), minContextSlot);
+    if (err === null) return { kind: 'cleared', detail: `it executes at slot >= ${minContextSlot}` };
+    const text = JSON.stringify(err);
+    if (/BlockhashNotFound|AlreadyProcessed/.test(text))
+      return { kind: 'unavailable', detail: `simulation answered ${text}` };
+    return {
+      kind: 'reproduced',
+      outcome: classifyTransactionError(err),
+      detail: `it fails at slot >= ${minContextSlot}: ${text}`,
+    };
+  } catch (error) {
+    return { kind: 'unavailable', detail: (error as Error).message };
+  }
 }

@@ -1,4 +1,11 @@
-import { RelayError, isRelayError, isTerminalTxState, type TxState } from '@solrelay/core';
+import {
+  RelayError,
+  isRelayError,
+  isTerminalTxState,
+  webhookIdsOfChange,
+  type EventCursor,
+  type TxState,
+} from '@solrelay/core';
 import pg from 'pg';
 import { connectDatabase, databaseError, type DatabaseOptions } from '../pg/connect';
 import { assertSchema } from '../pg/migrations';
@@ -26,6 +33,8 @@ import {
   type TxStore,
 } from './store';
 import { WriteChain } from './write-chain';
+import { EVENTS_CHANNEL, LOG_START, PgEventLog } from './pg-events';
+import { PgLifecycleEntries } from './pg-lifecycle';
 
 /** What a client refused for want of the database is asked to wait before trying again (`Retry-After`). */
 export const DATABASE_RETRY_AFTER_S = 1;
@@ -85,6 +94,10 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  */
 export class PgTxStore implements TxStore {
   readonly changes = new ChangeFeed();
+  /** The `events` table in cursor order: what SSE follows on PostgreSQL (see pg-events.ts). */
+  readonly eventLog: PgEventLog;
+  /** The fleet's lifecycle log (`lifecycle_entries`), what the API reads on PostgreSQL. */
+  readonly lifecycleEntries: PgLifecycleEntries;
   private readonly writes = new WriteChain();
   /** Writes begun and not settled (`close` waits for them). */
   private readonly pending = new Set<Promise<unknown>>();
@@ -128,7 +141,13 @@ export class PgTxStore implements TxStore {
       maintenanceMs: options.maintenanceMs ?? 60_000,
       eventRetentionDays: options.eventRetentionDays ?? 7,
       hostId: options.hostId ?? null,
+      webhookEndpoints: options.webhookEndpoints ?? [],
+      doneWebhookRetentionMs: options.doneWebhookRetentionMs ?? 60 * 60 * 1000,
+      lifecycleRetentionDays: options.lifecycleRetentionDays ?? 30,
+      notifyEvents: options.notifyEvents ?? false,
     };
+    this.eventLog = new PgEventLog(pool);
+    this.lifecycleEntries = new PgLifecycleEntries(pool);
     // An idle connection the server closed (a restart, a failover, an administrator) is a detected outage, even if
     // no statement failed: the store re-checks the database before it calls it healthy again.
     pool.on('error', (error) => {
@@ -141,6 +160,14 @@ export class PgTxStore implements TxStore {
       );
       this.maintenance.unref();
     }
+  }
+
+  /**
+   * The store's pool, for what reads and updates its tables beside it (the webhook outbox, webhooks/pg-outbox.ts).
+   * Closed with the store when the store owns it.
+   */
+  get database(): pg.Pool {
+    return this.pool;
   }
 
   get healthy(): boolean {
@@ -178,7 +205,7 @@ export class PgTxStore implements TxStore {
           }
           for (const attempt of record.attempts)
             await db.query(INSERT_ATTEMPT, attemptParams(tx.tx_id, attempt));
-          await this.insertEvents(db, tx.tx_id, events);
+          await this.insertEvents(db, record, events);
           return { tx: (await readOne(db, 't.tx_id = $1', [tx.tx_id])) as StoredTx, created: true };
         }
         throw new Error(`transaction ${tx.tx_id}: first signature ${first} neither inserted nor found`);
@@ -244,21 +271,40 @@ export class PgTxStore implements TxStore {
    * Their spend stays (it leaves with the rolling hour). Returns how many it deleted.
    */
   async pruneTerminal(keep = this.options.retainTerminal, batch = 1000): Promise<number> {
+    return this.inBatches(PRUNE_TERMINAL, [keep], batch);
+  }
+
+  /**
+   * Delete webhook deliveries done (delivered or given up) more than `doneWebhookRetentionMs` ago, and lifecycle
+   * entries older than `lifecycleRetentionDays`, in batches of `batch` rows, each its own statement. Returns how many
+   * of each it deleted.
+   */
+  async pruneDelivered(batch = 1000): Promise<{ webhooks: number; lifecycle: number }> {
+    return {
+      webhooks: await this.inBatches(PRUNE_WEBHOOKS, [this.options.doneWebhookRetentionMs], batch),
+      lifecycle: await this.inBatches(PRUNE_LIFECYCLE, [this.options.lifecycleRetentionDays], batch),
+    };
+  }
+
+  /** Run a deleting statement (its last parameter: the batch size) until a batch comes back short. */
+  private async inBatches(text: string, values: unknown[], batch: number): Promise<number> {
     let deleted = 0;
     for (;;) {
-      const { rowCount } = await this.statement(PRUNE_TERMINAL, [keep, batch]);
+      const { rowCount } = await this.statement(text, [...values, batch]);
       deleted += rowCount ?? 0;
       if ((rowCount ?? 0) < batch) return deleted;
     }
   }
 
   /**
-   * The store's periodic upkeep: retention of terminal records, and the daily partitions of `events` (tomorrow's
-   * made ahead, those past the retention dropped whole).
+   * The store's periodic upkeep: retention of terminal records, of done webhook deliveries and old lifecycle
+   * entries (in batches), and the daily partitions of `events` (tomorrow's made ahead, those past the retention
+   * dropped whole).
    */
   async maintain(): Promise<void> {
     if (this.closed) return;
     await this.pruneTerminal();
+    await this.pruneDelivered();
     await this.statement('SELECT relay_events_add_partitions(2)');
     await this.statement(`SELECT relay_events_drop_partitions(now() - make_interval(days => $1))`, [
       this.options.eventRetentionDays,
@@ -279,6 +325,25 @@ export class PgTxStore implements TxStore {
 
   get(txId: string): Promise<StoredTx | undefined> {
     return this.find('t.tx_id = $1', [txId]);
+  }
+
+  /**
+   * The record and the cursor of its newest event, read together (one statement, one snapshot): a stream of the
+   * record's events that starts after that cursor misses none and repeats none of what the record already shows.
+   */
+  async getWithEventCursor(txId: string): Promise<{ tx: StoredTx | undefined; cursor: EventCursor }> {
+    const { rows } = await this.statement<TxRow & { event_xid: string | null; event_id: string | null }>(
+      `SELECT ${RECORD}, e.xid::text AS event_xid, e.id::text AS event_id FROM transactions t
+       LEFT JOIN LATERAL (SELECT xid, id FROM events WHERE tx_id = t.tx_id ORDER BY xid DESC, id DESC LIMIT 1) e
+         ON true
+       WHERE t.tx_id = $1`,
+      [txId],
+    );
+    const row = rows[0];
+    if (!row) return { tx: undefined, cursor: LOG_START };
+    const cursor =
+      row.event_xid === null ? LOG_START : { xid: BigInt(row.event_xid), id: BigInt(row.event_id as string) };
+    return { tx: fromRow(row), cursor };
   }
 
   byFirstSignature(signature: string): Promise<StoredTx | undefined> {
@@ -372,11 +437,11 @@ export class PgTxStore implements TxStore {
   ): Promise<StoredTx> {
     const next = patchedRecord(before, op);
     if (!isTerminalTxState(before.state) && isTerminalTxState(next.state)) dropPayload(next);
-    await db.query(UPDATE_TX, txParams(next));
+    await db.query(prepared(UPDATE_TX, txParams(next)));
     for (const attempt of next.attempts) {
       const old = before.attempts.find((a) => a.attempt === attempt.attempt);
-      if (!old) await db.query(INSERT_ATTEMPT, attemptParams(next.tx_id, attempt));
-      else if (old !== attempt) await db.query(UPDATE_ATTEMPT, attemptParams(next.tx_id, attempt));
+      if (!old) await db.query(prepared(INSERT_ATTEMPT, attemptParams(next.tx_id, attempt)));
+      else if (old !== attempt) await db.query(prepared(UPDATE_ATTEMPT, attemptParams(next.tx_id, attempt)));
     }
     for (const effect of spendEffects(next, op)) {
       const tipper = next.attempts.find((a) => a.attempt === effect.n)?.tipper ?? null;
@@ -392,21 +457,31 @@ export class PgTxStore implements TxStore {
       }
     }
     if (op.evicted) await db.query(COUNT_EVICTION, [op.evicted]);
-    await this.insertEvents(db, next.tx_id, events);
+    await this.insertEvents(db, next, events);
     return (await readOne(db, 't.tx_id = $1', [next.tx_id])) as StoredTx;
   }
 
-  /** A change's events into `events` (SSE, webhooks) and its lifecycle entries into `lifecycle_entries`. */
-  private async insertEvents(db: pg.PoolClient, txId: string, events: readonly TxEvent[]): Promise<void> {
+  /**
+   * A change's events into `events` (SSE), one `webhook_outbox` row per configured endpoint for each webhook event
+   * (with the `webhook-id` the local outbox would give it), and its lifecycle entries into `lifecycle_entries`.
+   */
+  private async insertEvents(db: pg.PoolClient, tx: StoredTx, events: readonly TxEvent[]): Promise<void> {
     const told = events.filter((e) => e.kind !== 'lifecycle');
     const entries = events.flatMap((e) => (e.kind === 'lifecycle' ? [JSON.stringify(e.entry)] : []));
     if (told.length > 0) {
-      await db.query(INSERT_EVENTS, [
-        txId,
+      const values = [
+        tx.tx_id,
         this.options.hostId,
         told.map((e) => e.kind),
         told.map((e) => JSON.stringify(e.data)),
-      ]);
+      ];
+      const endpoints = this.options.webhookEndpoints;
+      const hooks = endpoints.length > 0 ? webhookIdsOfChange(tx.tx_id, tx.history.length, told) : [];
+      if (hooks.some((id) => id !== null))
+        await db.query(INSERT_EVENTS_AND_WEBHOOKS, [...values, hooks, endpoints]);
+      else await db.query(INSERT_EVENTS, values);
+      // Delivered at COMMIT, to followers on other hosts (this host's follower is woken by the change feed).
+      if (this.options.notifyEvents) await db.query(`SELECT pg_notify('${EVENTS_CHANNEL}', '')`);
     }
     if (entries.length > 0) await db.query(INSERT_LIFECYCLE, [this.options.hostId, entries]);
   }
@@ -476,7 +551,7 @@ export class PgTxStore implements TxStore {
   ): Promise<pg.QueryResult<R>> {
     if (this.closed) throw new Error('store is closed');
     try {
-      return await this.pool.query<R>(text, values);
+      return await this.pool.query<R>(prepared(text, values));
     } catch (error) {
       throw this.failed(error);
     }
@@ -577,8 +652,20 @@ export interface PgTxStoreOptions {
   maintenanceMs?: number;
   /** Days of events kept (older daily partitions are dropped whole). Default 7. */
   eventRetentionDays?: number;
+  /** How long a done webhook delivery (delivered or given up) stays in `webhook_outbox`, in ms. Default 1 hour. */
+  doneWebhookRetentionMs?: number;
+  /** Days of lifecycle entries kept in `lifecycle_entries` (LIFECYCLE_PATH is this host's to rotate). Default 30. */
+  lifecycleRetentionDays?: number;
   /** This sidecar's name, recorded with its events and lifecycle entries (nothing is fenced by it yet). */
   hostId?: string | null;
+  /**
+   * NOTIFY the event followers of other hosts at each commit with events (pg-events.ts EVENTS_CHANNEL). Off by
+   * default: one host has no one to tell, and NOTIFY serializes commits on the notification queue; the fleet turns
+   * it on.
+   */
+  notifyEvents?: boolean;
+  /** Webhook endpoints (`RELAY_WEBHOOK_URL`): each webhook event is owed to each, a `webhook_outbox` row apiece. */
+  webhookEndpoints?: readonly string[];
 }
 
 // ------------------------------------------------------------------ SQL
@@ -663,6 +750,19 @@ const INSERT_EVENTS = `INSERT INTO events (name, tx_id, host_id, payload)
   SELECT e.name, $1, $2, e.payload::json FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(name, payload, n)
   ORDER BY e.n`;
 
+/** INSERT_EVENTS, and each webhook event ($5: its webhook-id, or null) owed to every endpoint of $6, in order. */
+const INSERT_EVENTS_AND_WEBHOOKS = `WITH e AS (
+    SELECT nextval(pg_get_serial_sequence('events', 'id')) AS id, u.name, u.payload::json AS payload, u.hook, u.n
+    FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(name, payload, hook, n)
+  ), told AS (
+    INSERT INTO events (id, name, tx_id, host_id, payload) OVERRIDING SYSTEM VALUE
+    SELECT e.id, e.name, $1, $2, e.payload FROM e ORDER BY e.n
+  )
+  INSERT INTO webhook_outbox (endpoint, tx_id, webhook_id, event_xid, event_id, event_name, payload)
+  SELECT ep.url, $1, e.hook, pg_current_xact_id(), e.id, e.name, e.payload
+  FROM e CROSS JOIN unnest($6::text[]) WITH ORDINALITY AS ep(url, m)
+  WHERE e.hook IS NOT NULL ORDER BY e.n, ep.m`;
+
 const INSERT_LIFECYCLE = `INSERT INTO lifecycle_entries (bundle_id, tx_id, attempt, stage, host_id, entry)
   SELECT e.entry->>'bundle_id', e.entry->>'tx_id', (e.entry->>'attempt')::integer, e.entry->>'stage', $1, e.entry
   FROM (SELECT u.text::json AS entry, u.n FROM unnest($2::text[]) WITH ORDINALITY AS u(text, n)) e
@@ -679,6 +779,16 @@ const PRUNE_TERMINAL = `WITH cut AS (
   )
   DELETE FROM transactions t USING doomed WHERE t.tx_id = doomed.tx_id`;
 
+/** One batch ($2 rows at most) of webhook deliveries done more than $1 ms ago, oldest first. */
+const PRUNE_WEBHOOKS = `DELETE FROM webhook_outbox WHERE id IN (
+    SELECT id FROM webhook_outbox WHERE done_at < now() - make_interval(secs => $1::float8 / 1000)
+    ORDER BY done_at LIMIT $2)`;
+
+/** One batch ($2 rows at most) of lifecycle entries written more than $1 days ago, oldest first. */
+const PRUNE_LIFECYCLE = `DELETE FROM lifecycle_entries WHERE seq IN (
+    SELECT seq FROM lifecycle_entries WHERE written_at < now() - make_interval(days => $1)
+    ORDER BY written_at LIMIT $2)`;
+
 const COUNTS = `SELECT
   (SELECT count(*) FROM transactions WHERE terminal_at IS NULL) AS active,
   (SELECT coalesce(jsonb_object_agg(priority, n), '{}'::jsonb)
@@ -686,15 +796,35 @@ const COUNTS = `SELECT
            GROUP BY priority) w) AS waiting,
   (SELECT coalesce(jsonb_object_agg(reason, count), '{}'::jsonb) FROM eviction_counts) AS evicted`;
 
+/** Statement names by text (see {@link prepared}); the texts are this file's constants and where-clauses. */
+const PREPARED = new Map<string, string>();
+
+/**
+ * `text` as a named statement: node-postgres prepares it once per connection (parse, analysis) and from then on only
+ * binds and executes it, so the server parses no hot statement again and may keep a plan. The same SQL with the same
+ * parameters and results; it only saves the server work per statement. Measured (bench `stores`,
+ * `BENCH_PG_STATEMENTS=1`): planning the record read by id cost the server more time than executing it.
+ */
+function prepared(text: string, values: unknown[]): pg.QueryConfig {
+  let name = PREPARED.get(text);
+  if (name === undefined) {
+    name = `relay_${PREPARED.size + 1}`;
+    PREPARED.set(text, name);
+  }
+  return { name, text, values };
+}
+
 /** Lock a record's row, then read it whole: a statement begun after the lock sees every write committed before. */
 async function lockRecord(db: pg.PoolClient, txId: string): Promise<StoredTx | undefined> {
-  const locked = await db.query('SELECT 1 FROM transactions WHERE tx_id = $1 FOR UPDATE', [txId]);
+  const locked = await db.query(prepared('SELECT 1 FROM transactions WHERE tx_id = $1 FOR UPDATE', [txId]));
   if (locked.rowCount === 0) return undefined;
   return readOne(db, 't.tx_id = $1', [txId]);
 }
 
 async function readOne(db: pg.PoolClient, where: string, values: unknown[]): Promise<StoredTx | undefined> {
-  const { rows } = await db.query<TxRow>(`SELECT ${RECORD} FROM transactions t WHERE ${where}`, values);
+  const { rows } = await db.query<TxRow>(
+    prepared(`SELECT ${RECORD} FROM transactions t WHERE ${where}`, values),
+  );
   return rows[0] ? fromRow(rows[0]) : undefined;
 }
 

@@ -1,4 +1,4 @@
-import type { LifecycleEntry, RelayEventMap, TxHistoryEntry, TxState } from '@solrelay/core';
+import type { EventCursor, LifecycleEntry, RelayEventMap, TxHistoryEntry, TxState } from '@solrelay/core';
 import { isRelayError, isTerminalTxState } from '@solrelay/core';
 import type { Journal } from '../journal/journal';
 import { inFlight } from './queries';
@@ -31,6 +31,11 @@ export interface TxStore extends TxQueries {
   readonly problem?: string | null;
   /** What each committed change caused, in commit order (SSE, webhooks and the lifecycle log follow it). */
   readonly changes: ChangeFeed;
+  /**
+   * A store whose events SSE follows from an event log (PostgreSQL): the record and the cursor of its newest event,
+   * read at one moment. Absent on the local stores (SSE follows the change feed there).
+   */
+  getWithEventCursor?(txId: string): Promise<{ tx: StoredTx | undefined; cursor: EventCursor }>;
 
   /**
    * Accept a transaction: a new record, unless one with the same first signature exists (idempotent enqueue), in

@@ -46,6 +46,8 @@ export class Evaluator {
   private readonly decidedByBlock = new Set<string>();
   /** `tx_id:slot` pairs whose finalized block could not be read, and how many times. */
   private readonly unreadableAtFinalized = new Map<string, number>();
+  /** `tx_id:signature` of user signatures seen landed after their transaction ended failed or expired (reported once). */
+  private readonly landedAfterTerminal = new Set<string>();
 
   constructor(
     private readonly d: Pick<RelayPorts, 'chain' | 'log' | 'metrics' | 'now' | 'oracle' | 'rpc' | 'store'>,
@@ -66,12 +68,40 @@ export class Evaluator {
   async watchLateTips(txId: string, statuses: StatusMap): Promise<void> {
     const tx = await this.d.store.get(txId);
     if (!tx || !isTerminalTxState(tx.state)) return;
+    this.checkLandedAfterTerminal(tx, statuses);
     for (const a of tx.attempts) {
       if (!a.tip_signature || a.leaked || a.stage !== 'failed') continue;
       const tipStatus = statuses.get(a.tip_signature);
       if (!tipStatus || this.d.chain.deadSlots.has(tipStatus.slot)) continue;
       if (commitmentRank(tipStatus.confirmationStatus) < 1) continue;
       await this.settle.markLeaked(tx, a, tipStatus.slot, { afterEnd: true });
+    }
+  }
+
+  /**
+   * `failed` and `expired` mean the transaction provably cannot land, so a user signature of one seen on chain
+   * afterwards would be a broken proof. Impossible by construction; watched anyway (while its blockhash could still
+   * be live), logged as an error and counted (`relay_landed_after_terminal_total`, which the fault matrix expects
+   * to stay 0). The record is not changed: a terminal state is final, and the metric is the alarm.
+   */
+  private checkLandedAfterTerminal(tx: StoredTx, statuses: StatusMap): void {
+    // A transaction that failed on chain (its own error) ended from that landing: nothing to contradict.
+    if ((tx.state !== 'failed' && tx.state !== 'expired') || tx.landed_slot !== null) return;
+    // One of them on chain with its own error (uncled and re-broadcast apart, or sent by someone else): a failure,
+    // as the record says, whatever its siblings did.
+    if (tx.state === 'failed' && tx.signatures.some((s) => statuses.get(s)?.err)) return;
+    for (const signature of tx.signatures) {
+      const status = statuses.get(signature);
+      if (!status || this.d.chain.deadSlots.has(status.slot)) continue;
+      const key = `${tx.tx_id}:${signature}`;
+      if (this.landedAfterTerminal.has(key)) continue;
+      this.landedAfterTerminal.add(key);
+      if (this.landedAfterTerminal.size > 10_000) this.landedAfterTerminal.clear();
+      this.d.metrics.landedAfterTerminal.inc({ state: tx.state });
+      this.d.log.error(
+        { tx_id: tx.tx_id, signature, slot: status.slot, state: tx.state, err: status.err ?? null },
+        `a ${tx.state} transaction's signature landed: its terminal state was not proof`,
+      );
     }
   }
 

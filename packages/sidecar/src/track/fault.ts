@@ -1,4 +1,4 @@
-import type { AttemptOutcome } from '@solrelay/core';
+import { isRetryableOutcome, type AttemptOutcome } from '@solrelay/core';
 import type { StoredAttempt, StoredTx } from '../store/records';
 
 /**
@@ -32,11 +32,26 @@ export interface FaultEvidence {
   riderFault?: { txId: string; detail: string } | null;
   /** Relay's own tip transaction cannot execute (its tipper cannot pay). */
   tipFault?: { detail: string } | null;
+  /**
+   * An engine's fatal verdict on the user's transactions, re-checked against relay's own RPC at a context slot at
+   * least the verdict's (an engine's bank can lag: a payer funded a slot before the send is `AccountNotFound` there,
+   * and lands when sent again). `reproduced`: the failure shows on relay's view too (proof enough to fail);
+   * `cleared`: relay's view executes it (the engine's view lagged); `unavailable`: the RPC could not answer (no
+   * proof either way); `unverifiable`: the named transaction cannot be simulated on its own (a later member of a
+   * bundle depends on the ones before it), so the engine's word stands, as before the re-check existed.
+   */
+  engineRecheck?: EngineRecheck | null;
 }
 
+export type EngineRecheck =
+  | { kind: 'reproduced'; outcome: AttemptOutcome; detail: string }
+  | { kind: 'cleared'; detail: string }
+  | { kind: 'unavailable'; detail: string }
+  | { kind: 'unverifiable' };
+
 export interface FaultVerdict {
-  /** Who is to blame. */
-  blame: 'tip' | 'rider' | 'pack' | 'user' | 'auction';
+  /** Who is to blame (`engine`: its view lagged relay's, nobody's fault, sent again). */
+  blame: 'tip' | 'rider' | 'pack' | 'user' | 'auction' | 'engine';
   outcome: AttemptOutcome;
   /** Whether the user's transaction pays a retry for it. */
   countRetry: boolean;
@@ -60,6 +75,44 @@ function verdict(
 /** Blame a rider: the carrier loses nothing, not even a retry; the rider rides no more and meets its own verdict. */
 function riderVerdict(txId: string, detail: string): FaultVerdict {
   return verdict({ blame: 'rider', outcome: 'dropped', exclude: { txId }, detail });
+}
+
+/**
+ * The engine says the user's transactions cannot execute (a fatal outcome). `failed` has to mean the transaction
+ * provably cannot land, and an engine's bank may lag relay's (DESIGN §11, last point), so the verdict becomes fatal
+ * only when relay's own view reproduces it (or when it cannot be checked alone, as before). Cleared by relay's view:
+ * sent again without a retry counted, as for a rider's fault: the engine's lag is nobody's doing, a lag of a few
+ * slots would otherwise burn max-retries in as many slots, and the user's blockhash bounds the loop (past it the
+ * transaction expires, provably). The RPC unable to answer: no proof either way, so no fatal verdict, but a retry
+ * counted (nothing shows the engine was wrong).
+ */
+function userVerdictOnEngineFailure(
+  outcome: AttemptOutcome,
+  detail: string,
+  recheck: EngineRecheck | null,
+): FaultVerdict {
+  if (recheck?.kind === 'cleared')
+    return verdict({
+      blame: 'engine',
+      outcome: 'dropped',
+      countRetry: false,
+      detail: `engine: ${detail}; not reproduced on relay's RPC (${recheck.detail}): the engine's view lagged, sent again`,
+    });
+  if (recheck?.kind === 'unavailable')
+    return verdict({
+      blame: 'engine',
+      outcome: 'dropped',
+      countRetry: true,
+      detail: `engine: ${detail}; relay's RPC could not re-check it (${recheck.detail}), so it is not taken as final`,
+    });
+  if (recheck?.kind === 'reproduced')
+    return verdict({
+      blame: 'user',
+      outcome: recheck.outcome,
+      countRetry: true,
+      detail: `engine: ${detail}; reproduced on relay's RPC: ${recheck.detail}`,
+    });
+  return verdict({ blame: 'user', outcome, countRetry: true, detail: `engine: ${detail}` });
 }
 
 export function attributeFault(
@@ -97,12 +150,14 @@ export function attributeFault(
           exclude: 'pack',
           detail: `engine: the packed bundle failed with no member named: ${cause.detail}`,
         });
-      return verdict({
-        blame: cause.outcome === 'fee_too_low' || cause.outcome === 'dropped' ? 'auction' : 'user',
-        outcome: cause.outcome,
-        countRetry: true,
-        detail: `engine: ${cause.detail}`,
-      });
+      if (isRetryableOutcome(cause.outcome))
+        return verdict({
+          blame: 'auction',
+          outcome: cause.outcome,
+          countRetry: true,
+          detail: `engine: ${cause.detail}`,
+        });
+      return userVerdictOnEngineFailure(cause.outcome, cause.detail, evidence.engineRecheck ?? null);
     }
     case 'engine-refusal': {
       // The user's own blockhash is dead: nothing more can be sent, whoever rode along.

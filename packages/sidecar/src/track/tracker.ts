@@ -1,4 +1,5 @@
-import { classifyGrpcBundleResult } from '@solrelay/core';
+import { classifyGrpcBundleResult, isRetryableOutcome } from '@solrelay/core';
+import { recheckEngineFailure } from '../operator/diagnose';
 import type { RelayPorts } from '../context';
 import type { Expiry } from '../settle/expiry';
 import type { Settler } from '../settle/settle';
@@ -150,12 +151,24 @@ export class Tracker {
       const attempt = tx?.attempts.find((a) => a.bundle_id === result.bundleId);
       if (!tx || !attempt || attempt.stage !== 'submitted') return;
       // Which transaction failed decides whose fault it is: relay's tip, a rider, the pack, the user or the auction.
-      const verdict = attributeFault(tx, attempt, {
-        source: 'engine-result',
+      const cause = {
+        source: 'engine-result' as const,
         outcome: report.outcome,
         detail: report.detail,
         failedSignature: result.rejected?.simulationFailure?.txSignature ?? null,
-      });
+      };
+      let verdict = attributeFault(tx, attempt, cause);
+      if (verdict.blame === 'user' && !isRetryableOutcome(verdict.outcome)) {
+        // A fatal verdict from the engine's bank, which may lag: re-checked on relay's own view first.
+        const engineRecheck = await recheckEngineFailure(
+          this.d.rpc,
+          tx,
+          cause.failedSignature,
+          this.d.chain.slot,
+        );
+        this.d.metrics.engineVerdictRechecks.inc({ result: engineRecheck.kind });
+        verdict = attributeFault(tx, attempt, cause, { engineRecheck });
+      }
       await this.faults.apply(tx, attempt, verdict);
     });
   }
@@ -179,6 +192,19 @@ export class Tracker {
       tips.push(a.tip_signature);
     }
     return tips;
+  }
+
+  /**
+   * The user signatures of a failed or expired transaction, watched while its blockhash could still be live (a
+   * landing then would break the terminal state's proof: `Evaluator.checkLandedAfterTerminal`). Durable-nonce
+   * transactions have no blockhash life to bound the watch and are left out.
+   */
+  private afterTerminal(tx: StoredTx, kind: TrackKind, hinted: ReadonlySet<string>): string[] {
+    if (tx.state !== 'failed' && tx.state !== 'expired') return [];
+    if (tx.nonce_accounts.some((n) => n !== null)) return [];
+    if (this.d.chain.slot - tx.enqueued_slot > 2 * TIP_LANDING_HORIZON_SLOTS) return [];
+    if (kind === 'hint' && !tx.signatures.some((s) => hinted.has(s))) return [];
+    return [...tx.signatures];
   }
 
   /** The earliest slot a transaction's user transactions could have landed in (the caller may have sent them too). */
@@ -226,7 +252,7 @@ export class Tracker {
       // lives from then, up to a blockhash's life after the attempt was built); `lateTipsOf` decides exactly.
       const { live, ended } = await this.d.store.followed(this.d.chain.slot - 3 * TIP_LANDING_HORIZON_SLOTS);
       for (const tx of ended) {
-        const late = this.lateTipsOf(tx, kind, hinted);
+        const late = [...this.afterTerminal(tx, kind, hinted), ...this.lateTipsOf(tx, kind, hinted)];
         if (late.length > 0) {
           lateWatched.push(tx);
           pack(late);

@@ -140,14 +140,18 @@ export class SolanaRpc {
     return value;
   }
 
-  /** Simulate a signed transaction as it stands (no signature check, no blockhash swap); its error or null. */
-  async simulate(wire: Uint8Array): Promise<unknown> {
+  /**
+   * Simulate a signed transaction as it stands (no signature check, no blockhash swap); its error or null. With
+   * `minContextSlot`, a node whose bank is older refuses (-32016, thrown) instead of answering from it.
+   */
+  async simulate(wire: Uint8Array, minContextSlot?: number): Promise<unknown> {
     const tx = VersionedTransaction.deserialize(wire);
     const { value } = await this.track(() =>
       this.connection.simulateTransaction(tx, {
         sigVerify: false,
         replaceRecentBlockhash: false,
         commitment: 'processed',
+        ...(minContextSlot !== undefined && minContextSlot > 0 ? { minContextSlot } : {}),
       }),
     );
     return value.err;
@@ -191,8 +195,9 @@ export class SolanaRpc {
     return this.track(() => this.connection.getBlockHeight(commitment));
   }
 
-  async getBalance(address: string): Promise<number> {
-    return this.track(() => this.connection.getBalance(new PublicKey(address), 'confirmed'));
+  /** A balance at `commitment` (default confirmed: what a tipper's funds are judged on). */
+  async getBalance(address: string, commitment: Commitment = 'confirmed'): Promise<number> {
+    return this.track(() => this.connection.getBalance(new PublicKey(address), commitment));
   }
 
   /** Epoch boundaries for the leader schedule. */

@@ -35,10 +35,39 @@ import { cursorOf, missedEvents, type OutboxMessage, type OutboxOp, type OutboxS
  *   (publishing an event only queues a journal commit).
  */
 
+/**
+ * Where the messages owed are kept: the dispatcher delivers what `messages` holds and reports each endpoint's end
+ * of a message to `done`. The local outbox journal (`journalOutbox`), or the database's `webhook_outbox` rows this
+ * host leased (webhooks/pg-outbox.ts), which hand new messages over with `take`.
+ */
+export interface OutboxPort {
+  /** The messages owed, oldest first. */
+  readonly messages: ReadonlyMap<string, OutboxMessage>;
+  /** The endpoint took the message, or it was given up there: no longer owed to it. */
+  done(message: OutboxMessage, endpoint: string, how: 'delivered' | 'expired'): Promise<void>;
+  /** A delivery of the message to the endpoint failed (kept for the operator where the port can). */
+  failed?(message: OutboxMessage, endpoint: string, reason: string): void;
+}
+
+/** The local outbox journal as the dispatcher's port. */
+export function journalOutbox(journal: Journal<OutboxState, OutboxOp>): OutboxPort {
+  return {
+    get messages() {
+      return journal.state.messages;
+    },
+    done: async (message, endpoint, how) => {
+      await journal.commit({ k: 'done', id: message.id, endpoint, how });
+    },
+  };
+}
+
 export interface WebhookDispatcherOptions {
   urls: string[];
   secret: string;
-  journal: Journal<OutboxState, OutboxOp>;
+  /** The local outbox (the journal store): events come from the hub (`onEvent`), a start backfills (`recover`). */
+  journal?: Journal<OutboxState, OutboxOp>;
+  /** Any other outbox (the database's rows): messages come from it (`take`). One of `journal` and `outbox`. */
+  outbox?: OutboxPort;
   metrics: Metrics;
   log: Logger;
   clock: Clock;
@@ -92,6 +121,7 @@ type Outcome = { ok: true } | { ok: false; reason: string; endpointDown: boolean
 const WEBHOOK_TYPES: ReadonlySet<string> = new Set(WEBHOOK_EVENT_TYPES);
 
 export class WebhookDispatcher {
+  private readonly port: OutboxPort;
   private readonly endpoints: Endpoint[];
   private readonly signer: Webhook;
   private readonly concurrency: number;
@@ -109,6 +139,9 @@ export class WebhookDispatcher {
   private closed = false;
 
   constructor(private readonly o: WebhookDispatcherOptions) {
+    const port = o.outbox ?? (o.journal ? journalOutbox(o.journal) : null);
+    if (!port) throw new Error('a webhook dispatcher needs an outbox (journal or port)');
+    this.port = port;
     this.signer = new Webhook(o.secret);
     this.concurrency = o.concurrency ?? 8;
     this.timeoutMs = o.timeoutMs ?? 10_000;
@@ -140,13 +173,14 @@ export class WebhookDispatcher {
    * longer configured; then queue everything owed. Commits are issued together (one group commit, in order).
    */
   async recover(records: Iterable<StoredTx>): Promise<{ backfilled: number; unconfigured: number }> {
-    const state = this.o.journal.state;
+    const journal = this.journal();
+    const state = journal.state;
     const commits: Promise<unknown>[] = [];
     let backfilled = 0;
     let unconfigured = 0;
     if (!state.initialized) {
       commits.push(
-        this.o.journal.commit({
+        journal.commit({
           k: 'init',
           cursors: [...records].map((record) => [record.tx_id, cursorOf(record)]),
         }),
@@ -164,7 +198,7 @@ export class WebhookDispatcher {
     for (const message of [...state.messages.values()]) {
       for (const endpoint of message.owed) {
         if (configured.has(endpoint)) continue;
-        commits.push(this.o.journal.commit({ k: 'done', id: message.id, endpoint, how: 'unconfigured' }));
+        commits.push(journal.commit({ k: 'done', id: message.id, endpoint, how: 'unconfigured' }));
         unconfigured++;
       }
     }
@@ -211,7 +245,7 @@ export class WebhookDispatcher {
       const settled = data as RelayEventMap['bundle_settled'];
       return webhookMessageId({ kind: 'settled', bundleId: settled.bundle_id, stage: settled.stage });
     }
-    const index = this.nextStatus.get(key) ?? this.o.journal.state.cursors.get(key)?.statuses ?? 0;
+    const index = this.nextStatus.get(key) ?? this.journal().state.cursors.get(key)?.statuses ?? 0;
     if (isTerminalTxState((data as RelayEventMap['tx_status_changed']).state)) this.nextStatus.delete(key);
     else this.nextStatus.set(key, index + 1);
     return webhookMessageId({ kind: 'status', txId: key, index });
@@ -233,13 +267,25 @@ export class WebhookDispatcher {
       owed: [...this.o.urls],
       queuedAt: this.o.clock.now(),
     };
-    await this.o.journal.commit({ k: 'add', m: message });
+    await this.journal().commit({ k: 'add', m: message });
     return message;
   }
 
-  private enqueueInLanes(message: OutboxMessage): void {
+  private journal(): Journal<OutboxState, OutboxOp> {
+    if (!this.o.journal) throw new Error("recover and onEvent are the local outbox journal's");
+    return this.o.journal;
+  }
+
+  /** Messages the port now holds, owed to `endpoints` (default: every one it owes): queued in their lanes. */
+  take(messages: Iterable<{ message: OutboxMessage; endpoints?: readonly string[] }>): void {
+    if (this.closed) return;
+    for (const { message, endpoints } of messages) this.enqueueInLanes(message, endpoints);
+    this.pumpAll();
+  }
+
+  private enqueueInLanes(message: OutboxMessage, only?: readonly string[]): void {
     for (const endpoint of this.endpoints) {
-      if (!message.owed.includes(endpoint.url)) continue;
+      if (!message.owed.includes(endpoint.url) || (only && !only.includes(endpoint.url))) continue;
       let lane = endpoint.lanes.get(message.key);
       if (!lane) {
         lane = { ids: [], inFlight: false, failures: 0, retryAt: 0, heldByOutage: false };
@@ -273,7 +319,7 @@ export class WebhookDispatcher {
 
   /** Messages are kept in queue order, so the oldest owed to an endpoint is near the front. */
   private oldestOwed(endpoint: Endpoint, skipInFlight = false): OutboxMessage | null {
-    for (const message of this.o.journal.state.messages.values()) {
+    for (const message of this.port.messages.values()) {
       if (this.owes(endpoint, message) && !(skipInFlight && this.inFlightHead(endpoint, message)))
         return message;
     }
@@ -295,7 +341,7 @@ export class WebhookDispatcher {
    * queue order, which is the order of `queuedAt`: it stops at the first message still inside the window.
    */
   private expireOverdue(endpoint: Endpoint, now: number): void {
-    for (const message of this.o.journal.state.messages.values()) {
+    for (const message of this.port.messages.values()) {
       if (now - message.queuedAt < this.retryWindowMs) return;
       if (this.owes(endpoint, message) && !this.inFlightHead(endpoint, message))
         this.giveUp(endpoint, message, 'the retry window passed');
@@ -337,7 +383,7 @@ export class WebhookDispatcher {
       if (endpoint.inFlight >= limit) return;
       if (lane.inFlight || now < lane.retryAt) continue;
       // A lane not in flight is never empty, and holds only owed messages (see `removeFromLane`).
-      const message = this.o.journal.state.messages.get(lane.ids[0] as string) as OutboxMessage;
+      const message = this.port.messages.get(lane.ids[0] as string) as OutboxMessage;
       lane.inFlight = true;
       endpoint.inFlight++;
       void this.deliver(endpoint, lane, message);
@@ -416,6 +462,7 @@ export class WebhookDispatcher {
     } else {
       endpoint.failedAttempts++;
       endpoint.lastError = outcome.reason;
+      this.port.failed?.(message, endpoint.url, outcome.reason);
       this.o.metrics.webhookDeliveries.inc({ endpoint: endpoint.display, result: 'failed' });
       lane.failures++;
       lane.retryAt = now + this.delay(lane.failures);
@@ -452,7 +499,7 @@ export class WebhookDispatcher {
     how: 'delivered' | 'expired',
   ): Promise<void> {
     try {
-      await this.o.journal.commit({ k: 'done', id: message.id, endpoint: endpoint.url, how });
+      await this.port.done(message, endpoint.url, how);
     } catch (error) {
       // Not recorded: it will be delivered again after a restart (receivers dedupe on webhook-id).
       this.outboxError = `outbox write failed: ${(error as Error).message}`;

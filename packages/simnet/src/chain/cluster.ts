@@ -185,6 +185,10 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   private source: BundleSource | null = null;
   private timer: NodeJS.Timeout | null = null;
   private landedTransactionCount = 0;
+  /** The slot being produced (0 between blocks). */
+  private producingSlot = 0;
+  /** Accounts created (balance 0 to more) per slot, kept while `engineBankLagSlots` is on (`createdAtSlot`). */
+  private readonly created = new Map<string, number>();
   private readonly onExpireBlockhashes = (): void => {
     this.expiredBelowHeight = this.tip.height + 1;
   };
@@ -554,6 +558,8 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   airdrop(address: string, lamports: number): string {
     if (!Number.isSafeInteger(lamports) || lamports <= 0)
       throw new Error('airdrop lamports must be a positive integer');
+    if (this.faults.current.engineBankLagSlots > 0 && this.bank.getBalance(address) === 0)
+      this.created.set(address, Math.max(this.slot, this.clockSlot));
     this.bank.credit(address, lamports);
     // A block about to die restores what it wrote; fold the credit into that restore point so it survives.
     const snapshot = this.tip.doom?.snapshot;
@@ -606,6 +612,8 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     const parent = this.tip;
     const height = parent.height + 1;
     const context: BlockContext = { slot, leader, blockHeight: height };
+    this.producingSlot = slot;
+    this.forgetOldCreations(slot);
     const recorded: Recorded[] = [];
     const inBlock = new Set<string>();
 
@@ -838,7 +846,21 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     const preBalances = keys.map((key) => this.bank.getBalance(key));
     const { err, logs, unitsConsumed } = this.bank.execute(parsed);
     const postBalances = keys.map((key) => this.bank.getBalance(key));
+    if (err === null && this.faults.current.engineBankLagSlots > 0)
+      keys.forEach((key, i) => {
+        if (preBalances[i] === 0 && (postBalances[i] ?? 0) > 0) this.created.set(key, this.producingSlot);
+      });
     return { err, logs, unitsConsumed, preBalances, postBalances, loadedAddresses };
+  }
+
+  createdAtSlot(address: string): number | null {
+    return this.created.get(address) ?? null;
+  }
+
+  /** Creations older than any lag a test sets (a few hundred slots) are forgotten, so the record stays small. */
+  private forgetOldCreations(slot: number): void {
+    if (this.created.size === 0 || slot % 64 !== 0) return;
+    for (const [address, at] of this.created) if (at < slot - 512) this.created.delete(address);
   }
 
   /** A v0 message's lookup-table addresses as the bank holds them now (missing tables or indexes resolve to none). */

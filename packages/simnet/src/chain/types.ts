@@ -296,6 +296,11 @@ export interface Cluster extends ChainRead {
   getAccount?(address: string): AccountState | null;
   /** Credit lamports from the faucet; returns the airdrop transaction's signature. */
   airdrop(address: string, lamports: number): string;
+  /**
+   * The slot in which `address` last came into existence (its balance went from 0 to more), as recorded while the
+   * `engineBankLagSlots` fault is on (null when not recorded). Optional so fakes may omit it.
+   */
+  createdAtSlot?(address: string): number | null;
 
   /** The block engine registers here; at most one source. */
   setBundleSource(source: BundleSource | null): void;

@@ -575,6 +575,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
         this.fail(bundle, 'blockhash_expired', { dropped: { reason: DroppedReason.BlockhashExpired } });
         continue;
       }
+      if (this.failsOnLaggingBank(bundle, ctx.slot)) continue;
       bundle.lastCompetedSlot = ctx.slot;
       if (bundle.faultDropped) {
         // Forwarded, then lost by the leader: accepted once, never included.
@@ -679,6 +680,33 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   }
 
   // ---- internals ----
+
+  /**
+   * The `engineBankLagSlots` fault: the engine simulates on a bank that many slots behind the cluster, where a fee
+   * payer created since does not exist yet. Such a bundle fails its simulation with AccountNotFound (the error
+   * Agave's bank gives a fee payer it cannot load), reported as a gRPC `simulationFailure` naming that transaction.
+   */
+  private failsOnLaggingBank(bundle: TrackedBundle, slot: number): boolean {
+    const lag = this.faults.current.engineBankLagSlots;
+    if (lag <= 0 || !this.cluster.createdAtSlot) return false;
+    const index = bundle.transactions.findIndex((tx) => {
+      const payer = tx.signers[0];
+      const created = payer === undefined ? null : (this.cluster.createdAtSlot?.(payer) ?? null);
+      return created !== null && created > slot - lag;
+    });
+    if (index < 0) return false;
+    const signature = bundle.signatures[index] ?? '';
+    this.faults.count('engineBankLagFailures');
+    this.fail(bundle, 'simulation_failure', {
+      rejected: {
+        simulationFailure: {
+          txSignature: signature,
+          msg: `transaction ${signature} failed: "AccountNotFound"`,
+        },
+      },
+    });
+    return true;
+  }
 
   /**
    * When the slot being produced started, on the engine's clock: a running clock produces a slot's block at its

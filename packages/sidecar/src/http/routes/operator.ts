@@ -33,11 +33,11 @@ export function operatorRoutes(
     res.json(await relay.queueView());
   });
 
-  app.get('/lifecycle', (req, res) => {
+  app.get('/lifecycle', async (req, res) => {
     const { last } = parseRequestBody(LifecycleQuerySchema, {
       last: req.query.last ?? DEFAULT_LIFECYCLE_LAST,
     });
-    res.json({ entries: deps.lifecycle.recent(last) });
+    res.json({ entries: await deps.lifecycle.recent(last) });
   });
 
   app.get('/bundle/:bundleId', async (req, res) => {

@@ -1,4 +1,4 @@
-import { RelayError, isTerminalTxState, txStatusChangedEvent } from '@solrelay/core';
+import { RelayError, isTerminalTxState, txStatusChangedEvent, type EventCursor } from '@solrelay/core';
 import { EventHub as Hub } from '../../events/hub';
 import type { ServerResponse } from 'node:http';
 import type { StoredTx } from '../../store/records';
@@ -19,10 +19,10 @@ export function transactionRoutes(app: Routes, deps: Pick<AppDeps, 'relay' | 'hu
   app.get('/tx/events/:txId', async (req, res) => {
     const txId = req.params.txId as string;
     // The current state and the subscription are taken at one moment: no change falls between them.
-    await relay.withCurrent(txId, (tx) => subscribe(txId, tx, res));
+    await relay.withCurrent(txId, (tx, after) => subscribe(txId, tx, res, after));
   });
 
-  function subscribe(txId: string, tx: StoredTx | undefined, res: ServerResponse): void {
+  function subscribe(txId: string, tx: StoredTx | undefined, res: ServerResponse, after?: EventCursor): void {
     if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: txId });
     const current = txStatusChangedEvent({
       tx_id: tx.tx_id,
@@ -39,6 +39,8 @@ export function transactionRoutes(app: Routes, deps: Pick<AppDeps, 'relay' | 'hu
       filter: (event) =>
         event.name === 'tx_status_changed' && (event.data as { tx_id: string }).tx_id === txId,
       closeAfter: (event) => isTerminalTxState((event.data as { state: 'pending' }).state),
+      // On an event log: the record's events after the one it shows, replayed from the ring or the table.
+      ...(after ? { after, replayTxId: txId } : {}),
     });
   }
 
