@@ -26,7 +26,7 @@ import { loadKeypair, loadKeypairs } from './runtime/keypair';
 import { Periodic } from './runtime/periodic';
 import { storeCodec } from './store/records';
 import { EventFollower } from './store/pg-events';
-import { PgTxStore } from './store/pg-store';
+import { PgTxStore, lostConnection } from './store/pg-store';
 import { JournalTxStore, isDatabaseOutage, type TxStore } from './store/store';
 import { EngineRegions } from './upstream/engine-regions';
 import { followBundleResults } from './upstream/bundle-results';
@@ -475,7 +475,9 @@ async function followEventLog(
       );
     },
     onError: (error) => {
-      if (!failing) log.warn({ err: error }, 'events: reading the event log failed; trying again');
+      // The database being away is said once, by the store; anything else once per failing streak.
+      const level = lostConnection(error) || !store.healthy ? 'debug' : 'warn';
+      if (!failing) log[level]({ err: error }, 'events: reading the event log failed; trying again');
       failing = true;
     },
     // Other hosts' commits (a store with notifyEvents) wake it too.

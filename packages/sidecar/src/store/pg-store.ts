@@ -1043,8 +1043,12 @@ function cancelledByServer(error: unknown): boolean {
   return ['55P03', '57014', '40P01', '40001'].includes(error.code ?? '');
 }
 
-/** The database is not there (refused, reset, shut down, out of connections), as opposed to a refused statement. */
-function lostConnection(error: unknown): boolean {
+/**
+ * The database is not there (refused, reset, shut down, out of connections), as opposed to a refused statement. For
+ * readers of the pool beside the store (the event log's follower): such a failure is the store's outage, which the
+ * store reports itself.
+ */
+export function lostConnection(error: unknown): boolean {
   if (error instanceof StoreConflict || isRelayError(error)) return false;
   if (error instanceof pg.DatabaseError) {
     const code = error.code ?? '';
