@@ -1,7 +1,6 @@
 import { classifyTransactionError, type AttemptOutcome } from '@solrelay/core';
 import { SIGNATURE_FEE_LAMPORTS } from '../engine/tip-tx';
 import { RENT_EXEMPT_MINIMUM, tipCost, tipperOf } from './tipper-funds';
-import type { EngineRecheck } from '../track/fault';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import type { SolanaRpc } from '../upstream/solana-rpc';
 
@@ -70,6 +69,13 @@ export async function diagnoseUserTransactions(
   }
   return null;
 }
+
+/** What relay's own RPC says of an engine's fatal verdict (see `FaultEvidence.engineRecheck`). */
+export type EngineRecheck =
+  | { kind: 'reproduced'; outcome: AttemptOutcome; detail: string }
+  | { kind: 'cleared'; detail: string }
+  | { kind: 'unavailable'; detail: string }
+  | { kind: 'unverifiable' };
 
 /**
  * Re-check an engine's fatal verdict on the user's transaction `failedSignature` (null: the engine named none, so

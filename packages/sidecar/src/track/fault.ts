@@ -1,4 +1,5 @@
 import { isRetryableOutcome, type AttemptOutcome } from '@solrelay/core';
+import type { EngineRecheck } from '../operator/diagnose';
 import type { StoredAttempt, StoredTx } from '../store/records';
 
 /**
@@ -42,12 +43,6 @@ export interface FaultEvidence {
    */
   engineRecheck?: EngineRecheck | null;
 }
-
-export type EngineRecheck =
-  | { kind: 'reproduced'; outcome: AttemptOutcome; detail: string }
-  | { kind: 'cleared'; detail: string }
-  | { kind: 'unavailable'; detail: string }
-  | { kind: 'unverifiable' };
 
 export interface FaultVerdict {
   /** Who is to blame (`engine`: its view lagged relay's, nobody's fault, sent again). */
