@@ -346,6 +346,12 @@ function msUntil(
 }
 
 let store: StoreUnderTest;
+/**
+ * The simnet's slot time: 60 ms on the journal; 150 ms on PostgreSQL, where every store write is a round trip to the
+ * server and on the loaded two-core box the sends fell behind a 9 s blockhash life at 60 ms (195 of the 720
+ * transactions ended otherwise than their kind must; the crash suite saw the same). RELIABILITY_FAULTS_SLOT_MS sets it.
+ */
+let slotMs = SLOT_MS;
 
 /**
  * The fault matrix's tests with the sidecar on `storeName` (the journal, or PostgreSQL: one fresh migrated database
@@ -354,8 +360,9 @@ let store: StoreUnderTest;
  */
 export function faultsSuite(storeName: StoreName): void {
   store = useStore(storeName);
+  slotMs = Number(process.env.RELIABILITY_FAULTS_SLOT_MS ?? (storeName === 'postgres' ? 150 : SLOT_MS));
   beforeAll(async () => {
-    fs = await startFaultStack({}, await store.env());
+    fs = await startFaultStack({}, await store.env(), slotMs);
     const { simnet } = fs.stack;
     // Before relay pays its first tip: from here on every tipper transaction on chain is accounted for.
     ledger = new TipLedger(
@@ -370,7 +377,7 @@ export function faultsSuite(storeName: StoreName): void {
     writeResults(resultsName('faults', store.name), {
       suite: `reliability/test/long/${resultsName('faults', store.name)}.test.ts`,
       store: store.name,
-      slot_ms: SLOT_MS,
+      slot_ms: slotMs,
       decider:
         'the sidecar core reflex (agent_absent fallback), JSON-RPC bundle transport; gRPC from the bundle-result stream phase on (the sidecar restarted with it)',
       load_per_fault: Object.fromEntries(
@@ -494,6 +501,11 @@ export function faultsSuite(storeName: StoreName): void {
         );
         const stuck = [...records.values()].filter((r) => !TERMINAL.includes(r.state));
         process.stderr.write(`${fault.name}: not settled:\n${JSON.stringify(stuck.slice(0, 3), null, 1)}\n`);
+        // What the sidecar warned of meanwhile (the last few lines), for a person to follow.
+        const said = fs.logs.filter((l) => l.at >= clearedAt - fault.minMs).slice(-12);
+        process.stderr.write(
+          `${fault.name}: the sidecar said:\n${said.map((l) => `${l.level} ${l.msg} ${JSON.stringify(l.fields).slice(0, 300)}`).join('\n')}\n`,
+        );
       }
 
       // What the simnet counted as it applied the fault (see FaultCounts), over this phase only.
