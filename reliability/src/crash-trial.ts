@@ -65,6 +65,11 @@ export interface TrialContext {
   /** Enqueues in flight at once. */
   concurrency: number;
   bypassTip: number;
+  /**
+   * The store's variables, asked once per trial (a fresh database each: `RELAY_DATABASE_URL`); every process of the
+   * trial, the final replay included, gets the same. Nothing for the journal (the data dir).
+   */
+  storeEnv?: () => Promise<Record<string, string>>;
   /** Random kills land `floorMs + fraction × spanMs` after their process is listening. */
   randomKill: { floorMs: number; spanMs: number };
 }
@@ -107,7 +112,7 @@ export interface KillReport {
   /** Lifecycle log right after the kill: a torn last line, and complete lines that do not parse (must be 0). */
   lifecycle_torn_tail_bytes: number;
   lifecycle_bad_lines: number;
-  /** The default (journal) store's files right after the kill: reported, not judged. */
+  /** The journal store's files right after the kill: reported, not judged (none on PostgreSQL). */
   journal_files: string[];
   /** What the next process said while recovering (torn journal or lifecycle lines it skipped and cut). */
   recovery_warnings: string[];
@@ -158,7 +163,7 @@ export interface TrialResult {
   /** Expired transactions whose last attempt relay journaled and never sent (must be 0). */
   expired_with_unsent_attempt: number;
   lifecycle: { lines: number; bad_lines: number; torn_tail_bytes: number; stale_entries: number };
-  /** The default (journal) store's files at the end: reported, not judged. */
+  /** The journal store's files at the end: reported, not judged (none on PostgreSQL). */
   journal: { files: string[]; bytes: number; snapshot: boolean };
   /** Records (state, failure, signatures, attempts with their tips and stages) that a sidecar started once more on
    * the final data dir answers differently through its API (must be 0). */
@@ -312,6 +317,7 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
     RELAY_POLICY_FILE: join(dir, 'relay.policy.json'),
     BUNDLE_ENGINE_RPS: '2000',
     RELAY_JOURNAL_COMPACT_BYTES: String(spec.compactBytes),
+    ...(await ctx.storeEnv?.()),
     ...(spec.agent
       ? { AGENT_DECISION_MODE: 'reflex', RELAY_AGENT_GRACE_S: '600' }
       : { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: String(ctx.bypassTip) }),
@@ -474,7 +480,18 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
           },
           180_000,
           'every accepted transaction terminal',
-        );
+        ).catch(async (error: unknown) => {
+          // Say what is still pending (state, attempts and their stages, last error), for a person to follow.
+          const records = await readRecords(
+            running.url,
+            acked().map((s) => s.txId as string),
+          ).catch(() => new Map<string, RecordView | null>());
+          const pending = [...records.values()].filter((r) => r && !TERMINAL.has(r.state));
+          const show = pending.slice(0, 5).map((r) => JSON.stringify(r));
+          throw new Error(
+            `${(error as Error).message}; ${pending.length} not terminal, the first: ${show.join('\n')}`,
+          );
+        });
         lap('load_to_terminal');
         finalRecords = await readRecords(
           running.url,
@@ -482,6 +499,12 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
         );
         await running.stop();
         if (previousKill) previousKill.recovery_warnings = recoveryWarnings(running.output());
+        // For a person: what the last process said (its log), beside the records dumped below.
+        if (process.env.RELIABILITY_CRASH_DEBUG)
+          await writeFile(
+            `${process.env.RELIABILITY_CRASH_DEBUG}-trial${trial}-sidecar.log`,
+            running.output(),
+          );
         break;
       }
 

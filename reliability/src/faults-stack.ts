@@ -66,11 +66,16 @@ export interface FaultStack {
   poorPayer: Keypair;
 }
 
-export async function startFaultStack(policy: Record<string, unknown> = {}): Promise<FaultStack> {
+/** `storeEnv`: the store's variables (`RELAY_DATABASE_URL` for PostgreSQL), kept across the stack's restarts. */
+export async function startFaultStack(
+  policy: Record<string, unknown> = {},
+  storeEnv: Record<string, string> = {},
+  slotMs = SLOT_MS,
+): Promise<FaultStack> {
   const logs: LogLine[] = [];
   const stack = await startStack<Sidecar>({
-    simnet: { slotMs: SLOT_MS, seed: 10 },
-    env: { RELAY_AGENT_GRACE_S: '1' },
+    simnet: { slotMs, seed: 10 },
+    env: { RELAY_AGENT_GRACE_S: '1', ...storeEnv },
     policy: { 'rate-limit': 100_000, 'max-queue': 10_000, ...policy },
     start: inProcessSidecar(
       { configFromEnv, startSidecar },

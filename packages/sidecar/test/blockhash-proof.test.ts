@@ -1,4 +1,4 @@
-import { BlockhashChecks } from '../src/chain/blockhash';
+import { BlockhashChecks, INTAKE_SLOT_SLACK_SLOTS } from '../src/chain/blockhash';
 import type { StoredTx } from '../src/store/records';
 import type { SolanaRpc } from '../src/upstream/solana-rpc';
 
@@ -19,11 +19,12 @@ function setup(chain: { slot: number; finalizedSlot: number }) {
   return { checks, valid };
 }
 
-const tx = (enqueued_block_height?: number): StoredTx =>
+const tx = (enqueued_block_height?: number, enqueued_slot = 0): StoredTx =>
   ({
     signatures: ['sig'],
     blockhashes: ['hash'],
     nonce_accounts: [null],
+    enqueued_slot,
     ...(enqueued_block_height === undefined ? {} : { enqueued_block_height }),
   }) as unknown as StoredTx;
 
@@ -51,4 +52,21 @@ test('by validity: only a blockhash relay saw valid, once the root has passed th
   expect(await checks.provablyDead(tx(), null)).toBe(true);
   valid.finalized = true; // still valid at the root: not dead
   expect(await checks.provablyDead(tx(), null)).toBe(false);
+});
+
+test('after a restart (nothing seen valid by this process, no intake height): the intake slot + slack stands in', async () => {
+  // Accepted at slot 100 by an earlier process, with no fresh block height; this process never saw the blockhash valid.
+  const chain = { slot: 400, finalizedSlot: 100 + INTAKE_SLOT_SLACK_SLOTS };
+  const { checks, valid } = setup(chain);
+  valid.processed = false;
+  valid.finalized = false;
+  // The root has not passed intake + slack: the caller's blockhash may still be newer than the root.
+  expect(await checks.provablyDead(tx(undefined, 100), null)).toBe(false);
+  chain.finalizedSlot = 101 + INTAKE_SLOT_SLACK_SLOTS;
+  expect(await checks.provablyDead(tx(undefined, 100), null)).toBe(true);
+  valid.finalized = true; // still valid at the root: not dead
+  expect(await checks.provablyDead(tx(undefined, 100), null)).toBe(false);
+  valid.finalized = false;
+  valid.processed = true; // still valid at processed: not dead
+  expect(await checks.provablyDead(tx(undefined, 100), null)).toBe(false);
 });

@@ -9,6 +9,12 @@ export const BLOCKHASH_MAX_AGE_BLOCKS = 150;
  */
 export const INTAKE_HEIGHT_SLACK_BLOCKS = 32;
 /**
+ * The same bound in slots (twice the blocks: slots can be skipped): a blockhash relay accepted at `enqueued_slot` came
+ * from a slot at or below `enqueued_slot` + this. What a process that never saw the blockhash valid itself (it started
+ * after the intake) takes as the slot the blockhash was known valid at.
+ */
+export const INTAKE_SLOT_SLACK_SLOTS = 2 * INTAKE_HEIGHT_SLACK_BLOCKS;
+/**
  * A validity answer counts only from a node at most this many slots behind relay's stream: one further behind
  * answers from an old bank, where a fresh blockhash looks invalid. Callers' blockhashes are `confirmed` (or older)
  * ones, which a node this close has seen.
@@ -76,7 +82,10 @@ export class BlockhashChecks {
    *   height relay read when it accepted the transaction (the blockhash came from a block at or below it, give or
    *   take `INTAKE_HEIGHT_SLACK_BLOCKS`);
    * - relay saw the blockhash valid at some slot, the root has passed that slot since (so the blockhash is not newer
-   *   than the root), and now it is invalid both at the root and at `processed` from a node not behind relay.
+   *   than the root), and now it is invalid both at the root and at `processed` from a node not behind relay. A
+   *   process that has not seen it valid (one started after the intake: what it saw is not kept across restarts)
+   *   takes the intake's slot + `INTAKE_SLOT_SLACK_SLOTS` instead; without that, a transaction accepted with no fresh
+   *   block height and then restarted over could never be proved expired and stayed pending for good.
    */
   async provablyDead(tx: StoredTx, finalizedBlockHeight: number | null): Promise<boolean> {
     for (let i = 0; i < tx.signatures.length; i++) {
@@ -90,7 +99,9 @@ export class BlockhashChecks {
       if (intakeHeight > 0 && finalizedBlockHeight !== null && finalizedBlockHeight > lastPossible)
         return true;
       const blockhash = tx.blockhashes[i] as string;
-      const seenAt = this.seenValidAt.get(blockhash);
+      const seenAt =
+        this.seenValidAt.get(blockhash) ??
+        (tx.enqueued_slot > 0 ? tx.enqueued_slot + INTAKE_SLOT_SLACK_SLOTS : undefined);
       if (seenAt === undefined || this.finalizedSlot() <= seenAt) continue;
       if ((await this.stillValid(blockhash)) === false && (await this.invalidAtRoot(blockhash))) return true;
     }
