@@ -187,12 +187,13 @@ export class TipLedger {
   }
 
   /**
-   * The operator moved lamports out of the tipper (`signature`: its transfer, which is then no tip; `lamports` with
-   * its fee) or into it (a negative amount, no signature: a faucet credit). Kept apart from what relay paid.
+   * The operator moved lamports out of the tipper (`signatures`: its transfers, failed ones included, which are then
+   * no tips; `lamports` with their fees) or into it (a negative amount, no signature: a faucet credit). Kept apart
+   * from what relay paid.
    */
-  operator(lamports: number, signature?: string): void {
+  operator(lamports: number, signatures: readonly string[] = []): void {
     this.operatorNetOut += lamports;
-    if (signature) this.operatorSignatures.add(signature);
+    for (const signature of signatures) this.operatorSignatures.add(signature);
   }
 
   /** The chain now (read in one go, so the balance and the list describe the same instant). */

@@ -252,8 +252,8 @@ const CASES: FaultCase[] = [
     inject: async (fs) => {
       const drained = await drainTo(fs.stack, fs.stack.tipper, TIPPER_KEEPS);
       drainedBy.set(fs, drained.lamports);
-      ledger?.operator(drained.lamports, drained.signature);
-      return { tipper_drains: 1 };
+      ledger?.operator(drained.lamports, drained.signatures);
+      return { tipper_drains: drained.signatures.length };
     },
     clear: async (fs) => {
       const refund = drainedBy.get(fs) ?? 0;

@@ -306,33 +306,51 @@ export async function stepSlotsUntil(
 }
 
 /**
- * Move an account's lamports away with a transfer it signs, on chain, until it holds exactly `keep` (as an operator
- * withdrawing from relay's tipper would, or another program sharing its key). Resolves once the chain shows it;
- * returns the transfer's signature and the lamports it took (the moved amount plus its 5,000-lamport fee).
+ * Move an account's lamports away with transfers it signs, on chain, until it holds `keep` (as an operator withdrawing
+ * from relay's tipper would, or another program sharing its key). Something else may be spending from it meanwhile
+ * (relay's tips landing): a transfer sized from a balance read before a tip landed fails on chain (its fee still
+ * taken), and the next is sized again from a fresh read; a tip landing after the drain leaves it below `keep`. Resolves
+ * once the chain shows it at or below `keep`; returns every transfer sent (`signatures`, failed ones included: each
+ * cost its fee), the last one that moved lamports (`signature`), and the lamports they took in all (amounts moved plus
+ * fees).
  */
 export async function drainTo(
   stack: Pick<Stack<SidecarLike>, 'connection'>,
   from: Keypair,
   keep: number,
-): Promise<{ signature: string; lamports: number }> {
+): Promise<{ signature: string; signatures: string[]; lamports: number }> {
   const connection = stack.connection();
-  const balance = await connection.getBalance(from.publicKey, 'processed');
-  const drain = new Transaction({
-    feePayer: from.publicKey,
-    recentBlockhash: (await connection.getLatestBlockhash('confirmed')).blockhash,
-  }).add(
-    SystemProgram.transfer({
-      fromPubkey: from.publicKey,
-      toPubkey: Keypair.generate().publicKey,
-      lamports: balance - keep - 5_000,
-    }),
-  );
-  drain.sign(from);
-  const signature = await connection.sendRawTransaction(drain.serialize());
-  await waitUntil(
-    async () => (await connection.getBalance(from.publicKey, 'processed')) === keep,
-    10_000,
-    'the account drained',
-  );
-  return { signature, lamports: balance - keep };
+  const signatures: string[] = [];
+  let moved = 0;
+  let signature = '';
+  for (let round = 0; round < 10; round++) {
+    const balance = await connection.getBalance(from.publicKey, 'processed');
+    if (balance <= keep) return { signature, signatures, lamports: moved };
+    const lamports = balance - keep - 5_000;
+    if (lamports <= 0) throw new Error(`cannot drain ${balance} lamports to ${keep}: the fee alone is 5000`);
+    const drain = new Transaction({
+      feePayer: from.publicKey,
+      recentBlockhash: (await connection.getLatestBlockhash('confirmed')).blockhash,
+    }).add(
+      SystemProgram.transfer({
+        fromPubkey: from.publicKey,
+        toPubkey: Keypair.generate().publicKey,
+        lamports,
+      }),
+    );
+    drain.sign(from);
+    const sent = await connection.sendRawTransaction(drain.serialize(), { skipPreflight: true });
+    signatures.push(sent);
+    const status = await waitUntil(
+      async () => (await connection.getSignatureStatuses([sent])).value[0] ?? null,
+      10_000,
+      'the drain transfer to land',
+    );
+    moved += 5_000;
+    if (status.err === null) {
+      moved += lamports;
+      signature = sent;
+    }
+  }
+  throw new Error(`the account was not drained to ${keep} lamports in 10 transfers`);
 }
