@@ -131,12 +131,22 @@ export function signedTransfer(
 }
 
 /** Build and enqueue one transaction of `kind`; returns what was sent (throws if relay refuses it). */
-export async function enqueueKind(fs: FaultStack, kind: TxKind, phase: string): Promise<SentTx> {
+export async function enqueueKind(
+  fs: FaultStack,
+  kind: TxKind,
+  phase: string,
+  options: { freshPayer?: boolean } = {},
+): Promise<SentTx> {
   let built: { wire: string; blockhash: string };
   const body: Record<string, unknown> = {};
   switch (kind) {
     case 'good':
-      built = signedTransfer(fs, fs.payer, 1000);
+      if (options.freshPayer) {
+        // A fee payer that exists only from this moment (the lagging-engine-bank phase).
+        const payer = Keypair.generate();
+        fs.stack.simnet.cluster.airdrop(payer.publicKey.toBase58(), 1_000_000_000);
+        built = signedTransfer(fs, payer, 1000);
+      } else built = signedTransfer(fs, fs.payer, 1000);
       break;
     case 'unfunded':
       // A fee payer the cluster has never seen: it cannot pay the fee.

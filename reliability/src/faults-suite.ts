@@ -73,6 +73,11 @@ interface FaultCase {
    * of the gRPC bundle-result stream needs a sidecar that follows it (BUNDLE_ENGINE_TRANSPORT=grpc).
    */
   restartWith?: Record<string, string>;
+  /**
+   * Once the fault is on, the phase's good transactions each pay from a fee payer funded (airdropped) just before its
+   * enqueue: what a lagging engine bank has not seen yet.
+   */
+  freshPayers?: boolean;
 }
 
 interface PhaseFigures {
@@ -299,11 +304,41 @@ const CASES: FaultCase[] = [
         : null;
     },
   },
+  {
+    // The block engine simulates on a bank behind the cluster's (issue 31): a fee payer funded just before its
+    // transaction was enqueued does not exist there yet, so the engine fails the bundle (gRPC simulationFailure,
+    // AccountNotFound) though it would execute. relay, still on gRPC from the phase before, must re-check that verdict
+    // on its own RPC, send again, and fail nothing that can land: every good transaction of the phase pays from a payer
+    // airdropped right before its enqueue and must finalize; the unfunded and overdraft ones still fail, as they must.
+    // 30 slots: longer than relay takes to send after an enqueue at either store's slot time, well inside a blockhash.
+    name: 'lagging engine bank',
+    settings: { engineBankLagSlots: 30 },
+    minMs: 4000,
+    staysReady: true,
+    freshPayers: true,
+    degraded: async (h, fs) => {
+      const cleared = await metric(fs.url, 'relay_engine_verdict_rechecks_total{result="cleared"}');
+      const lagged = fs.stack.simnet.faults.injected.engineBankLagFailures;
+      return h.ready && allUpstreamsOk(h) && cleared > 0 && lagged > 0
+        ? `${lagged} bundles failed on the engine's lagging bank, ${cleared} of its verdicts cleared by relay's RPC; ready`
+        : null;
+    },
+  },
 ];
 
 const streamEnders = new Map<FaultStack, NodeJS.Timeout>();
 /** relay_tips_leaked_lamports_total of sidecar processes a phase restarted away. */
 let leakedByEarlierProcesses = 0;
+/** `relay_landed_after_terminal_total` (both labels) of the sidecar processes before the current one. */
+let landedAfterTerminalEarlier = 0;
+
+/** A failed or expired transaction seen landed afterwards, by the current process (issue 31: must stay 0). */
+async function landedAfterTerminal(url: string): Promise<number> {
+  return (
+    (await metric(url, 'relay_landed_after_terminal_total{state="failed"}')) +
+    (await metric(url, 'relay_landed_after_terminal_total{state="expired"}'))
+  );
+}
 
 /** What the drained tipper keeps: the rent-exempt minimum and room for a few tips (not a phase's load). */
 const TIPPER_KEEPS = 890_880 + 30_000;
@@ -400,6 +435,7 @@ export function faultsSuite(storeName: StoreName): void {
       if (fault.restartWith) {
         // A restarted process counts from zero: what the one before it reported is carried.
         leakedByEarlierProcesses += await metric(fs.url, 'relay_tips_leaked_lamports_total');
+        landedAfterTerminalEarlier += await landedAfterTerminal(fs.url);
         await fs.stack.restart(fault.restartWith);
         fs.url = fs.stack.sidecar.url;
         await waitUntil(
@@ -427,7 +463,9 @@ export function faultsSuite(storeName: StoreName): void {
             injectedAt = Date.now();
           }
           const wave = await Promise.all(
-            LOAD.slice(i, i + WAVE).map((kind) => enqueueKind(fs, kind, fault.name)),
+            LOAD.slice(i, i + WAVE).map((kind) =>
+              enqueueKind(fs, kind, fault.name, { freshPayer: !!fault.freshPayers && injectedAt > 0 }),
+            ),
           );
           phaseSent.push(...wave);
           sent.push(...wave);
@@ -735,6 +773,8 @@ export function faultsSuite(storeName: StoreName): void {
     expect(
       problems.map((v) => `${v.sent.txId} (${v.sent.kind}, ${v.sent.phase}): ${v.problems.join('; ')}`),
     ).toEqual([]);
+    // No terminal state that was not proof: nothing failed or expired was seen landing afterwards.
+    expect(landedAfterTerminalEarlier + (await landedAfterTerminal(fs.url))).toBe(0);
     // The tipper paid for nothing but relay's bundles' tips, and lost exactly what the chain shows it paid.
     expect(report.strayTips).toEqual([]);
     expect(report.tipsOnChain).toBeGreaterThan(0);

@@ -249,6 +249,11 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   // The database going away and coming back (PostgreSQL only): said once each way in the log, and the relay holds new
   // tips from the first failure until every tip of before it is proven landed or dead (recovery/outage.ts).
   if (store instanceof PgTxStore) {
+    store.onMaintenanceError = (error) =>
+      log.warn(
+        { err: error },
+        'database upkeep failed (retention, event partitions); retried at the next run',
+      );
     store.watchAvailability((change) => {
       if (change.kind === 'down')
         log.error(

@@ -1,5 +1,6 @@
 import { compareEventCursors, type EventCursor } from '@solrelay/core';
 import type pg from 'pg';
+import type { PgQuery } from './pg-lifecycle';
 import { SingleFlight } from '../util/single-flight';
 
 /**
@@ -50,11 +51,18 @@ function fromRow(row: EventRow): StoredEvent {
 }
 
 export class PgEventLog {
-  constructor(private readonly pool: pg.Pool) {}
+  /**
+   * `query`: the store's own for reads (a database that is away answers SSE resumes with the coded 503 and marks the
+   * store unavailable, never a 500); `pool` only for the LISTEN connection.
+   */
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly query: PgQuery = (text, values) => pool.query(text, values),
+  ) {}
 
   /** The newest event every reader can see (below xmin), or LOG_START when there is none. */
   async end(): Promise<EventCursor> {
-    const { rows } = await this.pool.query<EventRow>(
+    const { rows } = await this.query<EventRow>(
       `SELECT ${EVENT_COLUMNS} FROM events WHERE ${STABLE} ORDER BY xid DESC, id DESC LIMIT 1`,
     );
     const row = rows[0];
@@ -67,7 +75,7 @@ export class PgEventLog {
    */
   async after(after: EventCursor, limit: number): Promise<{ events: StoredEvent[]; held: boolean }> {
     // One snapshot's xmin for both parts; the second yields one row (name null) when something is held back.
-    const { rows } = await this.pool.query<EventRow | (Record<keyof EventRow, null> & { name: null })>(
+    const { rows } = await this.query<EventRow | (Record<keyof EventRow, null> & { name: null })>(
       `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
        r AS (
          SELECT ${EVENT_COLUMNS} FROM events
@@ -108,7 +116,7 @@ export class PgEventLog {
       where += ` AND tx_id = $${values.length}`;
     }
     values.push(limit);
-    const { rows } = await this.pool.query<EventRow>(
+    const { rows } = await this.query<EventRow>(
       `SELECT ${EVENT_COLUMNS} FROM events WHERE ${where} ORDER BY xid, id LIMIT $${values.length}`,
       values,
     );
@@ -149,10 +157,10 @@ export class PgEventLog {
 
   /** Whether `cursor` names an event still kept (not from another database, not dropped by retention). */
   async exists(cursor: EventCursor): Promise<boolean> {
-    const { rows } = await this.pool.query(
-      `SELECT 1 FROM events WHERE xid = $1::text::xid8 AND id = $2::bigint`,
-      [cursor.xid.toString(), cursor.id.toString()],
-    );
+    const { rows } = await this.query(`SELECT 1 FROM events WHERE xid = $1::text::xid8 AND id = $2::bigint`, [
+      cursor.xid.toString(),
+      cursor.id.toString(),
+    ]);
     return rows.length > 0;
   }
 }

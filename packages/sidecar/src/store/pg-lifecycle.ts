@@ -2,6 +2,12 @@ import type { LifecycleEntry } from '@solrelay/core';
 import type pg from 'pg';
 import type { LifecycleReader } from '../lifecycle/log';
 
+/** A plain query (one statement, no transaction), as the store runs it: its errors already coded. */
+export type PgQuery = <R extends pg.QueryResultRow>(
+  text: string,
+  values?: unknown[],
+) => Promise<pg.QueryResult<R>>;
+
 /**
  * The fleet's lifecycle log on PostgreSQL (`lifecycle_entries`, written by each change with its events): what
  * `GET /lifecycle`, `GET /bundle/:id` and so `relay lifecycle` read there. `LIFECYCLE_PATH` stays this host's own
@@ -9,10 +15,11 @@ import type { LifecycleReader } from '../lifecycle/log';
  * as the file's index orders them.
  */
 export class PgLifecycleEntries implements LifecycleReader<LifecycleEntry> {
-  constructor(private readonly pool: pg.Pool) {}
+  /** `query`: the store's own, so a database that is away answers the API's coded 503, never a 500. */
+  constructor(private readonly query: PgQuery) {}
 
   async recent(n: number): Promise<LifecycleEntry[]> {
-    const { rows } = await this.pool.query<{ entry: LifecycleEntry }>(
+    const { rows } = await this.query<{ entry: LifecycleEntry }>(
       `WITH b AS (
          SELECT bundle_id, min(seq) AS first, max(seq) AS latest FROM lifecycle_entries
          GROUP BY bundle_id ORDER BY first DESC LIMIT $1
@@ -24,7 +31,7 @@ export class PgLifecycleEntries implements LifecycleReader<LifecycleEntry> {
   }
 
   async find(bundleId: string): Promise<LifecycleEntry | undefined> {
-    const { rows } = await this.pool.query<{ entry: LifecycleEntry }>(
+    const { rows } = await this.query<{ entry: LifecycleEntry }>(
       `SELECT entry FROM lifecycle_entries WHERE bundle_id = $1 ORDER BY seq DESC LIMIT 1`,
       [bundleId],
     );

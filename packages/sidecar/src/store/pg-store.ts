@@ -34,7 +34,7 @@ import {
 } from './store';
 import { WriteChain } from './write-chain';
 import { EVENTS_CHANNEL, LOG_START, PgEventLog } from './pg-events';
-import { PgLifecycleEntries } from './pg-lifecycle';
+import { PgLifecycleEntries, type PgQuery } from './pg-lifecycle';
 
 /** What a client refused for want of the database is asked to wait before trying again (`Retry-After`). */
 export const DATABASE_RETRY_AFTER_S = 1;
@@ -103,6 +103,8 @@ export class PgTxStore implements TxStore {
   private readonly pending = new Set<Promise<unknown>>();
   private readonly options: Required<PgTxStoreOptions>;
   private maintenance: NodeJS.Timeout | null = null;
+  /** Told when a periodic upkeep run fails while the database is up (the sidecar logs it); the next run retries. */
+  onMaintenanceError: ((error: unknown) => void) | null = null;
   private closed = false;
   /** Since when, and why, the database has been unavailable (cleared when the probe next succeeds). */
   private outage: { since: number; reason: string } | null = null;
@@ -127,7 +129,17 @@ export class PgTxStore implements TxStore {
       await pool.end().catch(() => undefined);
       throw databaseError(error, target);
     }
-    return new PgTxStore(pool, target, options, true);
+    const store = new PgTxStore(pool, target, options, true);
+    // Upkeep once before anything is written: after days down, today's `events` partition must exist before the first
+    // insert, or rows go to the default partition and that day's partition can never be made (its range would overlap
+    // rows already there).
+    try {
+      await store.maintain();
+    } catch (error) {
+      await store.close().catch(() => undefined);
+      throw databaseError(error, target);
+    }
+    return store;
   }
 
   constructor(
@@ -146,8 +158,9 @@ export class PgTxStore implements TxStore {
       lifecycleRetentionDays: options.lifecycleRetentionDays ?? 30,
       notifyEvents: options.notifyEvents ?? false,
     };
-    this.eventLog = new PgEventLog(pool);
-    this.lifecycleEntries = new PgLifecycleEntries(pool);
+    const query: PgQuery = (text, values) => this.statement(text, values);
+    this.eventLog = new PgEventLog(pool, query);
+    this.lifecycleEntries = new PgLifecycleEntries(query);
     // An idle connection the server closed (a restart, a failover, an administrator) is a detected outage, even if
     // no statement failed: the store re-checks the database before it calls it healthy again.
     pool.on('error', (error) => {
@@ -155,7 +168,11 @@ export class PgTxStore implements TxStore {
     });
     if (this.options.maintenanceMs > 0) {
       this.maintenance = setInterval(
-        () => void this.maintain().catch(() => undefined),
+        () =>
+          void this.maintain().catch((error: unknown) => {
+            // Told, not thrown: the next run tries again (an outage is already told once by the store).
+            if (!this.outage && !this.closed) this.onMaintenanceError?.(error);
+          }),
         this.options.maintenanceMs,
       );
       this.maintenance.unref();
@@ -298,14 +315,14 @@ export class PgTxStore implements TxStore {
 
   /**
    * The store's periodic upkeep: retention of terminal records, of done webhook deliveries and old lifecycle
-   * entries (in batches), and the daily partitions of `events` (tomorrow's made ahead, those past the retention
+   * entries (in batches), and the daily partitions of `events` (a week's made ahead, those past the retention
    * dropped whole).
    */
   async maintain(): Promise<void> {
     if (this.closed) return;
     await this.pruneTerminal();
     await this.pruneDelivered();
-    await this.statement('SELECT relay_events_add_partitions(2)');
+    await this.statement('SELECT relay_events_add_partitions(7)');
     await this.statement(`SELECT relay_events_drop_partitions(now() - make_interval(days => $1))`, [
       this.options.eventRetentionDays,
     ]);
