@@ -381,7 +381,9 @@ test('the database going away and back is told once each way; meanwhile every st
   // The API's other readers of the database (the lifecycle log, SSE's event log) answer the same coded error (a 503),
   // never a raw driver error (a 500).
   await expect(store.lifecycleEntries.recent(5)).rejects.toMatchObject({ code: 'RELAY_E_DB_UNAVAILABLE' });
-  await expect(store.lifecycleEntries.find('bundle')).rejects.toMatchObject({ code: 'RELAY_E_DB_UNAVAILABLE' });
+  await expect(store.lifecycleEntries.find('bundle')).rejects.toMatchObject({
+    code: 'RELAY_E_DB_UNAVAILABLE',
+  });
   await expect(store.eventLog.end()).rejects.toMatchObject({ code: 'RELAY_E_DB_UNAVAILABLE' });
   // Told once, however many statements failed; readiness has the words, naming the database (password redacted).
   expect(told).toEqual(['down']);
