@@ -94,7 +94,7 @@ export async function recheckEngineFailure(
   const wire = tx.wires?.[index];
   if (index !== 0 || wire === undefined) return { kind: 'unverifiable' };
   try {
-    const err = await rpc.simulate(Buffer.from(wire, 'base64'), minContextSlot);
+    const err = await simulateAtLeast(rpc, Buffer.from(wire, 'base64'), minContextSlot);
     if (err === null) return { kind: 'cleared', detail: `it executes at slot >= ${minContextSlot}` };
     const text = JSON.stringify(err);
     if (/BlockhashNotFound|AlreadyProcessed/.test(text))
@@ -106,5 +106,30 @@ export async function recheckEngineFailure(
     };
   } catch (error) {
     return { kind: 'unavailable', detail: (error as Error).message };
+  }
+}
+
+/** Tries of a simulation refused by a node not yet at `minContextSlot`, and the wait between them (about a slot). */
+const BEHIND_TRIES = 4;
+const BEHIND_WAIT_MS = 250;
+
+/**
+ * `simulate` at a context slot at least `minContextSlot`. A node a slot or two behind relay's stream refuses
+ * (JSON-RPC -32016, "Minimum context slot has not been reached"): it is asked again after about a slot, a few
+ * times, before the caller is told it could not answer.
+ */
+async function simulateAtLeast(
+  rpc: Pick<SolanaRpc, 'simulate'>,
+  wire: Uint8Array,
+  minContextSlot: number,
+): Promise<unknown> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await rpc.simulate(wire, minContextSlot);
+    } catch (error) {
+      const behind = /-32016|minimum context slot/i.test((error as Error).message);
+      if (!behind || attempt >= BEHIND_TRIES) throw error;
+      await new Promise((resolve) => setTimeout(resolve, BEHIND_WAIT_MS));
+    }
   }
 }
