@@ -26,15 +26,23 @@ export interface StoreUnderTest {
  */
 export function useStore(name: StoreName): StoreUnderTest {
   if (name === 'journal') return { name, env: async () => ({}) };
-  const postgres = usePostgres(async (url) => {
+  const postgres = useMigratedPostgres('relay_reliability_template');
+  return { name, env: async () => ({ RELAY_DATABASE_URL: await postgres.fresh() }) };
+}
+
+/**
+ * The testkit's PostgreSQL for a test file (call at its top), whose `fresh()` databases come from a template migrated
+ * with the sidecar's own `migrate`.
+ */
+export function useMigratedPostgres(template?: string): ReturnType<typeof usePostgres> {
+  return usePostgres(async (url) => {
     const pool = createDatabasePool(parseDatabaseUrl(url));
     try {
       await migrate(pool, loadMigrations());
     } finally {
       await pool.end();
     }
-  }, 'relay_reliability_template');
-  return { name, env: async () => ({ RELAY_DATABASE_URL: await postgres.fresh() }) };
+  }, template);
 }
 
 /** A figure file's name for this store: `crash` for the journal, `crash-postgres` for PostgreSQL. */

@@ -2,18 +2,18 @@ import { existsSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createDatabasePool, loadMigrations, migrate, parseDatabaseUrl } from '@solrelay/sidecar/pg';
+import { createDatabasePool, parseDatabaseUrl } from '@solrelay/sidecar/pg';
 import {
   get,
   post,
   spawnSidecar,
   startStack,
-  usePostgres,
   waitUntil,
   type RunningSidecar,
   type Stack,
 } from '@solrelay/testkit';
 import { SIDECAR_MAIN } from '../../src/crash-trial';
+import { useMigratedPostgres } from '../../src/store';
 
 /**
  * A host's disk replaced (issue #28): the real sidecar process (apps/sidecar's build, a dependency of this package) on
@@ -29,14 +29,7 @@ const FEE = 5_000;
 const COUNT = 40;
 
 /** A server for this file; `fresh()` databases have relay's migrations applied. */
-const postgres = usePostgres(async (url) => {
-  const pool = createDatabasePool(parseDatabaseUrl(url));
-  try {
-    await migrate(pool, loadMigrations());
-  } finally {
-    await pool.end();
-  }
-});
+const postgres = useMigratedPostgres();
 
 interface ChildSidecar {
   url: string;
