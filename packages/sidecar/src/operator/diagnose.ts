@@ -114,7 +114,8 @@ const BEHIND_TRIES = 4;
 const BEHIND_WAIT_MS = 250;
 
 /**
- * `simulate` at a context slot at least `minContextSlot`. A node a slot or two behind relay's stream refuses
+ * `simulate` at a context slot at least `minContextSlot` (`simulateTransaction`'s config carries it: Agave
+ * rpc-client-api `RpcSimulateTransactionConfig.min_context_slot`). A node a slot or two behind relay's stream refuses
  * (JSON-RPC -32016, "Minimum context slot has not been reached"): it is asked again after about a slot, a few
  * times, before the caller is told it could not answer.
  */
