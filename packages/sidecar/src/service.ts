@@ -488,7 +488,10 @@ async function followEventLog(
     // Other hosts' commits (a store with notifyEvents) wake it too.
     listen: true,
   });
-  const start = await follower.start();
+  const start = await follower.start().catch(async (error: unknown) => {
+    await follower.close(); // its connection of its own
+    throw error;
+  });
   hub.followStore(store.eventLog, start);
   store.changes.subscribe(() => follower.wake());
   return follower;

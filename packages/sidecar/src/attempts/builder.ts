@@ -73,6 +73,9 @@ export class AttemptBuilder {
     return this.d.locks.run(request.tx_id, async () => {
       const tx = await this.d.store.get(request.tx_id);
       if (!tx) throw new RelayError('RELAY_E_TX_NOT_FOUND', { tx_id: request.tx_id });
+      // Asked before the state: while the database is away (or its tips unproven) the answer is "not now" (503,
+      // Retry-After) whatever the held record says, as when every read went to the database.
+      if (tx.tip !== 'included') this.tipGate.assertMayTip();
       if (tx.state !== 'pending' || tx.stopped || inFlight(tx)) {
         throw new RelayError('RELAY_E_TX_WRONG_STATE', {
           tx_id: tx.tx_id,
@@ -80,7 +83,6 @@ export class AttemptBuilder {
           expected: 'pending with no attempt in flight',
         });
       }
-      if (tx.tip !== 'included') this.tipGate.assertMayTip();
       const policy = this.d.policy();
       const previous = lastSettled(tx);
       const now = this.d.now();

@@ -1,5 +1,5 @@
 import { compareEventCursors, type EventCursor } from '@solrelay/core';
-import type pg from 'pg';
+import pg from 'pg';
 import type { PgQuery } from './pg-lifecycle';
 import { SingleFlight } from '../util/single-flight';
 
@@ -50,6 +50,80 @@ function fromRow(row: EventRow): StoredEvent {
   };
 }
 
+/** Where a read goes: the pool, or a connection of its own ({@link OwnConnection}). */
+interface Queryable {
+  query<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>>;
+}
+
+/** The follower's read (see {@link PgEventLog.after}), named so each connection prepares it once. */
+const AFTER = `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
+  r AS (
+    SELECT ${EVENT_COLUMNS} FROM events
+    WHERE (xid, id) > ($1::text::xid8, $2::bigint) AND xid < (SELECT xmin FROM s)
+    ORDER BY events.xid, events.id LIMIT $3
+  )
+  SELECT * FROM r
+  UNION ALL
+  SELECT NULL, NULL, NULL, NULL, NULL FROM s
+  WHERE EXISTS (SELECT 1 FROM events WHERE (xid, id) > ($1::text::xid8, $2::bigint) AND xid >= s.xmin)`;
+
+const END = `SELECT ${EVENT_COLUMNS} FROM events WHERE ${STABLE} ORDER BY xid DESC, id DESC LIMIT 1`;
+
+/**
+ * One connection of a reader's own, outside the pool (the event follower's: its read at every commit neither waits
+ * for a pooled connection behind the store's writes nor takes one from them, and its statements stay prepared on
+ * it). Opened at the first read; a connection that failed is dropped and the next read opens another.
+ */
+export class OwnConnection implements Queryable {
+  private client: pg.Client | null = null;
+  private opening: Promise<pg.Client> | null = null;
+  private closed = false;
+
+  constructor(private readonly config: pg.ClientConfig) {}
+
+  async query<R extends pg.QueryResultRow>(config: pg.QueryConfig): Promise<pg.QueryResult<R>> {
+    const client = await this.open();
+    try {
+      return await client.query<R>(config);
+    } catch (error) {
+      // A statement the server refused leaves the session as it was; anything else may have ended it.
+      if (!(error instanceof pg.DatabaseError) || error.severity !== 'ERROR') this.drop(client);
+      throw error;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.opening?.catch(() => undefined);
+    const client = this.client;
+    this.client = null;
+    await client?.end().catch(() => undefined);
+  }
+
+  private open(): Promise<pg.Client> {
+    if (this.closed) return Promise.reject(new Error('event reader closed'));
+    if (this.client) return Promise.resolve(this.client);
+    this.opening ??= (async () => {
+      const client = new pg.Client(this.config);
+      client.on('error', () => this.drop(client));
+      try {
+        await client.connect();
+      } catch (error) {
+        void client.end().catch(() => undefined);
+        throw error;
+      }
+      this.client = client;
+      return client;
+    })().finally(() => (this.opening = null));
+    return this.opening;
+  }
+
+  private drop(client: pg.Client): void {
+    if (this.client === client) this.client = null;
+    void client.end().catch(() => undefined);
+  }
+}
+
 export class PgEventLog {
   /**
    * `query`: the store's own for reads (a database that is away answers SSE resumes with the coded 503 and marks the
@@ -60,11 +134,19 @@ export class PgEventLog {
     private readonly query: PgQuery = (text, values) => pool.query(text, values),
   ) {}
 
+  /** Reads with no connection named go through the store's query (its coded 503 when the database is away). */
+  private readonly viaStore: Queryable = {
+    query: <R extends pg.QueryResultRow>(config: pg.QueryConfig) => this.query<R>(config.text, config.values),
+  };
+
+  /** A connection of its own on the log's database (the follower's reads): closed by its holder. */
+  ownConnection(): OwnConnection {
+    return new OwnConnection(this.pool.options);
+  }
+
   /** The newest event every reader can see (below xmin), or LOG_START when there is none. */
-  async end(): Promise<EventCursor> {
-    const { rows } = await this.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM events WHERE ${STABLE} ORDER BY xid DESC, id DESC LIMIT 1`,
-    );
+  async end(via: Queryable = this.viaStore): Promise<EventCursor> {
+    const { rows } = await via.query<EventRow>({ name: 'relay_events_end', text: END });
     const row = rows[0];
     return row ? fromRow(row).cursor : LOG_START;
   }
@@ -73,21 +155,17 @@ export class PgEventLog {
    * Up to `limit` events after `after`, oldest first, below xmin (the follower's read: one query per wake); `held`
    * when events after them are committed but wait on an older transaction still running (so not read yet).
    */
-  async after(after: EventCursor, limit: number): Promise<{ events: StoredEvent[]; held: boolean }> {
+  async after(
+    after: EventCursor,
+    limit: number,
+    via: Queryable = this.viaStore,
+  ): Promise<{ events: StoredEvent[]; held: boolean }> {
     // One snapshot's xmin for both parts; the second yields one row (name null) when something is held back.
-    const { rows } = await this.query<EventRow | (Record<keyof EventRow, null> & { name: null })>(
-      `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin),
-       r AS (
-         SELECT ${EVENT_COLUMNS} FROM events
-         WHERE (xid, id) > ($1::text::xid8, $2::bigint) AND xid < (SELECT xmin FROM s)
-         ORDER BY events.xid, events.id LIMIT $3
-       )
-       SELECT * FROM r
-       UNION ALL
-       SELECT NULL, NULL, NULL, NULL, NULL FROM s
-       WHERE EXISTS (SELECT 1 FROM events WHERE (xid, id) > ($1::text::xid8, $2::bigint) AND xid >= s.xmin)`,
-      [after.xid.toString(), after.id.toString(), limit],
-    );
+    const { rows } = await via.query<EventRow | (Record<keyof EventRow, null> & { name: null })>({
+      name: 'relay_events_after',
+      text: AFTER,
+      values: [after.xid.toString(), after.id.toString(), limit],
+    });
     const events: StoredEvent[] = [];
     let held = false;
     for (const row of rows) {
@@ -181,7 +259,7 @@ export interface EventFollowerOptions {
 /**
  * Follows the event log from its end at start: woken at once by each local commit (`wake`, one query per wake,
  * wakes during a read coalesce into one more read), by NOTIFY from other hosts (`listen`), and by a slow poll as a
- * fallback.
+ * fallback. Its reads go on a connection of its own ({@link OwnConnection}), not the store's pool.
  */
 export class EventFollower {
   private cursor: EventCursor = LOG_START;
@@ -194,11 +272,15 @@ export class EventFollower {
   /** Stops LISTEN; null while not listening. */
   private unlisten: (() => Promise<void>) | null = null;
   private listening: Promise<void> | null = null;
+  /** Where the follower's reads go. */
+  private readonly connection: OwnConnection;
 
   constructor(
     private readonly log: PgEventLog,
     private readonly o: EventFollowerOptions,
-  ) {}
+  ) {
+    this.connection = log.ownConnection();
+  }
 
   /** The last event delivered (or where the follower started). */
   get position(): EventCursor {
@@ -207,7 +289,7 @@ export class EventFollower {
 
   /** Start at the log's end: what was committed before is history (a client resuming reads it from the table). */
   async start(): Promise<EventCursor> {
-    this.cursor = await this.log.end();
+    this.cursor = await this.log.end(this.connection);
     if (this.o.listen) await this.relisten();
     this.timer = setInterval(() => {
       if (this.o.listen && !this.unlisten) void this.relisten();
@@ -255,13 +337,15 @@ export class EventFollower {
     await this.listening;
     await this.unlisten?.();
     this.unlisten = null;
+    await this.reads.idle();
+    await this.connection.close();
   }
 
   private async readAll(): Promise<void> {
     const batch = this.o.batch ?? 500;
     try {
       for (;;) {
-        const { events, held } = await this.log.after(this.cursor, batch);
+        const { events, held } = await this.log.after(this.cursor, batch, this.connection);
         if (this.closed) return;
         if (events.length > 0) {
           this.cursor = (events[events.length - 1] as StoredEvent).cursor;

@@ -12,12 +12,17 @@ import { assertSchema } from '../pg/migrations';
 import type { DatabaseUrl } from '../pg/url';
 import {
   dropPayload,
+  forgetRecord,
   patchedRecord,
   spendEffects,
+  storeCodec,
+  type SpendEffect,
   type PatchOp,
+  type StoreState,
   type StoredAttempt,
   type StoredTx,
 } from './records';
+import { awaitingAttemptOf, followedOf, landedInOf, liveOf } from './queries';
 import {
   ChangeFeed,
   SpendLimitReached,
@@ -61,17 +66,29 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  * The store on PostgreSQL (DESIGN §10, `RELAY_DATABASE_URL`): the schema of `migrations/`, one row per transaction,
  * one per attempt, the spend ledger, and the events and lifecycle entries each change causes.
  *
- * **Every write is one SQL transaction**: it locks the record's row (`FOR UPDATE`), reads the record, checks the
- * caller's expectation (refused: ROLLBACK and {@link StoreConflict} with the record as it is), applies the change
- * (the same `patchedRecord` the local stores apply), writes the row, the attempts it touched, their spend, the
- * eviction count, its events and lifecycle entries, reads the record back, and COMMITs. Only then does the promise
- * resolve with the new record and the change feed tell its listeners.
+ * **Owned state stays in memory** (DESIGN §10). The store holds the records it owns (on one host: every live one and
+ * the retained terminal ones) in the same tables the local stores keep (`records.ts`), read whole at open. The hot
+ * reads (get, byFirstSignature, byBundle, live, awaitingAttempt, landedIn, followed) answer from them; a record it
+ * does not hold is read from the database, and so are the fleet's reads (all, counts, spend). Each held record's row
+ * `version` is what its next write expects.
  *
- * **Write-ahead.** A write resolves only once its COMMIT is acknowledged: the signed tip and bundle id of an
- * attempt are in the database before anything may send them. A write whose COMMIT was sent but not answered (the
- * connection lost mid-commit) may or may not have committed: it rejects with `RELAY_E_DB_COMMIT_UNKNOWN`, and the
- * caller must re-read the record and never send on the strength of that write. A write that fails before its
- * COMMIT did not commit: `RELAY_E_DB_UNAVAILABLE` (connection) or the server's own error.
+ * **Every write is one statement**, computed here and never read back: the caller's expectation is checked on the
+ * held record (refused: {@link StoreConflict} with it), the change applied to it (the same `patchedRecord` the local
+ * stores apply), and one statement in autocommit writes the row (compare-and-set on its version), the attempts it
+ * touched, their spend, the eviction count, its events, webhook rows and lifecycle entries: one round trip and one
+ * commit. Only once it is acknowledged does the promise resolve with the new record (applied to the held one) and the
+ * change feed tell its listeners. A row not at the expected version (another writer) drops the held record, re-reads
+ * it and decides again; so does a write that failed for any reason but a refusal for want of the database. A
+ * reservation checked against spend-limit is the same statement in a transaction after the limit's lock and sum.
+ * An accept is the same statement with the row's insert (`ON CONFLICT DO NOTHING`) in place of its update.
+ *
+ * **Write-ahead.** A write resolves only once its commit is acknowledged (synchronous_commit on): the signed tip and
+ * bundle id of an attempt are in the database before anything may send them. A write whose commit was sent but not
+ * answered (the connection lost while its statement or its COMMIT ran) may or may not have committed: it rejects
+ * with `RELAY_E_DB_COMMIT_UNKNOWN`, the held record is dropped (the next list re-reads it before answering, and
+ * fails while it cannot), and the caller must re-read the record and never send on the strength of that write. A
+ * write that fails before its commit was sent did not commit: `RELAY_E_DB_UNAVAILABLE` (connection) or the server's
+ * own error.
  *
  * **Outages.** The first failure for want of the database (or an idle connection the server closed: a restart) marks
  * the store unavailable: `healthy` is false, `problem` says why naming the database, and {@link watchAvailability}
@@ -80,7 +97,7 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  * throws for an outage outside a caller's promise: no timer, pool or idle-connection error escapes.
  *
  * **Order and dedupe.** Writes to one record apply in call order within this process (the same {@link WriteChain}
- * as the local stores); across processes the row lock orders them. Dedupe by first signature is the table's UNIQUE
+ * as the local stores); across processes the row's version orders them (a write that lost the race re-reads). Dedupe by first signature is the table's UNIQUE
  * constraint (`INSERT ... ON CONFLICT DO NOTHING`, then the existing row is read); "at most one unsettled attempt" is
  * the partial unique index `attempts_one_unsettled`, whose violation becomes a StoreConflict.
  *
@@ -88,7 +105,8 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  * deleted in batches by {@link PgTxStore.pruneTerminal} (run by the store's maintenance timer), never row by row on
  * a transition: so `retainTerminal` is a level the store returns to, not one it holds at every commit.
  *
- * One host for now: the owner and epoch columns stay null (fencing and claiming come with the fleet). No
+ * One host for now: the owner and epoch columns stay null (fencing by owner and claiming come with the fleet; the
+ * version compare-and-set already refuses a write on a stale record). No
  * transaction is held across anything but SQL; the statement, lock and idle-in-transaction timeouts are the pool's
  * (`connectDatabase`).
  */
@@ -99,6 +117,13 @@ export class PgTxStore implements TxStore {
   /** The fleet's lifecycle log (`lifecycle_entries`), what the API reads on PostgreSQL. */
   readonly lifecycleEntries: PgLifecycleEntries;
   private readonly writes = new WriteChain();
+  /** The tables of `records.ts` over the records this store owns (see the class comment), and their rules. */
+  private readonly codec;
+  private readonly owned: StoreState;
+  /** The `version` of each held record's row, as this store last wrote or read it: what its next write expects. */
+  private readonly versions = new Map<string, number>();
+  /** Records dropped from memory for a write of unknown outcome, refused or beaten: re-read before a list answers. */
+  private readonly unsure = new Set<string>();
   /** Writes begun and not settled (`close` waits for them). */
   private readonly pending = new Set<Promise<unknown>>();
   private readonly options: Required<PgTxStoreOptions>;
@@ -130,10 +155,11 @@ export class PgTxStore implements TxStore {
       throw databaseError(error, target);
     }
     const store = new PgTxStore(pool, target, options, true);
-    // Upkeep once before anything is written: after days down, today's `events` partition must exist before the first
-    // insert, or rows go to the default partition and that day's partition can never be made (its range would overlap
-    // rows already there).
     try {
+      await store.load();
+      // Upkeep once before anything is written: after days down, today's `events` partition must exist before the
+      // first insert, or rows go to the default partition and that day's partition can never be made (its range would
+      // overlap rows already there).
       await store.maintain();
     } catch (error) {
       await store.close().catch(() => undefined);
@@ -142,7 +168,7 @@ export class PgTxStore implements TxStore {
     return store;
   }
 
-  constructor(
+  private constructor(
     private readonly pool: pg.Pool,
     private readonly target: DatabaseUrl,
     options: PgTxStoreOptions = {},
@@ -158,6 +184,8 @@ export class PgTxStore implements TxStore {
       lifecycleRetentionDays: options.lifecycleRetentionDays ?? 30,
       notifyEvents: options.notifyEvents ?? false,
     };
+    this.codec = storeCodec(this.options.retainTerminal);
+    this.owned = this.codec.initial();
     const query: PgQuery = (text, values) => this.statement(text, values);
     this.eventLog = new PgEventLog(pool, query);
     this.lifecycleEntries = new PgLifecycleEntries(query);
@@ -210,25 +238,35 @@ export class PgTxStore implements TxStore {
   accept(tx: StoredTx, events: readonly TxEvent[] = []): Promise<{ tx: StoredTx; created: boolean }> {
     const first = tx.signatures[0] as string;
     return this.writes.run(`sig:${first}`, async () => {
-      const outcome = await this.write(tx.tx_id, 'accept', async (db) => {
-        // Another host (or a retention batch) may delete the row that refused ours before we read it: try again.
-        for (let tries = 0; tries < 3; tries++) {
-          const record = isTerminalTxState(tx.state) ? retired(tx) : tx;
-          const inserted = await db.query(INSERT_TX, txParams(record));
-          if (inserted.rowCount === 0) {
-            const existing = await readOne(db, 't.first_signature = $1', [first]);
-            if (existing) return { tx: existing, created: false };
-            continue;
-          }
-          for (const attempt of record.attempts)
-            await db.query(INSERT_ATTEMPT, attemptParams(tx.tx_id, attempt));
-          await this.insertEvents(db, record, events);
-          return { tx: (await readOne(db, 't.tx_id = $1', [tx.tx_id])) as StoredTx, created: true };
+      const knownId = this.owned.bySignature.get(first);
+      const known =
+        knownId === undefined || this.unsure.has(knownId) ? undefined : this.owned.records.get(knownId);
+      if (known) return { tx: known, created: false };
+      // A copy: the caller's object stays theirs, the held record this store's.
+      const record = isTerminalTxState(tx.state) ? retired(tx) : structuredClone(tx);
+      const values = this.changeParams(record, [], record.attempts, {}, events);
+      let outcome: { tx: StoredTx; created: boolean; version: number } | undefined;
+      // Another host (or a retention batch) may delete the row that refused ours before we read it: try again.
+      for (let tries = 0; tries < MAX_TRIES && !outcome; tries++) {
+        const inserted = await this.autocommit(tx.tx_id, 'accept', ACCEPT, values).catch((error: unknown) => {
+          // Perhaps committed: the next list reads it back (or learns it is not there) before it answers.
+          if (isRelayError(error, 'RELAY_E_DB_COMMIT_UNKNOWN')) this.unsure.add(tx.tx_id);
+          throw error;
+        });
+        if (inserted === 1) outcome = { tx: record, created: true, version: 1 };
+        else {
+          const { rows } = await this.statement<VersionedRow>(
+            `SELECT ${RECORD}, t.version FROM transactions t WHERE t.first_signature = $1`,
+            [first],
+          );
+          if (rows[0]) outcome = { tx: fromRow(rows[0]), created: false, version: int(rows[0].version) };
         }
+      }
+      if (!outcome)
         throw new Error(`transaction ${tx.tx_id}: first signature ${first} neither inserted nor found`);
-      });
-      if (outcome.created) this.changes.emit(outcome.tx, events);
-      return outcome;
+      const stored = this.remember(outcome.tx, outcome.version);
+      if (outcome.created) this.changes.emit(stored, events);
+      return { tx: stored, created: outcome.created };
     });
   }
 
@@ -238,26 +276,24 @@ export class PgTxStore implements TxStore {
     options: { expect?: TxExpectation; set?: TxChange['set']; spendLimit?: SpendLimit } = {},
   ): Promise<StoredTx> {
     const expect = options.expect ?? {};
+    const op = { attempt, ...(options.set ? { set: options.set } : {}) };
+    const limit = options.spendLimit;
+    const spend = limit && limit.limit > 0 && !attempt.released ? limit : undefined;
     return this.writes.run(txId, async () => {
-      try {
-        return await this.write(txId, 'addAttempt', async (db) => {
-          const tx = await lockRecord(db, txId);
-          mayAddAttempt(txId, tx, expect);
-          const limit = options.spendLimit;
-          if (limit && limit.limit > 0 && !attempt.released) {
-            // Every reservation checked against spend-limit takes this transaction-scoped lock first, so two
-            // reservations (of any host) are checked one after the other, each seeing the other's row once committed.
-            await db.query('SELECT pg_advisory_xact_lock($1)', [SPEND_LIMIT_LOCK]);
-            const { rows } = await db.query<{ n: string }>(SPENT_SINCE, [limit.since]);
-            assertWithinSpendLimit(limit, int(rows[0]?.n ?? '0'), attempt.reserved_lamports);
-          }
-          return this.patch(db, tx, { attempt, ...(options.set ? { set: options.set } : {}) }, []);
-        });
-      } catch (error) {
-        // Another writer's unsettled attempt (another host, or one not in flight yet unsettled): the index decides.
-        if (violates(error, 'attempts_one_unsettled'))
-          throw new StoreConflict(txId, 'no attempt in flight', await this.get(txId));
-        throw error;
+      for (let tries = 1; ; tries++) {
+        const mine = await this.mine(txId);
+        const tx = mine?.tx;
+        mayAddAttempt(txId, tx, expect);
+        try {
+          const next = await this.persist('addAttempt', tx, mine?.version ?? 0, op, [], spend);
+          if (next) return next;
+        } catch (error) {
+          // Another writer's unsettled attempt (another host, or one not in flight yet unsettled): the index decides.
+          if (violates(error, 'attempts_one_unsettled'))
+            throw new StoreConflict(txId, 'no attempt in flight', (await this.reread(txId))?.tx);
+          throw error;
+        }
+        if (tries >= MAX_TRIES) throw new StoreConflict(txId, expect, (await this.reread(txId))?.tx);
       }
     });
   }
@@ -265,13 +301,16 @@ export class PgTxStore implements TxStore {
   transition(txId: string, expect: TxExpectation, change: TxChange): Promise<StoredTx> {
     const { events = [], ...op } = change;
     return this.writes.run(txId, async () => {
-      const next = await this.write(txId, 'transition', async (db) => {
-        const tx = await lockRecord(db, txId);
-        if (!tx || !matches(tx, expect)) throw new StoreConflict(txId, expect, tx);
-        return this.patch(db, tx, op, events);
-      });
-      this.changes.emit(next, events);
-      return next;
+      for (let tries = 1; ; tries++) {
+        const mine = await this.mine(txId);
+        if (!mine || !matches(mine.tx, expect)) throw new StoreConflict(txId, expect, mine?.tx);
+        const next = await this.persist('transition', mine.tx, mine.version, op, events);
+        if (next) {
+          this.changes.emit(next, events);
+          return next;
+        }
+        if (tries >= MAX_TRIES) throw new StoreConflict(txId, expect, (await this.reread(txId))?.tx);
+      }
     });
   }
 
@@ -280,6 +319,8 @@ export class PgTxStore implements TxStore {
       'DELETE FROM spend_reservations WHERE reserved_at < to_timestamp($1::float8 / 1000)',
       [before],
     );
+    // The cache's ledger is the tables' own bookkeeping (spend-limit is checked against the database's).
+    this.codec.apply(this.owned, { k: 'prune-spend', before });
   }
 
   /**
@@ -320,6 +361,7 @@ export class PgTxStore implements TxStore {
    */
   async maintain(): Promise<void> {
     if (this.closed) return;
+    for (const txId of this.versions.keys()) if (!this.owned.records.has(txId)) this.versions.delete(txId);
     await this.pruneTerminal();
     await this.pruneDelivered();
     await this.statement('SELECT relay_events_add_partitions(7)');
@@ -339,9 +381,17 @@ export class PgTxStore implements TxStore {
   }
 
   // ------------------------------------------------------------------ queries
+  //
+  // The hot reads answer from the records this store owns (kept in memory, see the class comment); a record it does
+  // not hold (another host's, one retention let go of) is read from the database. Reads that are the fleet's (all,
+  // counts, spend) go to the database.
 
-  get(txId: string): Promise<StoredTx | undefined> {
-    return this.find('t.tx_id = $1', [txId]);
+  async get(txId: string): Promise<StoredTx | undefined> {
+    if (this.unsure.has(txId)) {
+      // In the record's write order, so the re-read never overtakes a write.
+      return this.writes.run(txId, async () => (await this.reread(txId))?.tx);
+    }
+    return this.owned.records.get(txId) ?? this.find('t.tx_id = $1', [txId]);
   }
 
   /**
@@ -363,46 +413,45 @@ export class PgTxStore implements TxStore {
     return { tx: fromRow(row), cursor };
   }
 
-  byFirstSignature(signature: string): Promise<StoredTx | undefined> {
+  async byFirstSignature(signature: string): Promise<StoredTx | undefined> {
+    const id = this.owned.bySignature.get(signature);
+    if (id !== undefined && !this.unsure.has(id)) {
+      const tx = this.owned.records.get(id);
+      if (tx) return tx;
+    }
     return this.find('t.first_signature = $1', [signature]);
   }
 
-  byBundle(bundleId: string): Promise<StoredTx | undefined> {
+  async byBundle(bundleId: string): Promise<StoredTx | undefined> {
+    const id = this.owned.byBundle.get(bundleId);
+    if (id !== undefined && !this.unsure.has(id)) {
+      const tx = this.owned.records.get(id);
+      if (tx) return tx;
+    }
     return this.find(
       `t.tx_id = (SELECT tx_id FROM attempts WHERE bundle_id = $1 OR previous_bundle_ids @> ARRAY[$1::text] LIMIT 1)`,
       [bundleId],
     );
   }
 
-  live(): Promise<StoredTx[]> {
-    return this.read('t.terminal_at IS NULL');
+  async live(): Promise<StoredTx[]> {
+    await this.settle();
+    return liveOf(this.owned.records.values());
   }
 
-  awaitingAttempt(): Promise<StoredTx[]> {
-    // Pending, not stopped, and the last attempt (if any) not in flight (`inFlight`: journaled or submitted).
-    return this.read(
-      `t.state = 'pending' AND NOT t.stopped AND NOT EXISTS (
-         SELECT 1 FROM attempts a WHERE a.tx_id = t.tx_id AND a.stage IN ('journaled', 'submitted')
-           AND a.attempt = (SELECT max(b.attempt) FROM attempts b WHERE b.tx_id = t.tx_id))`,
-    );
+  async awaitingAttempt(): Promise<StoredTx[]> {
+    await this.settle();
+    return awaitingAttemptOf(this.owned.records.values());
   }
 
-  landedIn(slot: number): Promise<StoredTx[]> {
-    return this.read('t.terminal_at IS NULL AND t.landed_slot = $1', [slot]);
+  async landedIn(slot: number): Promise<StoredTx[]> {
+    await this.settle();
+    return landedInOf(this.owned.records.values(), slot);
   }
 
   async followed(sinceSlot: number): Promise<{ live: StoredTx[]; ended: StoredTx[] }> {
-    // One statement, so a record moving from live to ended meanwhile is in exactly one of the lists.
-    const records = await this.read(
-      `t.terminal_at IS NULL OR EXISTS (
-         SELECT 1 FROM attempts a WHERE a.tx_id = t.tx_id AND a.stage = 'failed' AND NOT a.leaked
-           AND a.created_slot >= $1)`,
-      [sinceSlot],
-    );
-    return {
-      live: records.filter((tx) => !isTerminalTxState(tx.state)),
-      ended: records.filter((tx) => isTerminalTxState(tx.state)),
-    };
+    await this.settle();
+    return followedOf(this.owned.records.values(), sinceSlot);
   }
 
   all(): Promise<StoredTx[]> {
@@ -443,77 +492,236 @@ export class PgTxStore implements TxStore {
   // ------------------------------------------------------------------ internals
 
   /**
-   * Apply `op` to `before` (locked by this transaction): the row, the attempts it added or changed, their spend,
-   * the eviction count and the events; returns the record as the database now holds it.
+   * Read every retained record into memory (at open): the records this store owns. Terminal ones first, in the order
+   * they ended, so the cache's own retention lets the oldest go first; then the live ones in acceptance order.
    */
-  private async patch(
-    db: pg.PoolClient,
-    before: StoredTx,
-    op: Omit<PatchOp, 'k' | 'id'>,
-    events: readonly TxEvent[],
-  ): Promise<StoredTx> {
-    const next = patchedRecord(before, op);
-    if (!isTerminalTxState(before.state) && isTerminalTxState(next.state)) dropPayload(next);
-    await db.query(prepared(UPDATE_TX, txParams(next)));
-    for (const attempt of next.attempts) {
-      const old = before.attempts.find((a) => a.attempt === attempt.attempt);
-      if (!old) await db.query(prepared(INSERT_ATTEMPT, attemptParams(next.tx_id, attempt)));
-      else if (old !== attempt) await db.query(prepared(UPDATE_ATTEMPT, attemptParams(next.tx_id, attempt)));
-    }
-    for (const effect of spendEffects(next, op)) {
-      const tipper = next.attempts.find((a) => a.attempt === effect.n)?.tipper ?? null;
-      if (effect.kind === 'release') await db.query(RELEASE_SPEND, [next.tx_id, effect.n]);
-      else {
-        await db.query(effect.kind === 'reserve' ? RESERVE_SPEND : RECOUNT_SPEND, [
-          next.tx_id,
-          effect.n,
-          tipper,
-          effect.at,
-          effect.lamports,
-        ]);
-      }
-    }
-    if (op.evicted) await db.query(COUNT_EVICTION, [op.evicted]);
-    await this.insertEvents(db, next, events);
-    return (await readOne(db, 't.tx_id = $1', [next.tx_id])) as StoredTx;
+  private async load(): Promise<void> {
+    const { rows } = await this.pool.query<VersionedRow>(
+      `SELECT ${RECORD}, t.version FROM transactions t ORDER BY t.terminal_at NULLS LAST, t.seq`,
+    );
+    for (const row of rows) this.remember(fromRow(row), int(row.version));
+    const counted = await this.pool.query<{ reason: string; count: string }>(
+      'SELECT reason, count FROM eviction_counts',
+    );
+    const evicted: Record<string, number> = {};
+    for (const { reason, count } of counted.rows) evicted[reason] = int(count);
+    this.codec.apply(this.owned, { k: 'counters', evicted });
+  }
+
+  /** Hold `tx` (as the database has it, at `version`) in memory, in place of what was held; returns the held record. */
+  private remember(tx: StoredTx, version: number): StoredTx {
+    forgetRecord(this.owned, tx.tx_id);
+    this.codec.apply(this.owned, { k: 'put', tx });
+    this.versions.set(tx.tx_id, version);
+    return this.owned.records.get(tx.tx_id) ?? tx;
+  }
+
+  /** Stop trusting what is held of `txId` (a write of unknown outcome, refused or beaten): re-read before use. */
+  private forget(txId: string): void {
+    forgetRecord(this.owned, txId);
+    this.versions.delete(txId);
+    this.unsure.add(txId);
+  }
+
+  /** The record to write, and the version the write expects: held, or read from the database (and then held). */
+  private async mine(txId: string): Promise<{ tx: StoredTx; version: number } | undefined> {
+    const tx = this.owned.records.get(txId);
+    const version = this.versions.get(txId);
+    if (tx && version !== undefined && !this.unsure.has(txId)) return { tx, version };
+    return this.reread(txId);
+  }
+
+  /** Read `txId` from the database and hold what it says (nothing, if the row is gone). */
+  private async reread(txId: string): Promise<{ tx: StoredTx; version: number } | undefined> {
+    const { rows } = await this.statement<VersionedRow>(
+      `SELECT ${RECORD}, t.version FROM transactions t WHERE t.tx_id = $1`,
+      [txId],
+    );
+    forgetRecord(this.owned, txId);
+    this.versions.delete(txId);
+    this.unsure.delete(txId);
+    const row = rows[0];
+    if (!row) return undefined;
+    const version = int(row.version);
+    return { tx: this.remember(fromRow(row), version), version };
   }
 
   /**
-   * A change's events into `events` (SSE), one `webhook_outbox` row per configured endpoint for each webhook event
-   * (with the `webhook-id` the local outbox would give it), and its lifecycle entries into `lifecycle_entries`.
+   * Before a list answers from memory: re-read every record this store stopped trusting (each in its write order,
+   * so a re-read never overtakes a write). Rejects while the database cannot answer: a list that might miss a record
+   * is not given.
    */
-  private async insertEvents(db: pg.PoolClient, tx: StoredTx, events: readonly TxEvent[]): Promise<void> {
+  private async settle(): Promise<void> {
+    if (this.unsure.size === 0) return;
+    await Promise.all(
+      [...this.unsure].map((txId) =>
+        this.writes.run(txId, async () => {
+          if (this.unsure.has(txId)) await this.reread(txId);
+        }),
+      ),
+    );
+  }
+
+  /**
+   * Write `op` on `before` (held at `version`): one statement in autocommit (the row compare-and-set on its version,
+   * the attempts it added or changed, their spend, the eviction count, its events, webhook rows and lifecycle
+   * entries), or with a spend-limit, that statement in a transaction after the limit's lock and check. Resolves with
+   * the new record once committed, null when the row was not at `version` (another writer: re-read, decide again).
+   * Any failure drops the held record (re-read before it is used again).
+   */
+  private async persist(
+    operation: string,
+    before: StoredTx,
+    version: number,
+    op: Omit<PatchOp, 'k' | 'id'>,
+    events: readonly TxEvent[],
+    spendLimit?: SpendLimit,
+  ): Promise<StoredTx | null> {
+    const txId = before.tx_id;
+    const next = patchedRecord(before, op);
+    if (!isTerminalTxState(before.state) && isTerminalTxState(next.state)) dropPayload(next);
+    const changed = next.attempts.filter((a) => !before.attempts.includes(a));
+    // Changed attempts first, new ones last: one settling before the next is added never trips the one-unsettled
+    // index.
+    const known = (a: StoredAttempt) => before.attempts.some((b) => b.attempt === a.attempt);
+    changed.sort((a, b) => Number(!known(a)) - Number(!known(b)));
+    const values = this.changeParams(
+      next,
+      spendEffects(next, op),
+      changed,
+      { version, evicted: op.evicted },
+      events,
+    );
+    let committed: number;
+    try {
+      committed = spendLimit
+        ? await this.write(txId, operation, async (db) => {
+            // Every reservation checked against spend-limit takes this transaction-scoped lock first, so two
+            // reservations (of any host) are checked one after the other, each seeing the other's row once
+            // committed. BEGIN and the lock go in one round trip.
+            await db.query(`BEGIN; SELECT pg_advisory_xact_lock(${SPEND_LIMIT_LOCK})`);
+            const { rows } = await db.query<{ n: string }>(prepared(SPENT_SINCE, [spendLimit.since]));
+            assertWithinSpendLimit(spendLimit, int(rows[0]?.n ?? '0'), op.attempt?.reserved_lamports ?? 0);
+            return (await db.query(prepared(CHANGE, values))).rowCount ?? 0;
+          })
+        : await this.autocommit(txId, operation, CHANGE, values);
+    } catch (error) {
+      // Refused by the limit or for want of the database: nothing written, nothing learned that the held record does
+      // not say. Anything else (a commit of unknown outcome, a constraint another writer tripped): re-read first.
+      if (!(error instanceof SpendLimitReached) && !isRelayError(error, 'RELAY_E_DB_UNAVAILABLE'))
+        this.forget(txId);
+      throw error;
+    }
+    if (committed === 0) {
+      this.forget(txId);
+      return null;
+    }
+    this.versions.set(txId, version + 1);
+    this.codec.apply(this.owned, { k: 'patch', id: txId, ...op });
+    // Retention may already have let the held record go (a retention of 0): answer with what the change made.
+    return this.owned.records.get(txId) ?? next;
+  }
+
+  /**
+   * The parameters of {@link CHANGE} and {@link ACCEPT}: the row ($1..$21), the version it is expected at ($22), the
+   * attempts it added or changed ($23), spend reserved, counted again and released ($24..$26), an eviction ($27),
+   * this host ($28), the events (names, payloads, webhook-ids: $29..$31), the webhook endpoints ($32), the lifecycle
+   * entries ($33) and whether to NOTIFY ($34).
+   */
+  private changeParams(
+    tx: StoredTx,
+    spend: readonly SpendEffect[],
+    attempts: readonly StoredAttempt[],
+    extra: { version?: number; evicted?: string | undefined },
+    events: readonly TxEvent[],
+  ): unknown[] {
     const told = events.filter((e) => e.kind !== 'lifecycle');
     const entries = events.flatMap((e) => (e.kind === 'lifecycle' ? [JSON.stringify(e.entry)] : []));
-    if (told.length > 0) {
-      const values = [
-        tx.tx_id,
-        this.options.hostId,
-        told.map((e) => e.kind),
-        told.map((e) => JSON.stringify(e.data)),
-      ];
-      const endpoints = this.options.webhookEndpoints;
-      const hooks = endpoints.length > 0 ? webhookIdsOfChange(tx.tx_id, tx.history.length, told) : [];
-      if (hooks.some((id) => id !== null))
-        await db.query(INSERT_EVENTS_AND_WEBHOOKS, [...values, hooks, endpoints]);
-      else await db.query(INSERT_EVENTS, values);
-      // Delivered at COMMIT, to followers on other hosts (this host's follower is woken by the change feed).
-      if (this.options.notifyEvents) await db.query(`SELECT pg_notify('${EVENTS_CHANNEL}', '')`);
-    }
-    if (entries.length > 0) await db.query(INSERT_LIFECYCLE, [this.options.hostId, entries]);
+    const endpoints = this.options.webhookEndpoints;
+    const hooks = endpoints.length > 0 ? webhookIdsOfChange(tx.tx_id, tx.history.length, told) : [];
+    const tipper = (n: number) => tx.attempts.find((a) => a.attempt === n)?.tipper ?? null;
+    const counted = (kind: 'reserve' | 'recount') =>
+      JSON.stringify(
+        spend.flatMap((e) =>
+          e.kind === kind ? [{ n: e.n, tipper: tipper(e.n), at: e.at, lamports: e.lamports }] : [],
+        ),
+      );
+    return [
+      ...txParams(tx),
+      extra.version ?? 1,
+      JSON.stringify(attempts.map(attemptRow)),
+      counted('reserve'),
+      counted('recount'),
+      spend.flatMap((e) => (e.kind === 'release' ? [e.n] : [])),
+      extra.evicted ?? null,
+      this.options.hostId,
+      told.map((e) => e.kind),
+      told.map((e) => JSON.stringify(e.data)),
+      told.map((_, i) => hooks[i] ?? null),
+      endpoints,
+      entries,
+      this.options.notifyEvents && told.length > 0,
+    ];
+  }
+
+  /**
+   * One statement in autocommit (its own transaction: answered once committed, synchronous_commit on); resolves with
+   * its row count. Refused by the server: nothing committed, rejected as {@link failed} says. Its answer lost (the
+   * connection gone while it ran): it may or may not have committed, `RELAY_E_DB_COMMIT_UNKNOWN` (see the class
+   * comment). No connection to send it on: `RELAY_E_DB_UNAVAILABLE`.
+   */
+  private autocommit(txId: string, operation: string, text: string, values: unknown[]): Promise<number> {
+    if (this.closed) return Promise.reject(new Error('store is closed'));
+    const run = (async () => {
+      const db = await this.pool.connect().catch((error: unknown) => {
+        throw this.failed(error);
+      });
+      const ignore = () => undefined;
+      db.on('error', ignore);
+      try {
+        const result = await db.query(prepared(text, values));
+        db.off('error', ignore);
+        db.release();
+        return result.rowCount ?? 0;
+      } catch (error) {
+        if (refusedByServer(error) || notSent(error)) {
+          db.off('error', ignore);
+          db.release(!refusedByServer(error));
+          throw this.failed(error);
+        }
+        db.release(true);
+        throw this.commitUnknown(error, txId, operation);
+      }
+    })();
+    return this.track(run);
+  }
+
+  /** A commit sent and not answered: the database is taken as unavailable, and the caller told to re-read. */
+  private commitUnknown(error: unknown, txId: string, operation: string): RelayError {
+    this.down(error);
+    return new RelayError(
+      'RELAY_E_DB_COMMIT_UNKNOWN',
+      { tx_id: txId, operation, reason: reasonOf(error), retry_after_s: DATABASE_RETRY_AFTER_S },
+      { cause: error },
+    );
+  }
+
+  /** A write under way, which `close` waits for. */
+  private track<T>(run: Promise<T>): Promise<T> {
+    this.pending.add(run);
+    void run.catch(() => undefined).finally(() => this.pending.delete(run));
+    return run;
   }
 
   /**
    * Run `work` in one SQL transaction and COMMIT it; resolves with what `work` returned once the COMMIT is
-   * acknowledged. Refused by `work` (a StoreConflict) or failed before the COMMIT: rolled back, rejected. The COMMIT
-   * itself unanswered: `RELAY_E_DB_COMMIT_UNKNOWN` (see the class comment).
+   * acknowledged. `work` sends the BEGIN itself, with what goes in the same round trip. Refused by `work` (a
+   * SpendLimitReached) or failed before the COMMIT: rolled back, rejected. The COMMIT itself unanswered:
+   * `RELAY_E_DB_COMMIT_UNKNOWN` (see the class comment).
    */
   private write<T>(txId: string, operation: string, work: (db: pg.PoolClient) => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error('store is closed'));
-    const run = this.transaction(txId, operation, work);
-    this.pending.add(run);
-    void run.catch(() => undefined).finally(() => this.pending.delete(run));
-    return run;
+    return this.track(this.transaction(txId, operation, work));
   }
 
   private async transaction<T>(
@@ -529,7 +737,6 @@ export class PgTxStore implements TxStore {
     db.on('error', ignore);
     let committing = false;
     try {
-      await db.query('BEGIN');
       const result = await work(db);
       committing = true;
       const commit = await db.query('COMMIT');
@@ -541,12 +748,7 @@ export class PgTxStore implements TxStore {
     } catch (error) {
       if (committing && !refusedByServer(error)) {
         db.release(true);
-        this.down(error);
-        throw new RelayError(
-          'RELAY_E_DB_COMMIT_UNKNOWN',
-          { tx_id: txId, operation, reason: reasonOf(error), retry_after_s: DATABASE_RETRY_AFTER_S },
-          { cause: error },
-        );
+        throw this.commitUnknown(error, txId, operation);
       }
       try {
         await db.query('ROLLBACK');
@@ -662,6 +864,12 @@ export class PgTxStore implements TxStore {
   }
 }
 
+/** Writes tried again when another writer moved the row between this store's read and its compare-and-set. */
+const MAX_TRIES = 3;
+
+/** A record's row with its version (what the next write of it expects). */
+type VersionedRow = TxRow & { version: string };
+
 export interface PgTxStoreOptions {
   /** Terminal records kept: retention deletes older ones in batches (`pruneTerminal`). Default 20,000. */
   retainTerminal?: number;
@@ -711,79 +919,101 @@ const RECORD = `t.tx_id, t.state, t.priority, t.tip_mode, t.max_tip, ${ms('t.enq
 /** $1..$21 of a transaction row ({@link txParams}). */
 const TX_VALUES = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12::float8 / 1000), $13, $14, $15, $16,
   $17, $18, $19, $20::json, $21::json`;
+const TX_COLUMNS = `state, priority, tip_mode, max_tip, first_signature, signatures, blockhashes, nonce_accounts,
+  fee_payers, wires, enqueued_at, enqueued_slot, enqueued_block_height, expires_at_slot, retries, stopped, failure,
+  landed_slot, last_error, history`;
 
-const INSERT_TX = `INSERT INTO transactions (tx_id, state, priority, tip_mode, max_tip, first_signature, signatures,
-    blockhashes, nonce_accounts, fee_payers, wires, enqueued_at, enqueued_slot, enqueued_block_height, expires_at_slot,
-    retries, stopped, failure, landed_slot, last_error, history, terminal_at)
-  VALUES (${TX_VALUES}, CASE WHEN $2::text IN ${TERMINAL} THEN clock_timestamp() END)
-  ON CONFLICT (first_signature) DO NOTHING`;
-
-const UPDATE_TX = `UPDATE transactions SET (state, priority, tip_mode, max_tip, first_signature, signatures,
-    blockhashes, nonce_accounts, fee_payers, wires, enqueued_at, enqueued_slot, enqueued_block_height, expires_at_slot,
-    retries, stopped, failure, landed_slot, last_error, history, version, updated_at, terminal_at) =
-  ($2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12::float8 / 1000), $13, $14, $15, $16, $17, $18, $19,
-   $20::json, $21::json, version + 1, now(),
-   CASE WHEN $2::text IN ${TERMINAL} THEN coalesce(terminal_at, clock_timestamp()) END)
-  WHERE tx_id = $1`;
-
-/** $1..$28 of an attempt row ({@link attemptParams}). */
-const ATTEMPT_VALUES = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::json, $14,
-  to_timestamp($15::float8 / 1000), $16, $17, $18, $19, $20, $21, $22::json, $23::json, $24::json, $25, $26, $27, $28`;
 const ATTEMPT_COLUMNS = `tx_id, attempt, bundle_id, stage, outcome, tip_lamports, tip_tx, tip_signature, tip_account,
   tipper, tip_last_valid_block_height, bundle_signatures, passengers, passenger_wires, created_at, created_slot,
   slot_submitted, target_slot, window_end_slot, leader, slot_landed, floor_at_submit, decision, timeline,
   reserved_lamports, released, leaked, send_errors`;
+const EXCLUDED_ATTEMPT = ATTEMPT_COLUMNS.split(',')
+  .map((c) => `EXCLUDED.${c.trim()}`)
+  .join(', ');
 const SETTLED = `('finalized', 'failed')`;
 
-const INSERT_ATTEMPT = `INSERT INTO attempts (${ATTEMPT_COLUMNS}, settled_at)
-  VALUES (${ATTEMPT_VALUES}, CASE WHEN $4::text IN ${SETTLED} THEN clock_timestamp() END)`;
-
-/** A re-signed tip's old bundle id joins `previous_bundle_ids` (still findable); SET reads the row's old values. */
-const UPDATE_ATTEMPT = `UPDATE attempts SET (${ATTEMPT_COLUMNS}, previous_bundle_ids, settled_at) =
-  (${ATTEMPT_VALUES},
-   CASE WHEN bundle_id <> $3 THEN array_append(previous_bundle_ids, bundle_id) ELSE previous_bundle_ids END,
-   CASE WHEN $4::text IN ${SETTLED} THEN coalesce(settled_at, clock_timestamp()) END)
-  WHERE tx_id = $1 AND attempt = $2`;
-
-const RESERVE_SPEND = `INSERT INTO spend_reservations (tx_id, attempt, tipper, reserved_at, lamports)
-  VALUES ($1, $2, $3, to_timestamp($4::float8 / 1000), $5)
-  ON CONFLICT (tx_id, attempt) DO UPDATE
-    SET tipper = EXCLUDED.tipper, reserved_at = EXCLUDED.reserved_at, lamports = EXCLUDED.lamports, released_at = NULL`;
-
-/** Counted again if it was released (or pruned); an entry still counted stays as it is. */
-const RECOUNT_SPEND = `INSERT INTO spend_reservations (tx_id, attempt, tipper, reserved_at, lamports)
-  VALUES ($1, $2, $3, to_timestamp($4::float8 / 1000), $5)
-  ON CONFLICT (tx_id, attempt) DO UPDATE
-    SET reserved_at = EXCLUDED.reserved_at, lamports = EXCLUDED.lamports, released_at = NULL
-    WHERE spend_reservations.released_at IS NOT NULL`;
-
-const RELEASE_SPEND = `UPDATE spend_reservations SET released_at = now()
-  WHERE tx_id = $1 AND attempt = $2 AND released_at IS NULL`;
-
-const COUNT_EVICTION = `INSERT INTO eviction_counts (reason, count) VALUES ($1, 1)
-  ON CONFLICT (reason) DO UPDATE SET count = eviction_counts.count + 1`;
-
-const INSERT_EVENTS = `INSERT INTO events (name, tx_id, host_id, payload)
-  SELECT e.name, $1, $2, e.payload::json FROM unnest($3::text[], $4::text[]) WITH ORDINALITY AS e(name, payload, n)
-  ORDER BY e.n`;
-
-/** INSERT_EVENTS, and each webhook event ($5: its webhook-id, or null) owed to every endpoint of $6, in order. */
-const INSERT_EVENTS_AND_WEBHOOKS = `WITH e AS (
+/**
+ * What one change writes besides the row, each part keyed on the row's CTE `t` (no row written, nothing else is):
+ * the attempts added or changed ($23, rows of {@link attemptRow}; a re-signed tip's old bundle id joins
+ * `previous_bundle_ids`, still findable), spend reserved ($24), counted again if it was released ($25: an entry
+ * still counted stays as it is) and released ($26), an eviction counted ($27), the events ($29..$31) with each
+ * webhook event owed to every endpoint of $32 in order, the lifecycle entries ($33), and a NOTIFY for the followers
+ * of other hosts ($34: delivered at COMMIT). See {@link PgTxStore.changeParams}.
+ */
+const EFFECTS = `a AS (
+    INSERT INTO attempts AS cur (${ATTEMPT_COLUMNS}, settled_at)
+    SELECT t.tx_id, x.attempt, x.bundle_id, x.stage, x.outcome, x.tip_lamports, x.tip_tx, x.tip_signature,
+      x.tip_account, x.tipper, x.tip_last_valid_block_height, x.bundle_signatures, x.passengers, x.passenger_wires,
+      to_timestamp((j.v->>'created_ms')::float8 / 1000), x.created_slot, x.slot_submitted, x.target_slot, x.window_end_slot, x.leader, x.slot_landed,
+      x.floor_at_submit, x.decision, x.timeline, x.reserved_lamports, x.released, x.leaked, x.send_errors,
+      CASE WHEN x.stage IN ${SETTLED} THEN clock_timestamp() END
+    FROM t, json_array_elements($23::json) WITH ORDINALITY AS j(v, n), json_populate_record(null::attempts, j.v) x
+    ORDER BY j.n
+    ON CONFLICT (tx_id, attempt) DO UPDATE SET (${ATTEMPT_COLUMNS}, previous_bundle_ids, settled_at) =
+      (${EXCLUDED_ATTEMPT},
+       CASE WHEN cur.bundle_id <> EXCLUDED.bundle_id THEN array_append(cur.previous_bundle_ids, cur.bundle_id)
+            ELSE cur.previous_bundle_ids END,
+       CASE WHEN EXCLUDED.stage IN ${SETTLED} THEN coalesce(cur.settled_at, clock_timestamp()) END)
+  ), reserved AS (
+    INSERT INTO spend_reservations (tx_id, attempt, tipper, reserved_at, lamports)
+    SELECT t.tx_id, s.n, s.tipper, to_timestamp(s.at / 1000), s.lamports
+    FROM t, json_to_recordset($24::json) AS s(n integer, tipper text, at float8, lamports bigint)
+    ON CONFLICT (tx_id, attempt) DO UPDATE
+      SET tipper = EXCLUDED.tipper, reserved_at = EXCLUDED.reserved_at, lamports = EXCLUDED.lamports, released_at = NULL
+  ), recounted AS (
+    INSERT INTO spend_reservations (tx_id, attempt, tipper, reserved_at, lamports)
+    SELECT t.tx_id, s.n, s.tipper, to_timestamp(s.at / 1000), s.lamports
+    FROM t, json_to_recordset($25::json) AS s(n integer, tipper text, at float8, lamports bigint)
+    ON CONFLICT (tx_id, attempt) DO UPDATE
+      SET reserved_at = EXCLUDED.reserved_at, lamports = EXCLUDED.lamports, released_at = NULL
+      WHERE spend_reservations.released_at IS NOT NULL
+  ), released AS (
+    UPDATE spend_reservations r SET released_at = now() FROM t
+    WHERE r.tx_id = t.tx_id AND r.attempt = ANY ($26::integer[]) AND r.released_at IS NULL
+  ), evicted AS (
+    INSERT INTO eviction_counts (reason, count) SELECT $27::text, 1 FROM t WHERE $27::text IS NOT NULL
+    ON CONFLICT (reason) DO UPDATE SET count = eviction_counts.count + 1
+  ), e AS (
     SELECT nextval(pg_get_serial_sequence('events', 'id')) AS id, u.name, u.payload::json AS payload, u.hook, u.n
-    FROM unnest($3::text[], $4::text[], $5::text[]) WITH ORDINALITY AS u(name, payload, hook, n)
+    FROM t, unnest($29::text[], $30::text[], $31::text[]) WITH ORDINALITY AS u(name, payload, hook, n)
   ), told AS (
     INSERT INTO events (id, name, tx_id, host_id, payload) OVERRIDING SYSTEM VALUE
-    SELECT e.id, e.name, $1, $2, e.payload FROM e ORDER BY e.n
+    SELECT e.id, e.name, $1, $28::text, e.payload FROM e ORDER BY e.n
+  ), hooks AS (
+    INSERT INTO webhook_outbox (endpoint, tx_id, webhook_id, event_xid, event_id, event_name, payload)
+    SELECT ep.url, $1, e.hook, pg_current_xact_id(), e.id, e.name, e.payload
+    FROM e CROSS JOIN unnest($32::text[]) WITH ORDINALITY AS ep(url, m)
+    WHERE e.hook IS NOT NULL ORDER BY e.n, ep.m
+  ), entries AS (
+    INSERT INTO lifecycle_entries (bundle_id, tx_id, attempt, stage, host_id, entry)
+    SELECT l.entry->>'bundle_id', l.entry->>'tx_id', (l.entry->>'attempt')::integer, l.entry->>'stage', $28::text,
+      l.entry
+    FROM t, (SELECT u.text::json AS entry, u.n FROM unnest($33::text[]) WITH ORDINALITY AS u(text, n)) l
+    ORDER BY l.n
+  ), notified AS (
+    SELECT pg_notify('${EVENTS_CHANNEL}', '') FROM t WHERE $34::boolean
   )
-  INSERT INTO webhook_outbox (endpoint, tx_id, webhook_id, event_xid, event_id, event_name, payload)
-  SELECT ep.url, $1, e.hook, pg_current_xact_id(), e.id, e.name, e.payload
-  FROM e CROSS JOIN unnest($6::text[]) WITH ORDINALITY AS ep(url, m)
-  WHERE e.hook IS NOT NULL ORDER BY e.n, ep.m`;
+  SELECT t.version, (SELECT count(*) FROM notified) AS notified FROM t`;
 
-const INSERT_LIFECYCLE = `INSERT INTO lifecycle_entries (bundle_id, tx_id, attempt, stage, host_id, entry)
-  SELECT e.entry->>'bundle_id', e.entry->>'tx_id', (e.entry->>'attempt')::integer, e.entry->>'stage', $1, e.entry
-  FROM (SELECT u.text::json AS entry, u.n FROM unnest($2::text[]) WITH ORDINALITY AS u(text, n)) e
-  ORDER BY e.n`;
+/**
+ * A change to a record, one statement (one round trip, one commit in autocommit): the row, compare-and-set on its
+ * version ($22: no row changes if another writer moved it), and every effect of {@link EFFECTS}.
+ */
+const CHANGE = `WITH t AS (
+    UPDATE transactions SET (${TX_COLUMNS}, version, updated_at, terminal_at) =
+      (${TX_VALUES.replace('$1, ', '')}, version + 1, now(),
+       CASE WHEN $2::text IN ${TERMINAL} THEN coalesce(terminal_at, clock_timestamp()) END)
+    WHERE tx_id = $1 AND version = $22::bigint
+    RETURNING tx_id, version
+  ), ${EFFECTS}`;
+
+/** A new record (at version $22), with its attempts and events; nothing if its first signature is taken. */
+const ACCEPT = `WITH t AS (
+    INSERT INTO transactions (tx_id, ${TX_COLUMNS}, version, terminal_at)
+    VALUES (${TX_VALUES}, $22::bigint, CASE WHEN $2::text IN ${TERMINAL} THEN clock_timestamp() END)
+    ON CONFLICT (first_signature) DO NOTHING
+    RETURNING tx_id, version
+  ), ${EFFECTS}`;
 
 /** One batch of terminal rows older than the newest `$1` ones, `$2` at most, oldest first. */
 const PRUNE_TERMINAL = `WITH cut AS (
@@ -829,20 +1059,6 @@ function prepared(text: string, values: unknown[]): pg.QueryConfig {
     PREPARED.set(text, name);
   }
   return { name, text, values };
-}
-
-/** Lock a record's row, then read it whole: a statement begun after the lock sees every write committed before. */
-async function lockRecord(db: pg.PoolClient, txId: string): Promise<StoredTx | undefined> {
-  const locked = await db.query(prepared('SELECT 1 FROM transactions WHERE tx_id = $1 FOR UPDATE', [txId]));
-  if (locked.rowCount === 0) return undefined;
-  return readOne(db, 't.tx_id = $1', [txId]);
-}
-
-async function readOne(db: pg.PoolClient, where: string, values: unknown[]): Promise<StoredTx | undefined> {
-  const { rows } = await db.query<TxRow>(
-    prepared(`SELECT ${RECORD} FROM transactions t WHERE ${where}`, values),
-  );
-  return rows[0] ? fromRow(rows[0]) : undefined;
 }
 
 // ------------------------------------------------------------------ rows
@@ -984,47 +1200,58 @@ function txParams(tx: StoredTx): unknown[] {
   ];
 }
 
-function attemptParams(txId: string, a: StoredAttempt): unknown[] {
-  return [
-    txId,
-    a.attempt,
-    a.bundle_id,
-    a.stage,
-    a.outcome,
-    a.tip_lamports,
-    a.tip_tx,
-    a.tip_signature,
-    a.tip_account,
-    a.tipper ?? null,
-    a.tip_last_valid_block_height,
-    a.bundle_signatures,
-    json(a.passengers),
-    a.passenger_wires ?? null,
-    a.created_at,
-    a.created_slot,
-    a.slot_submitted,
-    a.target_slot,
-    a.window_end_slot,
-    a.leader,
-    a.slot_landed,
-    json(a.floor_at_submit),
-    json(a.decision),
-    json(a.timeline),
-    a.reserved_lamports,
-    a.released,
-    a.leaked,
-    a.send_errors,
-  ];
+/**
+ * An attempt as a row of {@link EFFECTS}' `$23`: its columns by name (json_populate_record fills the attempts row
+ * type from them), the json ones as values, `created_at` as epoch ms apart (`created_ms`: the row type's timestamptz
+ * reads no number).
+ */
+function attemptRow(a: StoredAttempt): Record<string, unknown> {
+  return {
+    attempt: a.attempt,
+    bundle_id: a.bundle_id,
+    stage: a.stage,
+    outcome: a.outcome,
+    tip_lamports: a.tip_lamports,
+    tip_tx: a.tip_tx,
+    tip_signature: a.tip_signature,
+    tip_account: a.tip_account,
+    tipper: a.tipper ?? null,
+    tip_last_valid_block_height: a.tip_last_valid_block_height,
+    bundle_signatures: a.bundle_signatures,
+    passengers: a.passengers ?? null,
+    passenger_wires: a.passenger_wires ?? null,
+    created_ms: a.created_at,
+    created_slot: a.created_slot,
+    slot_submitted: a.slot_submitted,
+    target_slot: a.target_slot,
+    window_end_slot: a.window_end_slot,
+    leader: a.leader,
+    slot_landed: a.slot_landed,
+    floor_at_submit: a.floor_at_submit,
+    decision: a.decision,
+    timeline: a.timeline,
+    reserved_lamports: a.reserved_lamports,
+    released: a.released,
+    leaked: a.leaked,
+    send_errors: a.send_errors,
+  };
 }
 
 /** A record accepted already terminal keeps no payload (a copy: the caller's object is theirs). */
 function retired(tx: StoredTx): StoredTx {
-  const copy = { ...tx };
+  const copy = structuredClone(tx);
   dropPayload(copy);
   return copy;
 }
 
 // ------------------------------------------------------------------ errors
+
+/** node-postgres refused the statement before sending it (the connection was already gone): nothing was written. */
+function notSent(error: unknown): boolean {
+  return /not queryable|Client was closed/i.test(
+    String((error as { message?: unknown } | null)?.message ?? ''),
+  );
+}
 
 /** A unique violation of `constraint` (SQLSTATE 23505). */
 function violates(error: unknown, constraint: string): boolean {

@@ -381,6 +381,24 @@ export function dropPayload(tx: StoredTx): void {
   );
 }
 
+/**
+ * Remove one record from the tables as if it had never been put (a store that caches records drops one it is no
+ * longer sure of, then puts it again as re-read). Its counts leave with it; its spend entries stay (the ledger is
+ * keyed by attempt, not by record).
+ */
+export function forgetRecord(state: StoreState, txId: string): void {
+  const tx = state.records.get(txId);
+  if (!tx) return;
+  state.records.delete(txId);
+  if (!isTerminalTxState(tx.state)) state.active--;
+  if (isWaiting(tx)) state.waiting[tx.priority]--;
+  const first = tx.signatures[0];
+  if (first && state.bySignature.get(first) === txId) state.bySignature.delete(first);
+  // A re-signed tip's old bundle id may stay mapped to this id: a lookup by it finds no record and asks again.
+  for (const a of tx.attempts)
+    if (state.byBundle.get(a.bundle_id) === txId) state.byBundle.delete(a.bundle_id);
+}
+
 /** Waiting for an attempt to go out: pending, attempts not stopped. */
 function isWaiting(tx: Pick<StoredTx, 'state' | 'stopped'>): boolean {
   return tx.state === 'pending' && !tx.stopped;

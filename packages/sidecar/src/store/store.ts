@@ -1,7 +1,7 @@
 import type { EventCursor, LifecycleEntry, RelayEventMap, TxHistoryEntry, TxState } from '@solrelay/core';
-import { isRelayError, isTerminalTxState } from '@solrelay/core';
+import { isRelayError } from '@solrelay/core';
 import type { Journal } from '../journal/journal';
-import { inFlight } from './queries';
+import { awaitingAttemptOf, followedOf, inFlight, landedInOf, liveOf } from './queries';
 import {
   storeCodec,
   type AttemptStage,
@@ -364,34 +364,19 @@ abstract class TableTxStore implements TxStore {
   }
 
   live(): Promise<StoredTx[]> {
-    const out: StoredTx[] = [];
-    for (const tx of this.state.records.values()) if (!isTerminalTxState(tx.state)) out.push(tx);
-    return Promise.resolve(out);
+    return Promise.resolve(liveOf(this.state.records.values()));
   }
 
   awaitingAttempt(): Promise<StoredTx[]> {
-    const out: StoredTx[] = [];
-    for (const tx of this.state.records.values())
-      if (tx.state === 'pending' && !tx.stopped && !inFlight(tx)) out.push(tx);
-    return Promise.resolve(out);
+    return Promise.resolve(awaitingAttemptOf(this.state.records.values()));
   }
 
   landedIn(slot: number): Promise<StoredTx[]> {
-    const out: StoredTx[] = [];
-    for (const tx of this.state.records.values())
-      if (tx.landed_slot === slot && !isTerminalTxState(tx.state)) out.push(tx);
-    return Promise.resolve(out);
+    return Promise.resolve(landedInOf(this.state.records.values(), slot));
   }
 
   followed(sinceSlot: number): Promise<{ live: StoredTx[]; ended: StoredTx[] }> {
-    const live: StoredTx[] = [];
-    const ended: StoredTx[] = [];
-    for (const tx of this.state.records.values()) {
-      if (!isTerminalTxState(tx.state)) live.push(tx);
-      else if (tx.attempts.some((a) => a.stage === 'failed' && !a.leaked && a.created_slot >= sinceSlot))
-        ended.push(tx);
-    }
-    return Promise.resolve({ live, ended });
+    return Promise.resolve(followedOf(this.state.records.values(), sinceSlot));
   }
 
   all(): Promise<StoredTx[]> {

@@ -254,8 +254,8 @@ test('an enqueue whose COMMIT goes unanswered is not acknowledged (503 RELAY_E_D
   const db = new pg.Pool({ connectionString: databaseUrl, max: 2 });
   const holder = await db.connect();
   try {
-    // A deferred trigger runs at COMMIT and waits on an advisory lock this test holds: the enqueue's COMMIT is sent
-    // and unanswered when its connection is cut.
+    // A deferred trigger runs at commit and waits on an advisory lock this test holds: the enqueue's statement (its
+    // own transaction, in autocommit) is committing, sent and unanswered, when its connection is cut.
     await db.query(`
       CREATE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN PERFORM pg_advisory_xact_lock(4343); RETURN NULL; END $$;
@@ -269,11 +269,12 @@ test('an enqueue whose COMMIT goes unanswered is not acknowledged (503 RELAY_E_D
         (
           await db.query<{ pid: number }>(
             `SELECT pid FROM pg_stat_activity
-             WHERE datname = current_database() AND query = 'COMMIT' AND wait_event_type = 'Lock'`,
+             WHERE datname = current_database() AND query LIKE '%INSERT INTO transactions%'
+               AND wait_event_type = 'Lock'`,
           )
         ).rows[0]?.pid,
       15_000,
-      "the enqueue's COMMIT waiting",
+      "the enqueue's commit waiting",
     );
     await db.query('SELECT pg_terminate_backend($1)', [pid]);
     const refused = await answering;

@@ -249,12 +249,12 @@ test('retention deletes the oldest terminal records in batches, keeping the newe
   expect(await store.pruneTerminal(2, 3)).toBe(0);
 });
 
-test('a COMMIT whose answer is lost rejects with RELAY_E_DB_COMMIT_UNKNOWN and tells nothing', async () => {
+test('a commit whose answer is lost rejects with RELAY_E_DB_COMMIT_UNKNOWN, tells nothing and re-reads', async () => {
   const store = await openStore({ database: { lockTimeoutMs: 60_000 } });
   await store.accept(tx('tx_a', 'sig-a'));
   const db = sql();
-  // A deferred constraint trigger runs at COMMIT; it waits on an advisory lock this test holds, so the COMMIT is
-  // in progress (sent, unanswered) when its connection is cut.
+  // A deferred constraint trigger runs at commit; it waits on an advisory lock this test holds, so the transition's
+  // statement (its own transaction, in autocommit) is committing, sent and unanswered, when its connection is cut.
   await db.query(`
     CREATE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
@@ -268,7 +268,7 @@ test('a COMMIT whose answer is lost rejects with RELAY_E_DB_COMMIT_UNKNOWN and t
     const moving = store
       .transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } })
       .catch((error: unknown) => error);
-    const pid = await waitingOnLock(db, 'COMMIT');
+    const pid = await waitingOnLock(db, '%UPDATE transactions SET%');
     await db.query('SELECT pg_terminate_backend($1)', [pid]);
     const error = await moving;
     expect(isRelayError(error)).toBe(true);
@@ -282,9 +282,31 @@ test('a COMMIT whose answer is lost rejects with RELAY_E_DB_COMMIT_UNKNOWN and t
     await holder.query('SELECT pg_advisory_unlock_all()');
     holder.release();
   }
-  // Re-read: the truth is in the database (here the COMMIT never finished), and the store's probe finds it healthy.
+  // Re-read: the truth is in the database (here the commit never finished), the store's lists hold it again, and
+  // its probe finds it healthy.
   expect((await store.get('tx_a'))?.state).toBe('pending');
+  expect((await store.live()).map((t) => t.state)).toEqual(['pending']);
   await waitUntil(() => store.healthy, 10_000, 'the store healthy again');
+  expect((await store.transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } })).state).toBe(
+    'submitted',
+  );
+});
+
+test('a write on a record another writer moved misses the compare-and-set, re-reads it and decides again', async () => {
+  const store = await openStore();
+  await store.accept(tx('tx_a', 'sig-a'));
+  const db = sql();
+  // Another store (another host) moves the record while this store holds it at its older version.
+  const other = await openStore();
+  await other.transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } });
+  const refused = await store
+    .transition('tx_a', { state: 'pending' }, { set: { state: 'expired', stopped: true } })
+    .catch((error: unknown) => error);
+  expect(refused).toBeInstanceOf(StoreConflict);
+  expect(refused).toMatchObject({ current: { state: 'submitted' } });
+  expect((await store.get('tx_a'))?.state).toBe('submitted');
+  const { rows } = await db.query(`SELECT state, version FROM transactions WHERE tx_id = 'tx_a'`);
+  expect(rows).toEqual([{ state: 'submitted', version: '2' }]);
 });
 
 test('a write that loses its connection before COMMIT is refused as RELAY_E_DB_UNAVAILABLE, committing nothing', async () => {
@@ -293,15 +315,40 @@ test('a write that loses its connection before COMMIT is refused as RELAY_E_DB_U
   const db = sql();
   const holder = await db.connect();
   try {
-    // Another session holds the row: the store's transition waits in its FOR UPDATE, inside its transaction.
+    // Another session holds spend-limit's lock: the store's reservation waits for it, inside its transaction, its
+    // COMMIT not yet sent.
+    await holder.query('BEGIN');
+    await holder.query(`SELECT pg_advisory_xact_lock(${0x72656c6179})`);
+    const adding = store
+      .addAttempt('tx_a', attempt(1, 'b1'), { spendLimit: { limit: 1_000_000, since: T0 - 1 } })
+      .catch((error: unknown) => error);
+    const pid = await waitingOnLock(db, '%pg_advisory_xact_lock%');
+    await db.query('SELECT pg_terminate_backend($1)', [pid]);
+    expect(await adding).toMatchObject({ code: 'RELAY_E_DB_UNAVAILABLE', details: { retry_after_s: 1 } });
+  } finally {
+    await holder.query('ROLLBACK');
+    holder.release();
+  }
+  expect((await store.get('tx_a'))?.attempts).toEqual([]);
+  expect(await store.spentSince(T0 - 1)).toBe(0);
+});
+
+test('a write in autocommit that loses its connection while it runs is of unknown outcome: RELAY_E_DB_COMMIT_UNKNOWN', async () => {
+  const store = await openStore({ database: { lockTimeoutMs: 60_000 } });
+  await store.accept(tx('tx_a', 'sig-a'));
+  const db = sql();
+  const holder = await db.connect();
+  try {
+    // Another session holds the row: the store's statement waits for it. Sent, it may commit as the connection
+    // goes: the store cannot tell, and says so.
     await holder.query('BEGIN');
     await holder.query(`SELECT 1 FROM transactions WHERE tx_id = 'tx_a' FOR UPDATE`);
     const moving = store
       .transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } })
       .catch((error: unknown) => error);
-    const pid = await waitingOnLock(db, '%FOR UPDATE%');
+    const pid = await waitingOnLock(db, '%UPDATE transactions SET%');
     await db.query('SELECT pg_terminate_backend($1)', [pid]);
-    expect(await moving).toMatchObject({ code: 'RELAY_E_DB_UNAVAILABLE', details: { retry_after_s: 1 } });
+    expect(await moving).toMatchObject({ code: 'RELAY_E_DB_COMMIT_UNKNOWN', details: { tx_id: 'tx_a' } });
   } finally {
     await holder.query('ROLLBACK');
     holder.release();
@@ -367,14 +414,17 @@ test('the database going away and back is told once each way; meanwhile every st
   expect(store.problem).toBeNull();
 
   await proxy.cut();
-  for (let i = 0; i < 3; i++)
-    await expect(store.get('tx_a')).rejects.toMatchObject({
+  // Reads that go to the database (the fleet's, a record this store does not hold) fail; what it holds it still
+  // answers from memory.
+  for (const read of [() => store.all(), () => store.get('tx_elsewhere'), () => store.counts()])
+    await expect(read()).rejects.toMatchObject({
       code: 'RELAY_E_DB_UNAVAILABLE',
       details: {
         url: `postgres://relay:***@127.0.0.1:${proxy.port}/${direct.pathname.slice(1)}`,
         retry_after_s: 1,
       },
     });
+  expect((await store.get('tx_a'))?.state).toBe('pending');
   await expect(
     store.transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } }),
   ).rejects.toMatchObject({ code: 'RELAY_E_DB_UNAVAILABLE' });
