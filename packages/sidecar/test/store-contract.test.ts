@@ -46,6 +46,30 @@ async function openJournalStore(dir: string, retain = 20_000): Promise<JournalTx
 // A real PostgreSQL 15 (testkit): each PgTxStore gets a fresh database migrated to the shipped schema.
 const postgres = useMigratedPostgres();
 
+function pgStore(sole: boolean): (retain?: number) => Promise<Harness> {
+  return async (retain) => {
+    const url = await postgres.fresh();
+    // No maintenance timer: the retention test runs the batch itself.
+    const openPgStore = () =>
+      PgTxStore.open(url, { maintenanceMs: 0, sole, ...(retain ? { retainTerminal: retain } : {}) });
+    let store = await openPgStore();
+    return {
+      get store() {
+        return store;
+      },
+      reopen: async () => {
+        await store.close();
+        store = await openPgStore();
+        return store;
+      },
+      retention: async () => {
+        await store.pruneTerminal();
+      },
+      dispose: () => store.close(),
+    };
+  };
+}
+
 const stores: Array<[string, (retain?: number) => Promise<Harness>]> = [
   [
     'InMemoryTxStore',
@@ -73,30 +97,9 @@ const stores: Array<[string, (retain?: number) => Promise<Harness>]> = [
       };
     },
   ],
-  [
-    'PgTxStore',
-    async (retain) => {
-      const url = await postgres.fresh();
-      // No maintenance timer: the retention test runs the batch itself.
-      const openPgStore = () =>
-        PgTxStore.open(url, { maintenanceMs: 0, ...(retain ? { retainTerminal: retain } : {}) });
-      let store = await openPgStore();
-      return {
-        get store() {
-          return store;
-        },
-        reopen: async () => {
-          await store.close();
-          store = await openPgStore();
-          return store;
-        },
-        retention: async () => {
-          await store.pruneTerminal();
-        },
-        dispose: () => store.close(),
-      };
-    },
-  ],
+  // One host (counts, spend and dedupe from memory), and the database's own answers (several hosts).
+  ['PgTxStore', pgStore(true)],
+  ['PgTxStore, not sole', pgStore(false)],
 ];
 
 describe.each(stores)('%s', (_name, open) => {

@@ -11,6 +11,7 @@ import { connectDatabase, databaseError, type DatabaseOptions } from '../pg/conn
 import { assertSchema } from '../pg/migrations';
 import type { DatabaseUrl } from '../pg/url';
 import {
+  attemptKey,
   dropPayload,
   forgetRecord,
   patchedRecord,
@@ -69,8 +70,16 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  * **Owned state stays in memory** (DESIGN §10). The store holds the records it owns (on one host: every live one and
  * the retained terminal ones) in the same tables the local stores keep (`records.ts`), read whole at open. The hot
  * reads (get, byFirstSignature, byBundle, live, awaitingAttempt, landedIn, followed) answer from them; a record it
- * does not hold is read from the database, and so are the fleet's reads (all, counts, spend). Each held record's row
- * `version` is what its next write expects.
+ * does not hold is read from the database. Each held record's row `version` is what its next write expects.
+ *
+ * **One host (`sole`, the default until the fleet exists).** The store is then the only writer of its database, so
+ * what it holds is every live record and the whole unreleased spend ledger (read at open with the records): the
+ * admission counts, the rolling hour's spend and dedupe by first signature answer from memory, as the journal's do,
+ * and a spend-limit check is the journal's too (what is held, plus reservations being committed right now), ahead of
+ * the one statement that reserves. A dedupe that misses memory needs no query: the accept's own insert finds a row
+ * the store no longer holds (`ON CONFLICT`). With `sole: false` (several hosts on one database) counts, spend and
+ * dedupe misses go to the database, and a reservation checked against spend-limit is the same statement in a
+ * transaction after the limit's advisory lock and the database's sum.
  *
  * **Every write is one statement**, computed here and never read back: the caller's expectation is checked on the
  * held record (refused: {@link StoreConflict} with it), the change applied to it (the same `patchedRecord` the local
@@ -78,9 +87,7 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  * touched, their spend, the eviction count, its events, webhook rows and lifecycle entries: one round trip and one
  * commit. Only once it is acknowledged does the promise resolve with the new record (applied to the held one) and the
  * change feed tell its listeners. A row not at the expected version (another writer) drops the held record, re-reads
- * it and decides again; so does a write that failed for any reason but a refusal for want of the database. A
- * reservation checked against spend-limit is the same statement in a transaction after the limit's lock and sum.
- * An accept is the same statement with the row's insert (`ON CONFLICT DO NOTHING`) in place of its update.
+ * it and decides again; so does a write that failed for any reason but a refusal for want of the database. An accept is the same statement with the row's insert (`ON CONFLICT DO NOTHING`) in place of its update.
  *
  * **Write-ahead.** A write resolves only once its commit is acknowledged (synchronous_commit on): the signed tip and
  * bundle id of an attempt are in the database before anything may send them. A write whose commit was sent but not
@@ -124,6 +131,8 @@ export class PgTxStore implements TxStore {
   private readonly versions = new Map<string, number>();
   /** Records dropped from memory for a write of unknown outcome, refused or beaten: re-read before a list answers. */
   private readonly unsure = new Set<string>();
+  /** Lamports of spend-limited reservations being committed now (`sole`: counted by the next check, as the journal). */
+  private reserving = 0;
   /** Writes begun and not settled (`close` waits for them). */
   private readonly pending = new Set<Promise<unknown>>();
   private readonly options: Required<PgTxStoreOptions>;
@@ -183,6 +192,7 @@ export class PgTxStore implements TxStore {
       doneWebhookRetentionMs: options.doneWebhookRetentionMs ?? 60 * 60 * 1000,
       lifecycleRetentionDays: options.lifecycleRetentionDays ?? 30,
       notifyEvents: options.notifyEvents ?? false,
+      sole: options.sole ?? true,
     };
     this.codec = storeCodec(this.options.retainTerminal);
     this.owned = this.codec.initial();
@@ -319,7 +329,7 @@ export class PgTxStore implements TxStore {
       'DELETE FROM spend_reservations WHERE reserved_at < to_timestamp($1::float8 / 1000)',
       [before],
     );
-    // The cache's ledger is the tables' own bookkeeping (spend-limit is checked against the database's).
+    // The held ledger: what spend-limit is checked against on one host (`sole`).
     this.codec.apply(this.owned, { k: 'prune-spend', before });
   }
 
@@ -419,6 +429,8 @@ export class PgTxStore implements TxStore {
       const tx = this.owned.records.get(id);
       if (tx) return tx;
     }
+    // One host: a record not held is gone, or retention is about to delete it (the accept's insert still finds it).
+    if (this.options.sole && id === undefined) return undefined;
     return this.find('t.first_signature = $1', [signature]);
   }
 
@@ -459,6 +471,11 @@ export class PgTxStore implements TxStore {
   }
 
   async counts(): Promise<StoreCounts> {
+    if (this.options.sole) {
+      await this.settle();
+      const s = this.owned;
+      return { active: s.active, waiting: { ...s.waiting }, evicted: { ...s.evicted } };
+    }
     const { rows } = await this.statement<{
       active: string;
       waiting: Record<string, number>;
@@ -477,11 +494,13 @@ export class PgTxStore implements TxStore {
   }
 
   async spentSince(cutoff: number): Promise<number> {
+    if (this.options.sole) return this.owned.spend.spentSince(cutoff);
     const { rows } = await this.statement<{ n: string }>(SPENT_SINCE, [cutoff]);
     return int(rows[0]?.n ?? '0');
   }
 
   async hasSpendOlderThan(before: number): Promise<boolean> {
+    // The database's rows, released ones too (the held ledger has only what still counts): they all leave.
     const { rows } = await this.statement<{ older: boolean }>(
       `SELECT EXISTS (SELECT 1 FROM spend_reservations WHERE reserved_at < to_timestamp($1::float8 / 1000)) AS older`,
       [before],
@@ -506,6 +525,13 @@ export class PgTxStore implements TxStore {
     const evicted: Record<string, number> = {};
     for (const { reason, count } of counted.rows) evicted[reason] = int(count);
     this.codec.apply(this.owned, { k: 'counters', evicted });
+    const spend = await this.pool.query<{ tx_id: string; attempt: number; at: number; lamports: string }>(
+      `SELECT tx_id, attempt, ${ms('reserved_at')} AS at, lamports FROM spend_reservations WHERE released_at IS NULL`,
+    );
+    this.codec.apply(this.owned, {
+      k: 'spend',
+      entries: spend.rows.map((r) => [attemptKey(r.tx_id, r.attempt), r.at, int(r.lamports)]),
+    });
   }
 
   /** Hold `tx` (as the database has it, at `version`) in memory, in place of what was held; returns the held record. */
@@ -585,32 +611,50 @@ export class PgTxStore implements TxStore {
     // index.
     const known = (a: StoredAttempt) => before.attempts.some((b) => b.attempt === a.attempt);
     changed.sort((a, b) => Number(!known(a)) - Number(!known(b)));
-    const values = this.changeParams(
-      next,
-      spendEffects(next, op),
-      changed,
-      { version, evicted: op.evicted },
-      events,
-    );
+    const effects = spendEffects(next, op);
+    const values = this.changeParams(next, effects, changed, { version, evicted: op.evicted }, events);
+    // One host: checked as the journal checks it, against the held ledger and the reservations being committed now
+    // (a commit applies to the ledger only once acknowledged: two checks in between must both see the other).
+    const reserving = spendLimit && this.options.sole ? (op.attempt?.reserved_lamports ?? 0) : 0;
+    if (spendLimit && this.options.sole)
+      assertWithinSpendLimit(
+        spendLimit,
+        this.owned.spend.spentSince(spendLimit.since) + this.reserving,
+        reserving,
+      );
+    this.reserving += reserving;
     let committed: number;
     try {
-      committed = spendLimit
-        ? await this.write(txId, operation, async (db) => {
-            // Every reservation checked against spend-limit takes this transaction-scoped lock first, so two
-            // reservations (of any host) are checked one after the other, each seeing the other's row once
-            // committed. BEGIN and the lock go in one round trip.
-            await db.query(`BEGIN; SELECT pg_advisory_xact_lock(${SPEND_LIMIT_LOCK})`);
-            const { rows } = await db.query<{ n: string }>(prepared(SPENT_SINCE, [spendLimit.since]));
-            assertWithinSpendLimit(spendLimit, int(rows[0]?.n ?? '0'), op.attempt?.reserved_lamports ?? 0);
-            return (await db.query(prepared(CHANGE, values))).rowCount ?? 0;
-          })
-        : await this.autocommit(txId, operation, CHANGE, values);
+      committed =
+        spendLimit && !this.options.sole
+          ? await this.write(txId, operation, async (db) => {
+              // Every reservation checked against spend-limit takes this transaction-scoped lock first, so two
+              // reservations (of any host) are checked one after the other, each seeing the other's row once
+              // committed. BEGIN and the lock go in one round trip.
+              await db.query(`BEGIN; SELECT pg_advisory_xact_lock(${SPEND_LIMIT_LOCK})`);
+              const { rows } = await db.query<{ n: string }>(prepared(SPENT_SINCE, [spendLimit.since]));
+              assertWithinSpendLimit(spendLimit, int(rows[0]?.n ?? '0'), op.attempt?.reserved_lamports ?? 0);
+              return (await db.query(prepared(CHANGE, values))).rowCount ?? 0;
+            })
+          : await this.autocommit(txId, operation, CHANGE, values);
     } catch (error) {
       // Refused by the limit or for want of the database: nothing written, nothing learned that the held record does
       // not say. Anything else (a commit of unknown outcome, a constraint another writer tripped): re-read first.
       if (!(error instanceof SpendLimitReached) && !isRelayError(error, 'RELAY_E_DB_UNAVAILABLE'))
         this.forget(txId);
+      // A reservation that may have committed counts against the limit (the held ledger errs toward spending less;
+      // it leaves with the rolling hour).
+      if (isRelayError(error, 'RELAY_E_DB_COMMIT_UNKNOWN')) {
+        const reserved = effects.filter((e) => e.kind === 'reserve');
+        if (reserved.length > 0)
+          this.codec.apply(this.owned, {
+            k: 'spend',
+            entries: reserved.map((e) => [attemptKey(txId, e.n), e.at, e.lamports]),
+          });
+      }
       throw error;
+    } finally {
+      this.reserving -= reserving;
     }
     if (committed === 0) {
       this.forget(txId);
@@ -889,6 +933,11 @@ export interface PgTxStoreOptions {
    * it on.
    */
   notifyEvents?: boolean;
+  /**
+   * This store is the only writer of its database (one host): counts, spend and dedupe answer from the records and
+   * ledger it holds (see the class comment). Default true; several hosts on one database set false.
+   */
+  sole?: boolean;
   /** Webhook endpoints (`RELAY_WEBHOOK_URL`): each webhook event is owed to each, a `webhook_outbox` row apiece. */
   webhookEndpoints?: readonly string[];
 }

@@ -146,7 +146,7 @@ test('a record comes back exactly as written: numbers as numbers, times in ms, n
 });
 
 test('two stores (two processes) accepting one first signature at once make one record: the UNIQUE constraint decides', async () => {
-  const [a, b] = [await openStore(), await openStore()];
+  const [a, b] = [await openStore({ sole: false }), await openStore({ sole: false })];
   const results = await Promise.all(
     Array.from({ length: 8 }, (_, i) => (i % 2 ? a : b).accept(tx(`tx_${i}`, 'sig-contested'))),
   );
@@ -160,7 +160,7 @@ test('two stores (two processes) accepting one first signature at once make one 
 });
 
 test('two stores adding an attempt to one transaction at once: one attempt, one reservation, the other refused', async () => {
-  const [a, b] = [await openStore(), await openStore()];
+  const [a, b] = [await openStore({ sole: false }), await openStore({ sole: false })];
   await a.accept(tx('tx_a', 'sig-a'));
   const results = await Promise.allSettled([
     a.addAttempt('tx_a', attempt(1, 'b-from-a'), { expect: { state: 'pending', stopped: false } }),
@@ -173,6 +173,38 @@ test('two stores adding an attempt to one transaction at once: one attempt, one 
   expect((refused[0] as PromiseRejectedResult).reason).toBeInstanceOf(StoreConflict);
   expect((await a.get('tx_a'))?.attempts).toHaveLength(1);
   expect(await b.spentSince(T0)).toBe(15_000);
+});
+
+test('one host: counts, spend and dedupe answer from what the store holds, the spend ledger read back at open', async () => {
+  const store = await openStore();
+  await store.accept(tx('tx_a', 'sig-a'));
+  await store.accept(tx('tx_b', 'sig-b'));
+  const limit = { limit: 20_000, since: T0 - 1 };
+  await store.addAttempt('tx_a', attempt(1, 'b-a'), { spendLimit: limit });
+  // Two reservations checked at once against 20,000 with 15,000 spent: each counts the other's, one is refused.
+  await store.accept(tx('tx_c', 'sig-c'));
+  const racing = await Promise.allSettled([
+    store.addAttempt('tx_b', attempt(1, 'b-b', { reserved_lamports: 3_000 }), { spendLimit: limit }),
+    store.addAttempt('tx_c', attempt(1, 'b-c', { reserved_lamports: 3_000 }), { spendLimit: limit }),
+  ]);
+  expect(racing.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+  expect(await store.spentSince(T0)).toBe(18_000);
+  expect(await store.counts()).toEqual({ active: 3, waiting: { high: 0, normal: 3, low: 0 }, evicted: {} });
+  // What the database holds agrees, and a store opened on it reads the ledger back.
+  const { rows } = await sql().query<{ n: string }>(
+    'SELECT sum(lamports)::text AS n FROM spend_reservations WHERE released_at IS NULL',
+  );
+  expect(rows).toEqual([{ n: '18000' }]);
+  await store.close();
+  const reopened = await openStore();
+  expect(await reopened.spentSince(T0)).toBe(18_000);
+  expect((await reopened.counts()).active).toBe(3);
+  // A row the store does not hold (another writer's) is not found by dedupe, but the accept's insert finds it.
+  const other = await openStore({ sole: false });
+  await other.accept(tx('tx_elsewhere', 'sig-elsewhere'));
+  expect(await reopened.byFirstSignature('sig-elsewhere')).toBeUndefined();
+  const again = await reopened.accept(tx('tx_again', 'sig-elsewhere'));
+  expect(again).toMatchObject({ created: false, tx: { tx_id: 'tx_elsewhere' } });
 });
 
 test('the partial unique index refuses a second unsettled attempt even when the last one is not in flight', async () => {
@@ -297,7 +329,7 @@ test('a write on a record another writer moved misses the compare-and-set, re-re
   await store.accept(tx('tx_a', 'sig-a'));
   const db = sql();
   // Another store (another host) moves the record while this store holds it at its older version.
-  const other = await openStore();
+  const other = await openStore({ sole: false });
   await other.transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } });
   const refused = await store
     .transition('tx_a', { state: 'pending' }, { set: { state: 'expired', stopped: true } })
@@ -310,7 +342,8 @@ test('a write on a record another writer moved misses the compare-and-set, re-re
 });
 
 test('a write that loses its connection before COMMIT is refused as RELAY_E_DB_UNAVAILABLE, committing nothing', async () => {
-  const store = await openStore({ database: { lockTimeoutMs: 60_000 } });
+  // Several hosts (not sole): a reservation checked against spend-limit waits for the limit's advisory lock.
+  const store = await openStore({ sole: false, database: { lockTimeoutMs: 60_000 } });
   await store.accept(tx('tx_a', 'sig-a'));
   const db = sql();
   const holder = await db.connect();
@@ -414,9 +447,10 @@ test('the database going away and back is told once each way; meanwhile every st
   expect(store.problem).toBeNull();
 
   await proxy.cut();
-  // Reads that go to the database (the fleet's, a record this store does not hold) fail; what it holds it still
-  // answers from memory.
-  for (const read of [() => store.all(), () => store.get('tx_elsewhere'), () => store.counts()])
+  // Reads that go to the database (all, a record this store does not hold) fail; what it holds it still answers from
+  // memory (one host: the counts too).
+  expect((await store.counts()).active).toBe(1);
+  for (const read of [() => store.all(), () => store.get('tx_elsewhere')])
     await expect(read()).rejects.toMatchObject({
       code: 'RELAY_E_DB_UNAVAILABLE',
       details: {
