@@ -485,8 +485,9 @@ async function followEventLog(
       if (!failing) log[level]({ err: error }, 'events: reading the event log failed; trying again');
       failing = true;
     },
-    // Other hosts' commits (a store with notifyEvents) wake it too.
-    listen: true,
+    // Other hosts' commits wake it too, where hosts tell each other (notifyEvents, the fleet's): on one host no one
+    // NOTIFYs, and a LISTEN would only hold a connection.
+    listen: store.notifiesEvents,
   });
   const start = await follower.start().catch(async (error: unknown) => {
     await follower.close(); // its connection of its own

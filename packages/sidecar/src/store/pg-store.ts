@@ -7,7 +7,7 @@ import {
   type TxState,
 } from '@solrelay/core';
 import pg from 'pg';
-import { connectDatabase, databaseError, type DatabaseOptions } from '../pg/connect';
+import { connectDatabase, databaseError, warmPool, type DatabaseOptions } from '../pg/connect';
 import { assertSchema } from '../pg/migrations';
 import type { DatabaseUrl } from '../pg/url';
 import {
@@ -165,6 +165,7 @@ export class PgTxStore implements TxStore {
     }
     const store = new PgTxStore(pool, target, options, true);
     try {
+      await warmPool(pool);
       await store.load();
       // Upkeep once before anything is written: after days down, today's `events` partition must exist before the
       // first insert, or rows go to the default partition and that day's partition can never be made (its range would
@@ -223,6 +224,11 @@ export class PgTxStore implements TxStore {
    */
   get database(): pg.Pool {
     return this.pool;
+  }
+
+  /** Whether each commit with events NOTIFYs other hosts' followers (so followers should LISTEN). */
+  get notifiesEvents(): boolean {
+    return this.options.notifyEvents;
   }
 
   get healthy(): boolean {
@@ -827,6 +833,16 @@ export class PgTxStore implements TxStore {
    * caller, nothing committed, and marks nothing: a client sees a coded 503, never a 500.
    */
   private failed(error: unknown): unknown {
+    // Every pooled connection busy past the connection timeout, or the server at max_connections: a busy database
+    // (the caller retries), not a gone one. Declaring an outage would close the tip gate and fail /readyz for load
+    // alone; a database really gone shows itself as a connection error on the busy connections anyway.
+    if (poolBusy(error)) {
+      return new RelayError(
+        'RELAY_E_DB_UNAVAILABLE',
+        { url: this.target.redacted, reason: reasonOf(error), retry_after_s: DATABASE_RETRY_AFTER_S },
+        { cause: error },
+      );
+    }
     if (!lostConnection(error)) {
       if (!cancelledByServer(error)) return error;
       return new RelayError(
@@ -1353,6 +1369,17 @@ export function lostConnection(error: unknown): boolean {
   return /Connection terminated|connection timeout|timeout exceeded when trying to connect|not queryable|Client has encountered a connection error/i.test(
     message,
   );
+}
+
+/**
+ * No connection free in time: pg-pool's own wait for a pooled client ran out (`timeout exceeded when trying to
+ * connect`, pg-pool 3.x `connect`; a connection that could not be opened says `Connection terminated due to
+ * connection timeout` instead), or the server refused a new connection at max_connections (53300).
+ */
+export function poolBusy(error: unknown): boolean {
+  if (error instanceof pg.DatabaseError) return error.code === '53300';
+  const message = String((error as { message?: unknown } | null)?.message ?? '');
+  return message === 'timeout exceeded when trying to connect';
 }
 
 function reasonOf(error: unknown): string {

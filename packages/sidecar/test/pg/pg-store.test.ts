@@ -366,6 +366,40 @@ test('a write that loses its connection before COMMIT is refused as RELAY_E_DB_U
   expect(await store.spentSince(T0 - 1)).toBe(0);
 });
 
+test('every pooled connection busy past the timeout: the write is refused with RELAY_E_DB_UNAVAILABLE, no outage declared', async () => {
+  const store = await openStore({
+    database: { poolMax: 1, poolMin: 1, connectionTimeoutMs: 300, lockTimeoutMs: 60_000 },
+  });
+  await store.accept(tx('tx_a', 'sig-a'));
+  await store.accept(tx('tx_b', 'sig-b'));
+  const told: string[] = [];
+  store.watchAvailability((change) => told.push(change.kind));
+  const db = sql();
+  const holder = await db.connect();
+  try {
+    // Another session holds tx_a's row: the store's one connection waits on it, and the next write has none.
+    await holder.query('BEGIN');
+    await holder.query(`SELECT 1 FROM transactions WHERE tx_id = 'tx_a' FOR UPDATE`);
+    const moving = store.transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } });
+    await waitingOnLock(db, '%UPDATE transactions SET%');
+    const refused = await store
+      .transition('tx_b', { state: 'pending' }, { set: { state: 'submitted' } })
+      .catch((error: unknown) => error);
+    expect(refused).toMatchObject({ code: 'RELAY_E_DB_UNAVAILABLE', details: { retry_after_s: 1 } });
+    expect(store.healthy).toBe(true);
+    expect(told).toEqual([]);
+    await holder.query('ROLLBACK');
+    expect((await moving).state).toBe('submitted');
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    holder.release();
+  }
+  // Nothing of the refused write was kept: the record moves once asked again.
+  expect((await store.transition('tx_b', { state: 'pending' }, { set: { state: 'submitted' } })).state).toBe(
+    'submitted',
+  );
+});
+
 test('a write in autocommit that loses its connection while it runs is of unknown outcome: RELAY_E_DB_COMMIT_UNKNOWN', async () => {
   const store = await openStore({ database: { lockTimeoutMs: 60_000 } });
   await store.accept(tx('tx_a', 'sig-a'));
