@@ -17,13 +17,13 @@ function expectNoPassword(run: { stdout: string; stderr: string }, ...passwords:
   }
 }
 
-test('status on an empty database: behind, exit 1; migrate applies 001_initial; status then up to date, exit 0', async () => {
+test('status on an empty database: behind, exit 1; migrate applies 001 and 002; status then up to date, exit 0', async () => {
   const url = await server.fresh();
   const { password } = server.server();
   const before = await runRelay(['db', 'status'], { env: envFor(url) });
   expect(before.code).toBe(1);
-  expect(before.stdout).toMatch(/schema version\s*│\s*0 \(this relay: 1\)/);
-  expect(before.stdout).toMatch(/state\s*│\s*behind: 1 pending \(run `relay db migrate`\)/);
+  expect(before.stdout).toMatch(/schema version\s*│\s*0 \(this relay: 2\)/);
+  expect(before.stdout).toMatch(/state\s*│\s*behind: 2 pending \(run `relay db migrate`\)/);
   expect(before.stdout).toMatch(/pending\s*│\s*001_initial/);
   expect(before.stdout).toContain('postgres://relay:***@127.0.0.1:');
   expectNoPassword(before, password);
@@ -31,6 +31,7 @@ test('status on an empty database: behind, exit 1; migrate applies 001_initial; 
   const migrated = await runRelay(['db', 'migrate'], { env: envFor(url) });
   expect(migrated.code).toBe(0);
   expect(migrated.stdout).toMatch(/^applied 001_initial$/m);
+  expect(migrated.stdout).toMatch(/^applied 002_webhook_order$/m);
   expect(migrated.stdout).toMatch(/state\s*│\s*up to date/);
   expectNoPassword(migrated, password);
 
@@ -42,8 +43,11 @@ test('status on an empty database: behind, exit 1; migrate applies 001_initial; 
   const after = await runRelay(['db', 'status', '--json'], { env: envFor(url) });
   expect(after.code).toBe(0);
   const doc = JSON.parse(after.stdout);
-  expect(doc).toMatchObject({ state: 'up-to-date', current: 1, latest: 1, pending: [], changed: [] });
-  expect(doc.applied).toEqual([{ version: 1, name: 'initial', applied_at: expect.any(String) }]);
+  expect(doc).toMatchObject({ state: 'up-to-date', current: 2, latest: 2, pending: [], changed: [] });
+  expect(doc.applied).toEqual([
+    { version: 1, name: 'initial', applied_at: expect.any(String) },
+    { version: 2, name: 'webhook_order', applied_at: expect.any(String) },
+  ]);
   expect(doc.database).toMatch(/^postgres:\/\/relay:\*\*\*@127\.0\.0\.1:\d+\/t\d+_\d+_[0-9a-f]+$/);
   expectNoPassword(after, password);
 });
@@ -55,9 +59,9 @@ test('migrate --json with --database-url (over RELAY_DATABASE_URL): one JSON doc
   });
   expect(run.code).toBe(0);
   expect(JSON.parse(run.stdout)).toMatchObject({
-    applied_now: ['001_initial'],
+    applied_now: ['001_initial', '002_webhook_order'],
     state: 'up-to-date',
-    current: 1,
+    current: 2,
   });
   const status = await runRelay(['db', 'status', '--json'], { env: envFor(url) });
   expect(JSON.parse(status.stdout)).toMatchObject({ state: 'up-to-date', pending: [] });
@@ -69,7 +73,7 @@ test('a database migrated by a newer relay: status says ahead (exit 1); migrate 
   await server
     .server()
     .sql(
-      `INSERT INTO schema_migrations (version, name, checksum) VALUES (2, 'future', 'x')`,
+      `INSERT INTO schema_migrations (version, name, checksum) VALUES (3, 'future', 'x')`,
       new URL(url).pathname.slice(1),
     );
   const status = await runRelay(['db', 'status'], { env: envFor(url) });
@@ -80,7 +84,7 @@ test('a database migrated by a newer relay: status says ahead (exit 1); migrate 
   expect(migrate.stderr).toContain('RELAY_E_DB_SCHEMA_AHEAD');
   expect(JSON.parse(migrate.stdout).error).toMatchObject({
     exit_code: 1,
-    message: expect.stringMatching(/version 2, newer than the 1 this relay knows/),
+    message: expect.stringMatching(/version 3, newer than the 2 this relay knows/),
   });
 });
 

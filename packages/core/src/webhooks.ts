@@ -84,12 +84,17 @@ export function displayWebhookUrl(url: string): string {
 /**
  * The `webhook-id` of an event, derived from what it is rather than drawn at random: the same for a live event
  * and for the same event added again from the transaction's record after a crash, so receivers can dedupe both.
- * A transaction's n-th status change (its n-th history entry, from 0), or a bundle's settlement.
+ * A transaction's n-th status change (its n-th history entry, from 0), or a bundle's settlement as one transaction
+ * saw it. The settlement's id names the transaction too: the transactions of one packed bundle each publish their
+ * own `bundle_settled` (same bundle and stage, each with its `tx_id`), and receivers dedupe on the id, so an id per
+ * bundle alone would have them drop all but the first.
  */
 export function webhookMessageId(
-  of: { kind: 'status'; txId: string; index: number } | { kind: 'settled'; bundleId: string; stage: string },
+  of:
+    | { kind: 'status'; txId: string; index: number }
+    | { kind: 'settled'; txId: string; bundleId: string; stage: string },
 ): string {
-  return of.kind === 'status' ? `msg_${of.txId}_s${of.index}` : `msg_${of.bundleId}_${of.stage}`;
+  return of.kind === 'status' ? `msg_${of.txId}_s${of.index}` : `msg_${of.txId}_${of.bundleId}_${of.stage}`;
 }
 
 /**
@@ -108,7 +113,7 @@ export function webhookIdsOfChange(
     if (e.kind === 'tx_status_changed') return webhookMessageId({ kind: 'status', txId, index: index++ });
     if (e.kind === 'bundle_settled') {
       const { bundle_id, stage } = e.data as RelayEventMap['bundle_settled'];
-      return webhookMessageId({ kind: 'settled', bundleId: bundle_id, stage });
+      return webhookMessageId({ kind: 'settled', txId, bundleId: bundle_id, stage });
     }
     return null;
   });

@@ -39,9 +39,16 @@ test('payloads carry the type, the event time in ISO 8601 and the SSE data as is
   });
 });
 
-test('webhook ids are derived from the event: a transaction’s n-th status, a bundle’s settlement', () => {
+test('webhook ids are derived from the event: a transaction’s n-th status, a bundle’s settlement per transaction', () => {
   expect(webhookMessageId({ kind: 'status', txId: 'tx_1', index: 3 })).toBe('msg_tx_1_s3');
-  expect(webhookMessageId({ kind: 'settled', bundleId: 'ab', stage: 'finalized' })).toBe('msg_ab_finalized');
+  expect(webhookMessageId({ kind: 'settled', txId: 'tx_1', bundleId: 'ab', stage: 'finalized' })).toBe(
+    'msg_tx_1_ab_finalized',
+  );
+  // Two transactions of one packed bundle settle with the same bundle and stage: two events, two ids (receivers
+  // dedupe on the id, so one shared id would drop the second transaction's settlement).
+  expect(webhookMessageId({ kind: 'settled', txId: 'tx_2', bundleId: 'ab', stage: 'finalized' })).not.toBe(
+    webhookMessageId({ kind: 'settled', txId: 'tx_1', bundleId: 'ab', stage: 'finalized' }),
+  );
 });
 
 test('endpoint URLs are shown without credentials, query or long path secrets', () => {
@@ -62,7 +69,10 @@ test('webhookIdsOfChange: status events take the last history entries, settlemen
       { kind: 'lifecycle' },
       { kind: 'tx_status_changed' },
     ]),
-  ).toEqual(['msg_tx_1_s4', 'msg_b1_finalized', null, 'msg_tx_1_s5']);
+  ).toEqual(['msg_tx_1_s4', 'msg_tx_1_b1_finalized', null, 'msg_tx_1_s5']);
+  expect(webhookIdsOfChange('tx_9', 2, [{ kind: 'bundle_settled', data: settled }])).toEqual([
+    'msg_tx_9_b1_finalized',
+  ]);
   expect(webhookIdsOfChange('tx_2', 1, [{ kind: 'tx_enqueued' }, { kind: 'tx_status_changed' }])).toEqual([
     null,
     'msg_tx_2_s0',

@@ -41,7 +41,10 @@ import { cursorOf, missedEvents, type OutboxMessage, type OutboxOp, type OutboxS
  * host leased (webhooks/pg-outbox.ts), which hand new messages over with `take`.
  */
 export interface OutboxPort {
-  /** The messages owed, oldest first. */
+  /**
+   * The messages owed, oldest first: in `queuedAt` order (expireOverdue stops at the first one inside the retry
+   * window). The journal queues them as they come; the table's port restores that order when rows arrive out of it.
+   */
   readonly messages: ReadonlyMap<string, OutboxMessage>;
   /** The endpoint took the message, or it was given up there: no longer owed to it. */
   done(message: OutboxMessage, endpoint: string, how: 'delivered' | 'expired'): Promise<void>;
@@ -243,7 +246,12 @@ export class WebhookDispatcher {
   private liveMessageId(type: WebhookEventType, key: string, data: RelayEventMap[WebhookEventType]): string {
     if (type === 'bundle_settled') {
       const settled = data as RelayEventMap['bundle_settled'];
-      return webhookMessageId({ kind: 'settled', bundleId: settled.bundle_id, stage: settled.stage });
+      return webhookMessageId({
+        kind: 'settled',
+        txId: key,
+        bundleId: settled.bundle_id,
+        stage: settled.stage,
+      });
     }
     const index = this.nextStatus.get(key) ?? this.journal().state.cursors.get(key)?.statuses ?? 0;
     if (isTerminalTxState((data as RelayEventMap['tx_status_changed']).state)) this.nextStatus.delete(key);
@@ -338,7 +346,8 @@ export class WebhookDispatcher {
 
   /**
    * Give up, without sending, what passed the retry window (a request in flight decides its own). One pass in
-   * queue order, which is the order of `queuedAt`: it stops at the first message still inside the window.
+   * queue order, which is the order of `queuedAt` (the port keeps it so): it stops at the first message still inside
+   * the window.
    */
   private expireOverdue(endpoint: Endpoint, now: number): void {
     for (const message of this.port.messages.values()) {

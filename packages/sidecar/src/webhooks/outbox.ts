@@ -182,7 +182,12 @@ export function missedEvents(record: StoredTx, cursor: Cursor | undefined, now: 
     if (taken.settled.includes(attempt.bundle_id)) continue;
     const ts = attempt.timeline[attempt.stage]?.ts ?? now;
     events.push({
-      id: webhookMessageId({ kind: 'settled', bundleId: attempt.bundle_id, stage: attempt.stage }),
+      id: webhookMessageId({
+        kind: 'settled',
+        txId: record.tx_id,
+        bundleId: attempt.bundle_id,
+        stage: attempt.stage,
+      }),
       type: 'bundle_settled',
       ts,
       data: {
