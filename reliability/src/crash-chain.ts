@@ -29,7 +29,7 @@ export interface ChainTip {
 }
 
 export interface ChainView {
-  /** How many times each of the payer's signatures is on chain now (more than one would be a double landing). */
+  /** How many times each of the payers' signatures is on chain now (more than one would be a double landing). */
   landings: Map<string, number>;
   tips: ChainTip[];
 }
@@ -43,7 +43,7 @@ export class ChainWatch {
     signature: string;
     feePayer: string;
   }): void => {
-    if (event.feePayer !== this.payer && event.feePayer !== this.tipper) return;
+    if (!this.payers.has(event.feePayer) && event.feePayer !== this.tipper) return;
     let list = this.bySlot.get(event.slot);
     if (!list) this.bySlot.set(event.slot, (list = []));
     list.push({ slot: event.slot, index: event.index, signature: event.signature, payer: event.feePayer });
@@ -54,13 +54,25 @@ export class ChainWatch {
     for (const seen of list) this.rolledBack.add(`${seen.slot}:${seen.signature}`);
   };
 
+  /** The fee payers whose transactions are watched (user transactions); more can be added (`addPayer`). */
+  private readonly payers: Set<string>;
+
   constructor(
     private readonly simnet: Simnet,
-    private readonly payer: string,
+    payers: string | readonly string[],
     private readonly tipper: string,
   ) {
+    this.payers = new Set(typeof payers === 'string' ? [payers] : payers);
     simnet.cluster.on('transaction', this.onTransaction);
     simnet.cluster.on('rollback', this.onRollback);
+  }
+
+  /**
+   * Watch this fee payer's transactions too, from the next block on: a payer that exists only from some moment (the
+   * fault suite's fresh payers). A tip right after a transaction of a payer not watched is taken to have landed alone.
+   */
+  addPayer(payer: string): void {
+    this.payers.add(payer);
   }
 
   stop(): void {
@@ -76,12 +88,12 @@ export class ChainWatch {
       const alive = list.filter((s) => !this.rolledBack.has(`${s.slot}:${s.signature}`));
       const byIndex = new Map(alive.map((s) => [s.index, s]));
       for (const seen of alive) {
-        if (seen.payer === this.payer) {
+        if (seen.payer !== this.tipper) {
           landings.set(seen.signature, (landings.get(seen.signature) ?? 0) + 1);
           continue;
         }
         const before = byIndex.get(seen.index - 1);
-        const user = before && before.payer === this.payer ? before.signature : null;
+        const user = before && before.payer !== this.tipper ? before.signature : null;
         tips.push({
           signature: seen.signature,
           slot: seen.slot,

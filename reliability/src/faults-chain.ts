@@ -125,13 +125,14 @@ export interface TipLedgerSnapshot {
 
 /**
  * Every transaction the tipper put on chain, seen from inside the simnet: `ChainWatch` (crash-chain.ts) records the
- * tipper's and the payers' transactions block by block, minus what a dead or uncled slot rolled back, and ties a tip
- * to the user transaction right before it in its block. The block engine is instrumented (every decision passes
+ * tipper's and the payers' transactions block by block (the payers given, and the user transaction's fee payer of every
+ * bundle with a tip the engine received), minus what a dead or uncled slot rolled back, and ties a tip to the user
+ * transaction right before it in its block. The block engine is instrumented (every decision passes
  * through unchanged) to remember, for every tip transaction it received, the bundle it came in and its lamports as
  * read from its bytes. Nothing here reads relay's lifecycle log or records.
  */
 export class TipLedger {
-  private readonly watches: ChainWatch[];
+  private readonly watch: ChainWatch;
   private readonly byTip = new Map<string, EngineTip>();
   private readonly uncled = new Set<string>();
   /** The operator's own tipper transactions (not tips: a withdrawal), and the lamports it moved in or out. */
@@ -148,7 +149,7 @@ export class TipLedger {
     payers: string[],
     private readonly tipper: string,
   ) {
-    this.watches = payers.map((payer) => new ChainWatch(simnet, payer, tipper));
+    this.watch = new ChainWatch(simnet, payers, tipper);
     this.tipperBefore = simnet.cluster.getBalance(tipper);
     const engine = simnet.engine;
     const submit = engine.submitBundle;
@@ -158,6 +159,11 @@ export class TipLedger {
         const bundle = engine.getBundle(outcome.bundleId);
         for (const tx of bundle?.transactions ?? []) {
           if (tx.signers[0] !== tipper || !bundle) continue;
+          // The user transaction's fee payer is watched from now on, before the bundle can land: a payer created for
+          // one transaction (the fault suite's fresh payers) is known only here, and a tip can be tied to its
+          // transaction on chain only if that transaction is watched (else the tip would look as if it landed alone).
+          const userPayer = bundle.transactions[0]?.signers[0];
+          if (userPayer !== undefined && userPayer !== tipper) this.watch.addPayer(userPayer);
           const signature = tx.signatures[0] as string;
           const known = this.byTip.get(signature);
           if (known) {
@@ -182,7 +188,7 @@ export class TipLedger {
   }
 
   stop(): void {
-    for (const watch of this.watches) watch.stop();
+    this.watch.stop();
     this.restore();
   }
 
@@ -199,13 +205,12 @@ export class TipLedger {
   /** The chain now (read in one go, so the balance and the list describe the same instant). */
   snapshot(): TipLedgerSnapshot {
     const seen = new Map<string, { slot: number; adjacentBundleIds: Set<string> }>();
-    for (const watch of this.watches)
-      for (const t of watch.view().tips) {
-        if (this.operatorSignatures.has(t.signature)) continue;
-        let entry = seen.get(t.signature);
-        if (!entry) seen.set(t.signature, (entry = { slot: t.slot, adjacentBundleIds: new Set() }));
-        if (t.bundleId) entry.adjacentBundleIds.add(t.bundleId);
-      }
+    for (const t of this.watch.view().tips) {
+      if (this.operatorSignatures.has(t.signature)) continue;
+      let entry = seen.get(t.signature);
+      if (!entry) seen.set(t.signature, (entry = { slot: t.slot, adjacentBundleIds: new Set() }));
+      if (t.bundleId) entry.adjacentBundleIds.add(t.bundleId);
+    }
     const tipperDropLamports =
       this.tipperBefore - this.simnet.cluster.getBalance(this.tipper) - this.operatorNetOut;
     const tips: ChainTip[] = [];

@@ -304,6 +304,26 @@ const CASES: FaultCase[] = [
         : null;
     },
   },
+  {
+    // The block engine simulates on a bank behind the cluster's (issue 31): a fee payer funded just before its
+    // transaction was enqueued does not exist there yet, so the engine fails the bundle (gRPC simulationFailure,
+    // AccountNotFound) though it would execute. relay, still on gRPC from the phase before, must re-check that verdict
+    // on its own RPC, send again, and fail nothing that can land: every good transaction of the phase pays from a payer
+    // airdropped right before its enqueue and must finalize; the unfunded and overdraft ones still fail, as they must.
+    // 30 slots: longer than relay takes to send after an enqueue at either store's slot time, well inside a blockhash.
+    name: 'lagging engine bank',
+    settings: { engineBankLagSlots: 30 },
+    minMs: 4000,
+    staysReady: true,
+    freshPayers: true,
+    degraded: async (h, fs) => {
+      const cleared = await metric(fs.url, 'relay_engine_verdict_rechecks_total{result="cleared"}');
+      const lagged = fs.stack.simnet.faults.injected.engineBankLagFailures;
+      return h.ready && allUpstreamsOk(h) && cleared > 0 && lagged > 0
+        ? `${lagged} bundles failed on the engine's lagging bank, ${cleared} of its verdicts cleared by relay's RPC; ready`
+        : null;
+    },
+  },
 ];
 
 const streamEnders = new Map<FaultStack, NodeJS.Timeout>();
@@ -539,6 +559,7 @@ export function faultsSuite(storeName: StoreName): void {
       if (fault.settings.uncleRate) injected.uncled_blocks = bit('uncledBlocks');
       if (fault.settings.orphanedBlockRate) injected.orphaned_blocks = bit('orphanedBlocks');
       if (fault.settings.rpcLaggingShare) injected.rpc_lagged_requests = bit('rpcLagged');
+      if (fault.settings.engineBankLagSlots) injected.engine_bank_lag_failures = bit('engineBankLagFailures');
       Object.assign(injected, injectedByHook);
       const notReady = readyzSamples.filter((h) => !h.ready);
       const readyShare =
