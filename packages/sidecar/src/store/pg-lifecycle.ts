@@ -18,13 +18,23 @@ export class PgLifecycleEntries implements LifecycleReader<LifecycleEntry> {
   /** `query`: the store's own, so a database that is away answers the API's coded 503, never a 500. */
   constructor(private readonly query: PgQuery) {}
 
+  /**
+   * The latest entry of each of the `n` bundles seen most recently (by their first row, oldest of them first). Walks
+   * the log backwards from its newest row and stops at the `n`th bundle's first row (each row's "is it its bundle's
+   * first?" one probe of `lifecycle_entries_bundle`), so a call costs about `n` × rows per bundle, not a scan of the
+   * retained days.
+   */
   async recent(n: number): Promise<LifecycleEntry[]> {
     const { rows } = await this.query<{ entry: LifecycleEntry }>(
       `WITH b AS (
-         SELECT bundle_id, min(seq) AS first, max(seq) AS latest FROM lifecycle_entries
-         GROUP BY bundle_id ORDER BY first DESC LIMIT $1
+         SELECT l.bundle_id, l.seq AS first FROM lifecycle_entries l
+         WHERE NOT EXISTS (SELECT 1 FROM lifecycle_entries o WHERE o.bundle_id = l.bundle_id AND o.seq < l.seq)
+         ORDER BY l.seq DESC LIMIT $1
        )
-       SELECT l.entry FROM b JOIN lifecycle_entries l ON l.seq = b.latest ORDER BY b.first`,
+       SELECT x.entry FROM b CROSS JOIN LATERAL (
+         SELECT entry FROM lifecycle_entries WHERE bundle_id = b.bundle_id ORDER BY seq DESC LIMIT 1
+       ) x
+       ORDER BY b.first`,
       [n],
     );
     return rows.map((r) => r.entry);

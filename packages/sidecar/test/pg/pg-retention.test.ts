@@ -57,3 +57,30 @@ test('done deliveries past their hour and entries past their days are deleted in
   await store.maintain();
   expect((await db.query(`SELECT count(*)::int AS n FROM webhook_outbox`)).rows[0].n).toBe(2);
 });
+
+test("the lifecycle API's recent bundles: each one's latest entry, ordered by its first row, the oldest of the n first", async () => {
+  await db.query('DELETE FROM lifecycle_entries');
+  const row = (bundle: string, stage: string) =>
+    db.query(
+      `INSERT INTO lifecycle_entries (bundle_id, tx_id, attempt, stage, entry)
+       VALUES ($1, 'tx_1', 1, $2, json_build_object('bundle_id', $1::text, 'stage', $2::text))`,
+      [bundle, stage],
+    );
+  // Interleaved: b1 submitted first, b3 last; b1 and b2 move on after b3 was submitted.
+  await row('b1', 'submitted');
+  await row('b2', 'submitted');
+  await row('b3', 'submitted');
+  await row('b1', 'landed');
+  await row('b2', 'landed');
+  await row('b1', 'finalized');
+  expect(await store.lifecycleEntries.recent(2)).toEqual([
+    { bundle_id: 'b2', stage: 'landed' },
+    { bundle_id: 'b3', stage: 'submitted' },
+  ]);
+  expect(await store.lifecycleEntries.recent(10)).toEqual([
+    { bundle_id: 'b1', stage: 'finalized' },
+    { bundle_id: 'b2', stage: 'landed' },
+    { bundle_id: 'b3', stage: 'submitted' },
+  ]);
+  expect(await store.lifecycleEntries.recent(0)).toEqual([]);
+});
