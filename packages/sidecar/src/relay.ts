@@ -222,6 +222,22 @@ export class Relay {
   }
 
   /** The stream reports a slot finalized (rooted): confirmed transactions up to it are worth a status read. */
+  /** Every slot update of the stream, for telling the cluster's consensus (DESIGN §12). */
+  onConsensusSlot(update: { slot: number; status: string; parent?: number | null }): void {
+    this.s.ports.chain.consensus.observeSlot(update);
+  }
+
+  /** The node's Agave 4.3 consensus answers (undefined: the node cannot say). */
+  onConsensusInfo(migrationSlot: number | null | undefined, genesisSlot: number | null | undefined): void {
+    this.s.ports.chain.consensus.observeMigrationSlot(migrationSlot);
+    this.s.ports.chain.consensus.observeGenesisSlot(genesisSlot);
+  }
+
+  /** The consensus relay sees the cluster run. */
+  consensus() {
+    return this.s.ports.chain.consensus.snapshot();
+  }
+
   onFinalizedSlot(slot: number): void {
     this.s.tracker.onFinalizedSlot(slot);
   }

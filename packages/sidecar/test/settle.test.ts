@@ -340,3 +340,19 @@ describe('a lost attempt whose tip lands alone after the transaction ended', () 
     expect((await r.store.get(tx.tx_id))?.attempts[0]?.leaked).toBe(false);
   });
 });
+
+test('a window lost inside a consensus migration window counts no retry (DESIGN §12)', async () => {
+  const r = rig();
+  // The cluster announced a migration at a slot before the attempt's window (SLOT - 13): the window lies in it.
+  r.ctx.chain.consensus.observeMigrationSlot(SLOT - 20);
+  r.ctx.chain.consensus.observeSlot({ slot: SLOT, status: 'processed', parent: SLOT - 1 });
+  expect(r.ctx.chain.consensus.snapshot().migrating).toBe(true);
+  const tx = await put(r, 'submitted');
+  await r.settle.settleFailed(tx, tx.attempts[0] as StoredAttempt, 'dropped', {
+    countRetry: true,
+    detail: 'window passed',
+  });
+  const after = (await r.store.get('tx_1')) as StoredTx;
+  expect(after.state).toBe('pending');
+  expect(after.retries).toBe(0);
+});

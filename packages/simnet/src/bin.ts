@@ -6,6 +6,8 @@ const USAGE = `solrelay-simnet: a Solana + Jito + Yellowstone cluster on loopbac
 Options:
   --seed N              seed of every random choice (default 1)
   --slot-ms N           slot period in ms (default 400)
+  --consensus MODE      towerbft (default), alpenglow or migration
+  --migration-slot N    migration mode: the boundary slot (default 64)
   --port-base N         consecutive ports: rpc, rpc ws, geyser, then engine http + grpc per region (default: free)
   --rpc-port N          Solana JSON-RPC port (its WebSocket is N + 1)
   --geyser-port N       Yellowstone gRPC port
@@ -46,6 +48,16 @@ function parseArgs(argv: string[]): SimnetOptions | null {
         break;
       case '--slot-ms':
         options.slotMs = integer(flag, value(), 1);
+        break;
+      case '--consensus': {
+        const mode = value();
+        if (mode !== 'towerbft' && mode !== 'alpenglow' && mode !== 'migration')
+          throw new UsageError('--consensus needs towerbft, alpenglow or migration');
+        options.consensus = mode;
+        break;
+      }
+      case '--migration-slot':
+        options.migration = { ...options.migration, boundarySlot: integer(flag, value(), 1) };
         break;
       case '--port-base':
         options.portBase = integer(flag, value(), 1);

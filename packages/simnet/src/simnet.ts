@@ -1,5 +1,5 @@
 import type { Keypair } from '@solana/web3.js';
-import { SimCluster, fundedKeypair } from './chain';
+import { SimCluster, fundedKeypair, type ConsensusMode, type MigrationOptions } from './chain';
 import { Faults } from './faults';
 import { Rng } from './rng';
 import { startRpcServer } from './rpc/server';
@@ -34,6 +34,12 @@ export interface SimnetOptions {
   slotsPerEpoch?: number;
   validatorCount?: number;
   bundleEngineShare?: number;
+  /** The consensus the cluster runs: 'towerbft' (default), 'alpenglow' or 'migration' (README: Consensus modes). */
+  consensus?: ConsensusMode;
+  /** Alpenglow: ms from processed to the finalization certificate (default 120). */
+  finalizationDelayMs?: number;
+  /** The 'migration' mode's slots. */
+  migration?: MigrationOptions;
   /** Loopback address to bind (default 127.0.0.1). */
   host?: string;
   /**
@@ -129,6 +135,11 @@ export async function startSimnet(options: SimnetOptions = {}): Promise<Simnet> 
     ...(options.slotsPerEpoch !== undefined ? { slotsPerEpoch: options.slotsPerEpoch } : {}),
     ...(options.validatorCount !== undefined ? { validatorCount: options.validatorCount } : {}),
     ...(options.bundleEngineShare !== undefined ? { bundleEngineShare: options.bundleEngineShare } : {}),
+    ...(options.consensus !== undefined ? { consensus: options.consensus } : {}),
+    ...(options.finalizationDelayMs !== undefined
+      ? { finalizationDelayMs: options.finalizationDelayMs }
+      : {}),
+    ...(options.migration !== undefined ? { migration: options.migration } : {}),
   });
   const rateLimit: RateLimitOptions =
     options.rateLimit === false

@@ -3,6 +3,8 @@
  * and the highest slot reported finalized. Written only by the chain inputs (the facade's `onSlot`,
  * `setBlockHeight`, `onFinalizedSlot`, `onDeadSlot`); read by every stage.
  */
+import { ConsensusDetector, FinalizedHeightGuard } from '@solrelay/core';
+
 /** Slots the slot time is measured over (about 25 s at 400 ms). */
 const SLOT_TIME_WINDOW = 64;
 
@@ -16,6 +18,10 @@ export class ChainPosition {
   /** Highest slot the stream reported finalized, and the processed slot we were at when it did. */
   finalizedSlot = 0;
   finalizedReportedAt = Number.NEGATIVE_INFINITY;
+  /** Which consensus the cluster runs, told by the cluster itself (DESIGN §12; @solrelay/core `consensus.ts`). */
+  readonly consensus = new ConsensusDetector();
+  /** The finalized block height taken as proof of expiry only when it did not step backwards. */
+  readonly finalizedHeightGuard = new FinalizedHeightGuard();
   /** Observed milliseconds per slot over the last slots seen; mainnet's nominal 400 until measured. */
   slotMs = 400;
   /** When recent new highest slots arrived, oldest first (at most {@link SLOT_TIME_WINDOW}). */

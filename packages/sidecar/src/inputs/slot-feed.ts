@@ -43,6 +43,7 @@ export function startSlotFeed(deps: {
     xToken: deps.xToken,
     staticAccounts: deps.tippers,
     onSlot: (update) => {
+      relay.onConsensusSlot(update);
       if (update.status === 'processed') {
         onNewSlot(update.slot, true);
         void relay.track();

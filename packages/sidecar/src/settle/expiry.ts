@@ -22,11 +22,18 @@ export class Expiry {
     let finalizedHeight: number | null | undefined;
     for (const tx of await this.d.store.live()) {
       if (tx.state !== 'pending' && tx.state !== 'submitted') continue;
+      // Through a migration window nothing is expired: blocks after the transition may be rolled back, and a
+      // blockhash that looks dead now may be alive on the surviving fork.
+      if (this.d.chain.consensus.snapshot().migrating) return;
       const pastExpiry = this.d.chain.slot > tx.expires_at_slot;
       if (!tx.stopped && !pastExpiry) continue;
       if (this.d.locks.isBusy(tx.tx_id)) continue; // busy now: look again next slot
       if (finalizedHeight === undefined)
-        finalizedHeight = await this.d.rpc.getBlockHeight('finalized').catch(() => null);
+        // Never a height that stepped backwards, nor one read mid-migration (DESIGN §12; SIMD-0371 deletes blocks).
+        finalizedHeight = this.d.chain.finalizedHeightGuard.accept(
+          (await this.d.rpc.getBlockHeight('finalized').catch(() => null)) ?? null,
+          this.d.chain.consensus.snapshot().migrating,
+        );
       const dead = await this.d.blockhashes.provablyDead(tx, finalizedHeight);
       await this.d.locks.run(tx.tx_id, async () => {
         const current = await this.d.store.get(tx.tx_id);

@@ -286,7 +286,11 @@ export class Settler {
     const slot = this.d.chain.slot;
     const policy = this.d.policy();
     const timeline = { ...attempt.timeline, failed: { slot, ts: now } };
-    const retries = tx.retries + (options.countRetry ? 1 : 0);
+    // A window lost in a consensus migration's vote-only window (SIMD-0371: no user transactions are packed) is
+    // nobody's doing: no retry counted.
+    const windowSlot = attempt.window_end_slot ?? attempt.target_slot ?? slot;
+    const inMigration = this.d.chain.consensus.inMigrationWindow(windowSlot);
+    const retries = tx.retries + (options.countRetry && !inMigration ? 1 : 0);
     const retryable = isRetryableOutcome(outcome);
     const fails = !retryable && options.final !== false;
     const exhausted = retries > policy['max-retries'] || slot > tx.expires_at_slot;

@@ -68,6 +68,45 @@ export interface SimClusterOptions {
   bankSigverify?: boolean;
   /** Take randomness from this generator (forked per subsystem) instead of `seed`. */
   rng?: Rng;
+  /**
+   * The consensus the cluster runs (see the README's "Consensus modes" for sources and assumptions):
+   * - `towerbft` (default, unchanged): confirmed `confirmationSlots` and finalized `finalizationSlots` after processed.
+   * - `alpenglow`: processed = notarized; one finalization certificate, `finalizationDelayMs` after processed, sets
+   *   confirmed and finalized together (anza-xyz/agave PR 10063, `alpenglow_update_commitment_cache`); no vote
+   *   transactions in blocks (SIMD-0326; the simnet streams none in any mode).
+   * - `migration`: TowerBFT, then a vote-only window and a switch to Alpenglow (SIMD-0371), see `migration`.
+   */
+  consensus?: ConsensusMode;
+  /** Alpenglow: milliseconds from a block's processed (notarization) to its finalization certificate. Default 120. */
+  finalizationDelayMs?: number;
+  /** The `migration` mode's slots. */
+  migration?: MigrationOptions;
+}
+
+export type ConsensusMode = 'towerbft' | 'alpenglow' | 'migration';
+
+/** Where a cluster is in its consensus: `vote-only` and `migrating` exist only in the `migration` mode. */
+export type ConsensusPhase = 'towerbft' | 'vote-only' | 'alpenglow';
+
+/**
+ * A TowerBFT -> Alpenglow migration (SIMD-0371): after `boundarySlot` blocks carry no user transactions (vote-only);
+ * the transition block T is produced `transitionAfterSlots` later, a block `certificateAfterSlots` after T gathers the
+ * finalized migration certificate, and when the next slot is produced every block after T is deleted and Alpenglow
+ * starts on T (its genesis). With `boundaryForkAbandoned`, the block at the boundary slot is on a fork the
+ * certificate's block does not descend from: it is deleted too and Alpenglow starts on its parent (SIMD-0371's earlier
+ * draft: "delete all blocks with slot greater than slot(B')", B' the latest ancestor from before the boundary). That
+ * block is the only one of the window that may hold user transactions; it is never confirmed (SIMD-0371's motivation:
+ * the handoff never rolls back TowerBFT-confirmed user transactions).
+ */
+export interface MigrationOptions {
+  /** The migration boundary slot. Default 64. */
+  boundarySlot?: number;
+  /** Slots from the boundary to the transition block. Default 2 (M = boundary + 1, T = M + 1). */
+  transitionAfterSlots?: number;
+  /** Slots from the transition block to the block certified. Default 2. */
+  certificateAfterSlots?: number;
+  /** The boundary slot's block is on an abandoned fork (see above). Default false. */
+  boundaryForkAbandoned?: boolean;
 }
 
 interface Block {
@@ -91,6 +130,8 @@ interface Block {
   /** Executed transactions with their metadata, in block order. */
   transactions: TransactionRecord[];
   prioritizationFees: { min: number | null; writable: Map<string, number> };
+  /** A unique id per block produced (Yellowstone's bank id); 0 for genesis. */
+  bankId?: number;
 }
 
 interface StatusEntry {
@@ -162,6 +203,18 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   private readonly skipRate: number;
   private readonly confirmationSlots: number;
   private readonly finalizationSlots: number;
+  readonly consensus: ConsensusMode;
+  private readonly finalizationDelayMs: number;
+  private readonly migration: Required<MigrationOptions> | null;
+  /** The migration's progress: the transition block once produced, and whether Alpenglow has started. */
+  private transitionBlock: Block | null = null;
+  private alpenglowStarted = false;
+  /** The boundary block, when the migration abandons it: deleted with the blocks after the transition. */
+  private abandonedBoundary: { block: Block; snapshot: AccountSnapshot } | null = null;
+  /** Alpenglow: blocks notarized (processed) and waiting for their finalization certificate, oldest first. */
+  private readonly awaitingCertificate: Block[] = [];
+  private readonly certificateTimers = new Set<NodeJS.Timeout>();
+  private nextBankId = 1;
 
   private clockSlot = 0;
   private tip: Block;
@@ -209,6 +262,21 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     if (this.confirmationSlots < 2 || this.finalizationSlots < this.confirmationSlots) {
       throw new Error('need 2 <= confirmationSlots <= finalizationSlots');
     }
+    this.consensus = options.consensus ?? 'towerbft';
+    this.finalizationDelayMs = options.finalizationDelayMs ?? 120;
+    if (this.consensus === 'migration') {
+      const m = options.migration ?? {};
+      this.migration = {
+        boundarySlot: m.boundarySlot ?? 64,
+        transitionAfterSlots: m.transitionAfterSlots ?? 2,
+        certificateAfterSlots: m.certificateAfterSlots ?? 2,
+        boundaryForkAbandoned: m.boundaryForkAbandoned ?? false,
+      };
+      if (this.migration.boundarySlot < 1 || this.migration.transitionAfterSlots < 1)
+        throw new Error('migration: need boundarySlot >= 1 and transitionAfterSlots >= 1');
+      if (this.migration.certificateAfterSlots < 1)
+        throw new Error('migration: need certificateAfterSlots >= 1');
+    } else this.migration = null;
     this.bank = new Bank(options.bankSigverify ?? true);
     this.faults = options.faults ?? new Faults();
     this.faults.on('expireBlockhashes', this.onExpireBlockhashes);
@@ -269,6 +337,37 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
 
   get transactionCount(): number {
     return this.landedTransactionCount;
+  }
+
+  /** The consensus the cluster runs now (`vote-only`: the migration's window; see `ConsensusMode`). */
+  get consensusPhase(): ConsensusPhase {
+    if (this.consensus === 'alpenglow' || this.alpenglowStarted) return 'alpenglow';
+    if (this.migration && this.clockSlot > this.migration.boundarySlot) return 'vote-only';
+    return 'towerbft';
+  }
+
+  /** The migration's transition block's slot and the Alpenglow genesis slot, once known (null otherwise). */
+  get migrationState(): { transitionSlot: number | null; genesisSlot: number | null } {
+    return {
+      transitionSlot: this.transitionBlock?.slot ?? null,
+      genesisSlot: this.alpenglowStarted ? this.alpenglowGenesisSlot : null,
+    };
+  }
+
+  private alpenglowGenesisSlot: number | null = null;
+
+  consensusInfo():
+    { migrationSlot: number | null; genesisSlot: number | null; genesisBlockId: number[] } | undefined {
+    if (this.consensus === 'towerbft') return undefined;
+    const genesisSlot = this.consensus === 'alpenglow' ? 0 : this.alpenglowGenesisSlot;
+    const block = genesisSlot === null ? undefined : this.blocks.get(genesisSlot);
+    return {
+      migrationSlot:
+        this.consensus === 'alpenglow' ? 0 : (this.migration as Required<MigrationOptions>).boundarySlot,
+      genesisSlot,
+      // A 32-byte array, not base-58 (the documented shape).
+      genesisBlockId: block ? [...bs58.decode(block.blockhash)] : [],
+    };
   }
 
   slotAt(commitment: Commitment): number {
@@ -353,6 +452,8 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    for (const timer of this.certificateTimers) clearTimeout(timer);
+    this.certificateTimers.clear();
   }
 
   get running(): boolean {
@@ -565,6 +666,9 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     const snapshot = this.tip.doom?.snapshot;
     if (snapshot?.has(address))
       snapshot.set(address, this.bank.credited(snapshot.get(address) ?? null, lamports));
+    const boundary = this.abandonedBoundary?.snapshot;
+    if (boundary?.has(address))
+      boundary.set(address, this.bank.credited(boundary.get(address) ?? null, lamports));
     const signatureBytes = new Uint8Array(64);
     for (let i = 0; i < 64; i++) signatureBytes[i] = this.chainRng.int(0, 255);
     const signature = bs58.encode(signatureBytes);
@@ -596,9 +700,14 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       return;
     }
     const slot = ++this.clockSlot;
+    // Alpenglow: certificates due by now arrive before the next slot (the manual clock's only way to deliver them).
+    this.deliverCertificates();
     if (this.tip.doom) this.abandonTip();
+    if (this.migration) this.migrate();
 
     const leader = this.schedule.leaderAt(slot);
+    // SIMD-0371: after the boundary slot, until Alpenglow starts, blocks carry no user transactions.
+    const voteOnly = this.consensusPhase === 'vote-only';
     if (this.chainRng.chance(this.skipRate)) {
       this.progressCommitment(slot);
       return;
@@ -607,7 +716,10 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     const willDie = this.chainRng.chance(faults.deadSlotRate);
     const uncleDrawn = this.chainRng.chance(faults.uncleRate);
     const orphanDrawn = this.chainRng.chance(faults.orphanedBlockRate);
-    const snapshot: AccountSnapshot | null = willDie || uncleDrawn || orphanDrawn ? new Map() : null;
+    const boundaryAbandoned =
+      this.migration?.boundaryForkAbandoned === true && slot === this.migration.boundarySlot;
+    const snapshot: AccountSnapshot | null =
+      willDie || uncleDrawn || orphanDrawn || boundaryAbandoned ? new Map() : null;
 
     const parent = this.tip;
     const height = parent.height + 1;
@@ -620,7 +732,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     // 1. Bundles, only in slots of a bundle-engine leader.
     const bundleResults: BundleExecution[] = [];
     const landedBundles: Array<{ bundleId: string; transactions: ParsedTransaction[] }> = [];
-    if (leader.bundleEngine && this.source) {
+    if (leader.bundleEngine && this.source && !voteOnly) {
       for (const candidate of this.source.bundlesForSlot(context)) {
         const outcome = this.executeBundle(candidate, slot, height, inBlock, snapshot);
         bundleResults.push(outcome.result);
@@ -633,10 +745,15 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       }
     }
 
-    // 2. Queued transactions, then 3. re-broadcast transactions of uncled bundles due in this slot.
-    const queue = this.pending.splice(0);
-    this.pendingSignatures.clear();
-    while (this.rebroadcasts.length > 0 && (this.rebroadcasts[0] as { slot: number }).slot <= slot) {
+    // 2. Queued transactions, then 3. re-broadcast transactions of uncled bundles due in this slot. A vote-only block
+    // packs none: they stay queued (an RPC node keeps forwarding what it was sent until its blockhash expires).
+    const queue = voteOnly ? [] : this.pending.splice(0);
+    if (!voteOnly) this.pendingSignatures.clear();
+    while (
+      !voteOnly &&
+      this.rebroadcasts.length > 0 &&
+      (this.rebroadcasts[0] as { slot: number }).slot <= slot
+    ) {
       queue.push((this.rebroadcasts.shift() as { parsed: ParsedTransaction }).parsed);
     }
     for (const parsed of queue) {
@@ -659,13 +776,14 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       leader,
       signatures: recorded.map((r) => r.parsed.signature),
       status: 'processed',
-      faucetCredits: this.faucetCredits,
+      faucetCredits: voteOnly ? [] : this.faucetCredits,
       transactions: recorded.map(({ parsed, err, execution }, index) =>
         transactionRecord(slot, index, parsed, err, execution),
       ),
       prioritizationFees: { min: null, writable: new Map() },
     };
-    this.faucetCredits = [];
+    if (!voteOnly) this.faucetCredits = [];
+    block.bankId = this.nextBankId++;
     block.prioritizationFees = mergePrioritizationFees(
       prioritizationFeesOf(block.transactions),
       this.source?.backgroundPrioritizationFees?.(slot) ?? null,
@@ -690,8 +808,12 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
 
     this.tip = block;
     this.blocks.set(slot, block);
-    this.unconfirmed.push(block);
-    this.unfinalized.push(block);
+    if (this.consensusPhase === 'alpenglow') this.awaitingCertificate.push(block);
+    else {
+      this.unconfirmed.push(block);
+      this.unfinalized.push(block);
+    }
+    if (this.migration) this.noteMigrationBlock(block, boundaryAbandoned ? snapshot : null);
     this.blockhashes.set(block.blockhash, {
       blockhash: block.blockhash,
       slot,
@@ -740,6 +862,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     );
     this.emitSlot(block, 'processed');
     if (this.source && bundleResults.length > 0) this.source.onBundleResults(context, bundleResults);
+    if (this.consensusPhase === 'alpenglow') this.scheduleCertificate();
 
     this.progressCommitment(slot);
     if (slot % 100 === 0) this.prune(slot);
@@ -962,9 +1085,11 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   }
 
   private progressCommitment(slot: number): void {
+    const { confirmCap, rootCap } = this.migrationCaps();
     while (
       this.unconfirmed.length > 0 &&
-      (this.unconfirmed[0] as Block).slot <= slot - this.confirmationSlots
+      (this.unconfirmed[0] as Block).slot <= slot - this.confirmationSlots &&
+      (this.unconfirmed[0] as Block).slot <= confirmCap
     ) {
       const block = this.unconfirmed.shift() as Block;
       block.status = 'confirmed';
@@ -973,13 +1098,124 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     }
     while (
       this.unfinalized.length > 0 &&
-      (this.unfinalized[0] as Block).slot <= slot - this.finalizationSlots
+      (this.unfinalized[0] as Block).slot <= slot - this.finalizationSlots &&
+      (this.unfinalized[0] as Block).slot <= rootCap
     ) {
       const block = this.unfinalized.shift() as Block;
       block.status = 'finalized';
       this.finalizedTip = block;
       this.emitSlot(block, 'finalized');
     }
+  }
+
+  // ---- consensus: Alpenglow certificates and the migration ----
+
+  /** Alpenglow: the finalization certificate of the newest notarized block arrives `finalizationDelayMs` from now. */
+  private scheduleCertificate(): void {
+    if (!this.timer) return; // manual clock: delivered when the next slot is produced
+    const timer = setTimeout(() => {
+      this.certificateTimers.delete(timer);
+      try {
+        this.deliverCertificates();
+      } catch (error) {
+        process.emitWarning(`simnet: finalization certificate failed: ${(error as Error).stack ?? error}`);
+      }
+    }, this.finalizationDelayMs);
+    timer.unref();
+    this.certificateTimers.add(timer);
+  }
+
+  /**
+   * Every block waiting for its certificate is finalized: confirmed and finalized are set together (agave PR 10063:
+   * "Finalized just sets all these values"), so the stream shows `confirmed` then `finalized` for the slot at once. A
+   * block doomed to die never gets one (it is abandoned when the next slot is produced).
+   */
+  private deliverCertificates(): void {
+    while (this.awaitingCertificate.length > 0) {
+      const block = this.awaitingCertificate.shift() as Block;
+      if (block.doom || block.status !== 'processed') continue;
+      block.status = 'finalized';
+      this.confirmedTip = block;
+      this.finalizedTip = block;
+      this.emitSlot(block, 'confirmed');
+      this.emitSlot(block, 'finalized');
+    }
+  }
+
+  /** Migration: how far TowerBFT may confirm and root while the window is open (no cap otherwise). */
+  private migrationCaps(): { confirmCap: number; rootCap: number } {
+    const m = this.migration;
+    if (!m || this.alpenglowStarted || this.clockSlot <= m.boundarySlot - this.confirmationSlots)
+      return { confirmCap: Number.POSITIVE_INFINITY, rootCap: Number.POSITIVE_INFINITY };
+    // Nothing past the Alpenglow genesis is rooted by TowerBFT (assumed: the SIMD deletes every block after it), and
+    // an abandoned boundary block is never confirmed.
+    const genesisCap = m.boundaryForkAbandoned
+      ? m.boundarySlot - 1
+      : (this.transitionBlock?.slot ?? m.boundarySlot);
+    return {
+      confirmCap: m.boundaryForkAbandoned ? m.boundarySlot - 1 : Number.POSITIVE_INFINITY,
+      rootCap: genesisCap,
+    };
+  }
+
+  private noteMigrationBlock(block: Block, boundarySnapshot: AccountSnapshot | null): void {
+    const m = this.migration as Required<MigrationOptions>;
+    if (boundarySnapshot) this.abandonedBoundary = { block, snapshot: boundarySnapshot };
+    if (
+      !this.transitionBlock &&
+      !this.alpenglowStarted &&
+      block.slot >= m.boundarySlot + m.transitionAfterSlots
+    )
+      this.transitionBlock = block;
+  }
+
+  /**
+   * Migration, before slot `slot` is produced: once the certified block (`certificateAfterSlots` after the transition
+   * block) exists, every block after the Alpenglow genesis is deleted (statuses and blockhashes forgotten, writes of an
+   * abandoned boundary block undone; silent on the stream, as a block left on an abandoned fork), the genesis is
+   * finalized, and Alpenglow runs from this slot on.
+   */
+  private migrate(): void {
+    const m = this.migration as Required<MigrationOptions>;
+    const transition = this.transitionBlock;
+    if (this.alpenglowStarted || !transition || this.tip.slot < transition.slot + m.certificateAfterSlots)
+      return;
+    const boundary = this.abandonedBoundary;
+    const genesis =
+      boundary && boundary.block.status !== 'dead' ? (boundary.block.parent as Block) : transition;
+    const deleted: Block[] = [];
+    for (let b: Block | null = this.tip; b && b.slot > genesis.slot; b = b.parent) deleted.push(b);
+    if (boundary && boundary.block.status !== 'dead') this.bank.restore(boundary.snapshot);
+    for (const block of deleted) {
+      const signatures = block.signatures.filter((s) => !block.faucetCredits.some((c) => c.signature === s));
+      this.unindexBlock(block, 'newest');
+      for (const signature of block.signatures) this.statuses.delete(signature);
+      this.landedTransactionCount -= block.signatures.length;
+      this.blockhashes.delete(block.blockhash);
+      this.faucetCredits.unshift(...block.faucetCredits);
+      block.status = 'dead';
+      removeBlock(this.unconfirmed, block);
+      removeBlock(this.unfinalized, block);
+      this.emit('rollback', { slot: block.slot, signatures, reason: 'migration' });
+    }
+    this.abandonedBoundary = null;
+    this.tip = genesis;
+    // The genesis is final under Alpenglow; blocks below it not yet rooted are rooted with it.
+    this.unconfirmed.length = 0;
+    while (this.unfinalized.length > 0 && (this.unfinalized[0] as Block).slot <= genesis.slot) {
+      const block = this.unfinalized.shift() as Block;
+      block.status = 'finalized';
+    }
+    this.unfinalized.length = 0;
+    if (genesis.status !== 'finalized') {
+      genesis.status = 'finalized';
+      if (this.confirmedTip.slot !== genesis.slot) this.emitSlot(genesis, 'confirmed');
+      this.emitSlot(genesis, 'finalized');
+    }
+    this.confirmedTip = genesis;
+    this.finalizedTip = genesis;
+    this.alpenglowStarted = true;
+    this.alpenglowGenesisSlot = genesis.slot;
   }
 
   private emitSlot(block: Block, status: Commitment): void {
@@ -990,6 +1226,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       blockHeight: block.height,
       blockhash: block.blockhash,
       transactionCount: block.signatures.length,
+      ...(this.consensus !== 'towerbft' && block.bankId !== undefined ? { bankId: block.bankId } : {}),
     };
     this.emit('slot', event);
   }

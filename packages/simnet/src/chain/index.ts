@@ -1,5 +1,12 @@
 export * from './types';
-export { SimCluster, BLOCKHASH_VALID_BLOCKS, type SimClusterOptions } from './cluster';
+export {
+  SimCluster,
+  BLOCKHASH_VALID_BLOCKS,
+  type SimClusterOptions,
+  type ConsensusMode,
+  type ConsensusPhase,
+  type MigrationOptions,
+} from './cluster';
 export { LEADER_WINDOW_SLOTS } from './leaders';
 export {
   encodeTransactionError,

@@ -74,6 +74,11 @@ export interface SlotEvent {
   blockhash?: string;
   /** Number of transactions recorded in the block. */
   transactionCount?: number;
+  /**
+   * The bank's id (Yellowstone `SubscribeUpdateSlot.bank_id`, optional; rpcpool/yellowstone-grpc geyser.proto).
+   * Set only outside the default TowerBFT mode, so that mode's stream is byte-for-byte what it was.
+   */
+  bankId?: number;
 }
 
 /** A transaction executed in a block (success or failure, both are recorded on chain and charge the fee). */
@@ -156,8 +161,11 @@ export interface ClusterEvents {
     {
       slot: number;
       signatures: string[];
-      /** Replay failure (announced as a dead slot), uncled (re-broadcast), or orphaned (silent). */
-      reason: 'dead' | 'uncled' | 'orphaned';
+      /**
+       * Replay failure (announced as a dead slot), uncled (re-broadcast), orphaned (silent), or `migration`: a block
+       * the TowerBFT -> Alpenglow migration deleted (SIMD-0371; silent, its slot just never finalizes).
+       */
+      reason: 'dead' | 'uncled' | 'orphaned' | 'migration';
       /** When the block was uncled: ids of the bundles it carried; their transactions are re-broadcast one by one. */
       uncledBundleIds?: string[];
     },
@@ -266,6 +274,12 @@ export interface ChainRead {
 }
 
 export interface Cluster extends ChainRead {
+  /**
+   * The consensus facts Agave 4.3's RPC serves (`getAlpenglowMigrationSlot`, `getAgGenesisCert`); undefined in the
+   * default TowerBFT mode (a node older than 4.3: -32601).
+   */
+  consensusInfo?():
+    { migrationSlot: number | null; genesisSlot: number | null; genesisBlockId: number[] } | undefined;
   /** The same reads as a node `lagSlots` behind the tip would answer them (lagSlots 0: this cluster). */
   behind(lagSlots: number): ChainRead;
   /** Highest processed slot. */

@@ -84,6 +84,7 @@ function slotUpdate(
   parent: number | null,
   status: string,
   deadError?: string,
+  bankId?: number,
 ) {
   return {
     filters,
@@ -92,6 +93,10 @@ function slotUpdate(
       ...(parent === null ? {} : { parent: String(parent) }),
       status,
       ...(deadError === undefined ? {} : { deadError }),
+      // Yellowstone: FIRST_SHRED_RECEIVED and COMPLETED belong to no bank.
+      ...(bankId === undefined || status === 'SLOT_FIRST_SHRED_RECEIVED' || status === 'SLOT_COMPLETED'
+        ? {}
+        : { bankId: String(bankId) }),
     },
     createdAt: createdAt(),
   };
@@ -216,7 +221,8 @@ class SubscribeStream {
         if (filter.filterByCommitment && status !== wanted) continue;
         names.push(name);
       }
-      if (names.length > 0) this.write(slotUpdate(names, event.slot, event.parent, status, event.deadError));
+      if (names.length > 0)
+        this.write(slotUpdate(names, event.slot, event.parent, status, event.deadError, event.bankId));
     }
   }
 }

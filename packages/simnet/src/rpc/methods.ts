@@ -294,7 +294,7 @@ export class RpcMethods {
   call(method: string, rawParams: unknown, node: ChainRead = this.cluster): unknown {
     const params = rawParams === undefined || rawParams === null ? [] : rawParams;
     if (!Array.isArray(params)) throw invalidParams('Invalid params: expected an array');
-    const handler = this.handlers[method];
+    const handler = this.handlers[method] ?? this.consensusHandler(method);
     if (!handler) throw new RpcError(-32601, 'Method not found');
     this.read = node;
     try {
@@ -355,6 +355,24 @@ export class RpcMethods {
       rentEpoch: account.rentEpoch,
       space: account.data.length,
     };
+  }
+
+  /**
+   * Agave 4.3's consensus methods (anza-xyz/agave PR 12735, anza-xyz/kit PR 1703: `getAlpenglowMigrationSlot`, the
+   * slot the cluster migrates at or null; Helius / Alchemy docs: `getAgGenesisCert`, the certificate over the first
+   * Alpenglow block or null while TowerBFT runs). Answered only outside the default TowerBFT mode, which answers
+   * -32601 as a node older than 4.3 does (and as the simnet always did).
+   */
+  private consensusHandler(method: string): ((params: unknown[]) => unknown) | undefined {
+    const info = this.cluster.consensusInfo?.();
+    if (!info) return undefined;
+    if (method === 'getAlpenglowMigrationSlot') return () => info.migrationSlot;
+    if (method === 'getAgGenesisCert')
+      return () =>
+        info.genesisSlot === null
+          ? null
+          : { block: { slot: info.genesisSlot, blockId: info.genesisBlockId } };
+    return undefined;
   }
 
   private readonly handlers: Record<string, (params: unknown[]) => unknown> = {

@@ -1,0 +1,139 @@
+/**
+ * Which consensus the cluster runs, told by the cluster itself (DESIGN §12): pure, fed by the sidecar's slot stream
+ * and, where the node serves them, Agave 4.3's consensus RPC methods. No clock, no I/O.
+ *
+ * Signals, and where they come from:
+ * - The commitment pattern of slot updates. Under Alpenglow one finalization certificate sets confirmed and finalized
+ *   together (anza-xyz/agave PR 10063, `alpenglow_update_commitment_cache`: "Finalized just sets all these values"),
+ *   ~100–150 ms after processed: a slot is finalized while the stream's processed tip is at most a few slots past it.
+ *   Under TowerBFT a slot is rooted ~32 slots after processed. A few consecutive finalized slots of one pattern
+ *   decide.
+ * - `getAlpenglowMigrationSlot` (anza-xyz/agave PR 12735, anza-xyz/kit PR 1703): the migration boundary slot, after
+ *   which blocks carry no user transactions until Alpenglow starts (SIMD-0371). null: none planned; unavailable (an
+ *   older node): unknown, not "none".
+ * - `getAgGenesisCert` (Agave 4.3; Helius / Alchemy docs): the first Alpenglow block's slot once migrated.
+ * - A processed slot whose parent is below a slot already processed: blocks were rolled back (the migration deletes
+ *   every block after its transition block, SIMD-0371), so heights read before it may step backwards.
+ */
+
+export type ConsensusKind = 'unknown' | 'towerbft' | 'alpenglow';
+
+/** A finalized slot at most this many slots behind the processed tip is Alpenglow's pattern. */
+export const ALPENGLOW_FINALITY_MAX_LAG_SLOTS = 4;
+/** A finalized slot at least this many slots behind the processed tip is TowerBFT's (rooting ≈ 32 slots). */
+export const TOWERBFT_FINALITY_MIN_LAG_SLOTS = 12;
+/** Consecutive finalized slots of one pattern that decide the consensus. */
+export const CONSENSUS_EVIDENCE_SLOTS = 3;
+
+export interface ConsensusSnapshot {
+  kind: ConsensusKind;
+  /**
+   * A migration window is open: the boundary is known and passed, and Alpenglow has not been seen finalizing since
+   * (blocks carry no user transactions; blocks after the transition may be rolled back).
+   */
+  migrating: boolean;
+  /** The migration boundary slot, when the cluster announced one. */
+  migrationSlot: number | null;
+  /** The processed slot of the last rollback seen (a parent below a slot already processed), or null. */
+  lastRollbackSlot: number | null;
+}
+
+export class ConsensusDetector {
+  private kind: ConsensusKind = 'unknown';
+  private streak: { kind: 'towerbft' | 'alpenglow'; count: number } | null = null;
+  private processedTip = 0;
+  private migrationSlot: number | null = null;
+  /** The first Alpenglow block (getAgGenesisCert), once known. */
+  genesisSlot: number | null = null;
+  /** Alpenglow finalized a slot past the boundary (the window is over). */
+  private alpenglowAfterBoundary = false;
+  private lastRollbackSlot: number | null = null;
+  /** The last slot of the window once it closed: the processed tip when Alpenglow was first seen past it. */
+  private windowEndSlot: number | null = null;
+
+  /** One slot update from the stream (processed, confirmed, finalized; others are ignored). */
+  observeSlot(update: { slot: number; status: string; parent?: number | null }): void {
+    if (update.status === 'processed') {
+      if (update.parent != null && update.parent < this.processedTip && update.slot > this.processedTip)
+        this.lastRollbackSlot = update.slot;
+      if (update.slot > this.processedTip) this.processedTip = update.slot;
+      return;
+    }
+    if (update.status !== 'finalized' || this.processedTip === 0) return;
+    const lag = this.processedTip - update.slot;
+    const seen =
+      lag <= ALPENGLOW_FINALITY_MAX_LAG_SLOTS
+        ? 'alpenglow'
+        : lag >= TOWERBFT_FINALITY_MIN_LAG_SLOTS
+          ? 'towerbft'
+          : null;
+    if (seen === null) return;
+    this.streak =
+      this.streak?.kind === seen ? { kind: seen, count: this.streak.count + 1 } : { kind: seen, count: 1 };
+    if (this.streak.count >= CONSENSUS_EVIDENCE_SLOTS) this.kind = seen;
+    if (seen === 'alpenglow' && this.migrationSlot !== null && update.slot > this.migrationSlot)
+      this.closeWindow();
+  }
+
+  /** `getAlpenglowMigrationSlot`: the boundary slot, null (none planned), or undefined (the node cannot say). */
+  observeMigrationSlot(slot: number | null | undefined): void {
+    if (slot === undefined) return;
+    this.migrationSlot = slot === null || slot <= 0 ? null : slot;
+  }
+
+  /** `getAgGenesisCert`: the first Alpenglow block's slot, null (not migrated), or undefined (the node cannot say). */
+  observeGenesisSlot(slot: number | null | undefined): void {
+    if (slot === undefined || slot === null) return;
+    this.genesisSlot = slot;
+    if (this.migrationSlot !== null && this.processedTip > slot) this.closeWindow();
+  }
+
+  /** The cluster runs Alpenglow past the boundary: the window closed at the processed tip seen then. */
+  private closeWindow(): void {
+    if (this.alpenglowAfterBoundary) return;
+    this.alpenglowAfterBoundary = true;
+    this.windowEndSlot = this.processedTip;
+  }
+
+  snapshot(): ConsensusSnapshot {
+    const boundaryPassed = this.migrationSlot !== null && this.processedTip > this.migrationSlot;
+    return {
+      kind: this.kind,
+      migrating: boundaryPassed && !this.alpenglowAfterBoundary,
+      migrationSlot: this.migrationSlot,
+      lastRollbackSlot: this.lastRollbackSlot,
+    };
+  }
+
+  /** Whether a slot lies in the migration window (after the boundary, before Alpenglow finalized past it). */
+  inMigrationWindow(slot: number): boolean {
+    if (this.migrationSlot === null || slot <= this.migrationSlot) return false;
+    return this.windowEndSlot === null || slot <= this.windowEndSlot;
+  }
+}
+
+/**
+ * The finalized block height as proof of expiry: a reading below one already taken means blocks were rolled back
+ * (DESIGN §12: never take a finalized height that steps backwards as proof), so it proves nothing, and neither
+ * does any reading while a migration window is open. Returns the height to use, or null.
+ */
+export class FinalizedHeightGuard {
+  private highest = 0;
+  private regressed = false;
+
+  accept(height: number | null, migrating: boolean): number | null {
+    if (height === null) return null;
+    if (height < this.highest) {
+      this.regressed = true;
+      this.highest = height;
+      return null;
+    }
+    this.highest = height;
+    // After a regression, the next reading at or above the low point proves again (a fresh, monotone series).
+    if (this.regressed) {
+      this.regressed = false;
+      return null;
+    }
+    return migrating ? null : height;
+  }
+}

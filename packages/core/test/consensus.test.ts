@@ -1,0 +1,73 @@
+import { ConsensusDetector, FinalizedHeightGuard } from '../src/consensus';
+
+/** Feed a slot's processed update, then the finalized updates a cluster would send by then. */
+function towerbft(d: ConsensusDetector, from: number, to: number): void {
+  for (let s = from; s <= to; s++) {
+    d.observeSlot({ slot: s, status: 'processed', parent: s - 1 });
+    d.observeSlot({ slot: s - 2, status: 'confirmed' });
+    if (s > 32) d.observeSlot({ slot: s - 32, status: 'finalized' });
+  }
+}
+
+function alpenglow(d: ConsensusDetector, from: number, to: number, firstParent = from - 1): void {
+  for (let s = from; s <= to; s++) {
+    d.observeSlot({ slot: s, status: 'processed', parent: s === from ? firstParent : s - 1 });
+    d.observeSlot({ slot: s, status: 'confirmed' });
+    d.observeSlot({ slot: s, status: 'finalized' });
+  }
+}
+
+describe('ConsensusDetector', () => {
+  it('is unknown until a few finalized slots show a pattern', () => {
+    const d = new ConsensusDetector();
+    expect(d.snapshot().kind).toBe('unknown');
+    towerbft(d, 1, 33);
+    expect(d.snapshot().kind).toBe('unknown');
+    towerbft(d, 34, 40);
+    expect(d.snapshot()).toMatchObject({ kind: 'towerbft', migrating: false });
+  });
+
+  it('tells Alpenglow by confirmed and finalized arriving together right behind processed', () => {
+    const d = new ConsensusDetector();
+    alpenglow(d, 1, 3);
+    expect(d.snapshot().kind).toBe('alpenglow');
+  });
+
+  it('opens a migration window past the announced boundary and closes it when Alpenglow finalizes past it', () => {
+    const d = new ConsensusDetector();
+    d.observeMigrationSlot(60);
+    towerbft(d, 1, 60);
+    expect(d.snapshot().migrating).toBe(false);
+    towerbft(d, 61, 64);
+    expect(d.snapshot()).toMatchObject({ kind: 'towerbft', migrating: true, migrationSlot: 60 });
+    expect(d.inMigrationWindow(63)).toBe(true);
+    expect(d.inMigrationWindow(60)).toBe(false);
+    // Blocks after the transition (62) deleted: slot 65 builds on 62.
+    alpenglow(d, 65, 67, 62);
+    const snap = d.snapshot();
+    expect(snap).toMatchObject({ kind: 'alpenglow', migrating: false, lastRollbackSlot: 65 });
+    expect(d.inMigrationWindow(64)).toBe(true);
+    expect(d.inMigrationWindow(70)).toBe(false);
+  });
+
+  it('treats a node that cannot answer the migration slot as unknown, not as "none"', () => {
+    const d = new ConsensusDetector();
+    d.observeMigrationSlot(60);
+    d.observeMigrationSlot(undefined);
+    expect(d.snapshot().migrationSlot).toBe(60);
+    d.observeMigrationSlot(null);
+    expect(d.snapshot().migrationSlot).toBeNull();
+  });
+});
+
+describe('FinalizedHeightGuard', () => {
+  it('proves nothing with a height that stepped back, nor with the next one, nor while migrating', () => {
+    const g = new FinalizedHeightGuard();
+    expect(g.accept(100, false)).toBe(100);
+    expect(g.accept(101, true)).toBeNull();
+    expect(g.accept(90, false)).toBeNull();
+    expect(g.accept(91, false)).toBeNull();
+    expect(g.accept(92, false)).toBe(92);
+    expect(g.accept(null, false)).toBeNull();
+  });
+});
