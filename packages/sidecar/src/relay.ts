@@ -1,5 +1,6 @@
 import type {
   BlockEngineRegionStatus,
+  ConsensusSnapshot,
   StatusResponse,
   DecisionMode,
   EventCursor,
@@ -221,7 +222,6 @@ export class Relay {
     this.s.ports.chain.setBlockHeight(height);
   }
 
-  /** The stream reports a slot finalized (rooted): confirmed transactions up to it are worth a status read. */
   /** Every slot update of the stream, for telling the cluster's consensus (DESIGN §12). */
   onConsensusSlot(update: { slot: number; status: string; parent?: number | null }): void {
     this.s.ports.chain.consensus.observeSlot(update);
@@ -233,11 +233,12 @@ export class Relay {
     this.s.ports.chain.consensus.observeGenesisSlot(genesisSlot);
   }
 
-  /** The consensus relay sees the cluster run. */
-  consensus() {
+  /** The consensus relay sees the cluster run (and whether a migration window holds sending). */
+  consensus(): ConsensusSnapshot {
     return this.s.ports.chain.consensus.snapshot();
   }
 
+  /** The stream reports a slot finalized (rooted): confirmed transactions up to it are worth a status read. */
   onFinalizedSlot(slot: number): void {
     this.s.tracker.onFinalizedSlot(slot);
   }
