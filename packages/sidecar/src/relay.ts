@@ -144,6 +144,11 @@ export class Relay {
     }));
   }
 
+  /** Bundles waiting in the send queue (not yet on the wire; held ones included). */
+  get sendsWaiting(): number {
+    return this.s.queue.length;
+  }
+
   /** Lamports reserved or paid in the rolling hour (what `spend-limit` is checked against). */
   spentThisHour(): Promise<number> {
     return spentInWindow(this.s.ports.store, this.s.ports.now());

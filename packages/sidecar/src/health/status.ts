@@ -86,9 +86,9 @@ export function readinessOf(s: StatusSources): ReadyResponse {
   if (!s.store.healthy) reasons.push(`${s.storeName ?? 'journal'}: ${s.store.problem ?? 'writes failing'}`);
   if (r.tipsHeld) reasons.push(r.tipsHeld);
   const consensus = r.consensus();
-  if (consensus.migrating)
+  if (consensus.holdSends)
     reasons.push(
-      `consensus: migration window open (past slot ${consensus.migrationSlot}; blocks carry no user transactions): bundles held until Alpenglow finalizes`,
+      `consensus: migration at slot ${consensus.migrationSlot} (blocks past it carry no user transactions): bundles held until Alpenglow finalizes`,
     );
   if (!r.bypass && !r.agent && !r.fallbackActive)
     reasons.push('no decider: no agent connected (and the fallback grace period has not passed)');
