@@ -41,7 +41,7 @@ test('relay detects Alpenglow from the cluster, and a transaction goes through e
   });
   expect(await series('relay_consensus_mode{mode="alpenglow"}')).toBe(1);
   expect(await series('relay_consensus_mode{mode="towerbft"}')).toBe(0);
-  expect((await get(url, '/readyz')).body.reasons ?? []).not.toContainEqual(
+  expect((await get(url, '/readyz')).body.error?.details?.reasons ?? []).not.toContainEqual(
     expect.stringMatching(/^consensus/),
   );
 
