@@ -1,8 +1,7 @@
-import { SystemProgram, Transaction, Keypair } from '@solana/web3.js';
-import { get, post, stepSlotsUntil, waitUntil, type Stack } from '@solrelay/testkit';
+import { get, stepSlotsUntil, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
-import type { StoredTx } from '../../src/store/records';
-import { counterValue, startRelayStack } from '../helpers/relay-stack';
+import { startMigrationStack, type MigrationStack } from '../helpers/migration-stack';
+import { counterValue } from '../helpers/relay-stack';
 
 /**
  * Through a TowerBFT -> Alpenglow migration (issue 31, DESIGN §12; the simnet's `migration` mode, SIMD-0371: after
@@ -15,56 +14,17 @@ import { counterValue, startRelayStack } from '../helpers/relay-stack';
 const BOUNDARY = 60;
 let stack: Stack<Sidecar>;
 let url: string;
-/** Every bundle the engine received: the slot and the cluster's consensus phase then. */
-const received: Array<{ slot: number; phase: string }> = [];
+let received: MigrationStack['received'];
+let enqueue: MigrationStack['enqueue'];
+let stored: MigrationStack['stored'];
 
 beforeAll(async () => {
-  stack = await startRelayStack({
-    simnet: { clock: 'manual', consensus: 'migration', migration: { boundarySlot: BOUNDARY } },
-    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '50000' },
-  });
-  url = stack.sidecar.url;
-  const { engine, cluster } = stack.simnet;
-  const submit = engine.submitBundle.bind(engine);
-  engine.submitBundle = (...args: Parameters<typeof submit>) => {
-    received.push({ slot: cluster.slot, phase: cluster.consensusPhase });
-    return submit(...args);
-  };
-  await stepSlotsUntil(
-    stack,
-    async () => (await get(url, '/readyz')).status === 200,
-    30_000,
-    'the sidecar to be ready',
-  );
+  ({ stack, url, received, enqueue, stored } = await startMigrationStack({ boundarySlot: BOUNDARY }));
 }, 60_000);
 
 afterAll(async () => {
   await stack?.close();
 });
-
-/** A transfer on a blockhash from before the boundary (the finalized one): it survives the migration's deletions. */
-function transfer(lamports: number): string {
-  const { blockhash } = stack.simnet.cluster.latestBlockhash('finalized');
-  const tx = new Transaction({ feePayer: stack.payer.publicKey, recentBlockhash: blockhash });
-  tx.add(
-    SystemProgram.transfer({
-      fromPubkey: stack.payer.publicKey,
-      toPubkey: Keypair.generate().publicKey,
-      lamports: 890_880 + lamports,
-    }),
-  );
-  tx.sign(stack.payer);
-  return tx.serialize().toString('base64');
-}
-
-async function enqueue(lamports: number): Promise<string> {
-  const answer = await post(url, '/tx/enqueue', { transaction: transfer(lamports) });
-  expect(answer.status).toBe(202);
-  return answer.body.tx_id as string;
-}
-
-const stored = async (txId: string): Promise<StoredTx> =>
-  (await stack.sidecar.relay.stored(txId)) as StoredTx;
 
 test('no bundle goes out in the vote-only window, no retry is counted, nothing expires; all finalize after it', async () => {
   const { cluster } = stack.simnet;
