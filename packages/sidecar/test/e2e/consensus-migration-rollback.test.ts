@@ -12,6 +12,7 @@ import { startMigrationStack, type MigrationStack } from '../helpers/migration-s
  * none of it), which Alpenglow's finality right after the window satisfies within a slot or two.
  */
 const BOUNDARY = 60;
+let m: MigrationStack;
 let stack: Stack<Sidecar>;
 let url: string;
 let received: MigrationStack['received'];
@@ -19,10 +20,11 @@ let enqueue: MigrationStack['enqueue'];
 let stored: MigrationStack['stored'];
 
 beforeAll(async () => {
-  ({ stack, url, received, enqueue, stored } = await startMigrationStack({
+  m = await startMigrationStack({
     boundarySlot: BOUNDARY,
     boundaryForkAbandoned: true,
-  }));
+  });
+  ({ stack, url, received, enqueue, stored } = m);
 }, 60_000);
 
 afterAll(async () => {
@@ -32,20 +34,10 @@ afterAll(async () => {
 test('a landing in the abandoned boundary block is re-checked, sent again after the window, and finalized', async () => {
   const { cluster } = stack.simnet;
   const relay = stack.sidecar.relay;
-  expect(cluster.slot).toBeLessThan(BOUNDARY - 4);
-  await stepSlotsUntil(
-    stack,
-    async () => relay.consensus().migrationSlot === BOUNDARY,
-    30_000,
-    'the boundary',
-  );
-  await stepSlotsUntil(stack, async () => cluster.slot >= BOUNDARY - 1, 30_000, 'the slot before it');
+  await m.untilBoundaryKnown();
+  await m.stepTo(BOUNDARY - 1);
   const txId = await enqueue(1);
-  await waitUntil(
-    async () => (await stored(txId)).attempts[0]?.stage === 'submitted',
-    15_000,
-    'its bundle sent',
-  );
+  await m.untilSent(txId);
   const signature: string = (await get(url, `/tx/${txId}`)).body.tx_signatures[0];
   // The boundary block takes it; relay sees it land there.
   await stepSlotsUntil(stack, async () => relay.consensus().holdSends, 30_000, 'the boundary block');

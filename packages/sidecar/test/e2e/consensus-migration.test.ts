@@ -12,6 +12,7 @@ import { counterValue } from '../helpers/relay-stack';
  * enqueued around the boundary ends truthfully: finalized after the window, as the chain says.
  */
 const BOUNDARY = 60;
+let m: MigrationStack;
 let stack: Stack<Sidecar>;
 let url: string;
 let received: MigrationStack['received'];
@@ -19,7 +20,8 @@ let enqueue: MigrationStack['enqueue'];
 let stored: MigrationStack['stored'];
 
 beforeAll(async () => {
-  ({ stack, url, received, enqueue, stored } = await startMigrationStack({ boundarySlot: BOUNDARY }));
+  m = await startMigrationStack({ boundarySlot: BOUNDARY });
+  ({ stack, url, received, enqueue, stored } = m);
 }, 60_000);
 
 afterAll(async () => {
@@ -29,26 +31,16 @@ afterAll(async () => {
 test('no bundle goes out in the vote-only window, no retry is counted, nothing expires; all finalize after it', async () => {
   const { cluster } = stack.simnet;
   const relay = stack.sidecar.relay;
-  expect(cluster.slot).toBeLessThan(BOUNDARY - 4);
-  await stepSlotsUntil(
-    stack,
-    async () => relay.consensus().migrationSlot === BOUNDARY,
-    30_000,
-    'the boundary',
-  );
+  await m.untilBoundaryKnown();
 
   // Before the boundary: two transactions, sent at once (bypass).
-  await stepSlotsUntil(stack, async () => cluster.slot >= BOUNDARY - 3, 30_000, 'three slots before it');
+  await m.stepTo(BOUNDARY - 3);
   const before: string[] = [await enqueue(1), await enqueue(2)];
   // One more, sent in the slot before the boundary block: it lands in that block or, should its window slide past
   // it, in none of the vote-only blocks after; either way it ends finalized with no retry counted.
-  await stepSlotsUntil(stack, async () => cluster.slot >= BOUNDARY - 1, 30_000, 'the slot before it');
+  await m.stepTo(BOUNDARY - 1);
   before.push(await enqueue(5));
-  await waitUntil(
-    async () => (await stored(before[2] as string)).attempts[0]?.stage === 'submitted',
-    15_000,
-    'its bundle at the engine',
-  );
+  await m.untilSent(before[2] as string);
   // At the boundary relay holds: wait for it, then for every attempt either on the wire's far side or queued.
   await stepSlotsUntil(stack, async () => relay.consensus().holdSends, 30_000, 'relay to hold sending');
   expect(cluster.slot).toBe(BOUNDARY);

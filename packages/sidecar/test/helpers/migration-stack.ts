@@ -1,6 +1,6 @@
 import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
 import type { MigrationOptions } from '@solrelay/simnet';
-import { get, post, stepSlotsUntil, type Stack } from '@solrelay/testkit';
+import { get, post, stepSlotsUntil, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
 import type { StoredTx } from '../../src/store/records';
 import { startRelayStack } from './relay-stack';
@@ -15,6 +15,12 @@ export interface MigrationStack {
   enqueue(lamports: number): Promise<string>;
   /** The stored record (attempt stages as stored: `journaled` is not shown as `submitted`). */
   stored(txId: string): Promise<StoredTx>;
+  /** Step slots until relay knows the boundary (from `getAlpenglowMigrationSlot`), well before the boundary. */
+  untilBoundaryKnown(): Promise<void>;
+  /** Step slots until the cluster is at `slot`. */
+  stepTo(slot: number): Promise<void>;
+  /** Wait until the first attempt of `txId` is at the engine (stored `submitted`). */
+  untilSent(txId: string): Promise<void>;
 }
 
 /**
@@ -53,6 +59,7 @@ export async function startMigrationStack(migration: MigrationOptions): Promise<
     tx.sign(stack.payer);
     return tx.serialize().toString('base64');
   };
+  const stored = async (txId: string) => (await stack.sidecar.relay.stored(txId)) as StoredTx;
   return {
     stack,
     url,
@@ -62,8 +69,19 @@ export async function startMigrationStack(migration: MigrationOptions): Promise<
       if (answer.status !== 202) throw new Error(`enqueue answered ${answer.status}`);
       return answer.body.tx_id as string;
     },
-    async stored(txId) {
-      return (await stack.sidecar.relay.stored(txId)) as StoredTx;
+    stored,
+    async untilBoundaryKnown() {
+      const boundary = migration.boundarySlot ?? 64;
+      if (cluster.slot >= boundary - 4) throw new Error(`the cluster is already at ${cluster.slot}`);
+      const known = async () => stack.sidecar.relay.consensus().migrationSlot === boundary;
+      await stepSlotsUntil(stack, known, 30_000, 'relay to know the boundary');
+    },
+    async stepTo(slot) {
+      await stepSlotsUntil(stack, async () => cluster.slot >= slot, 30_000, `slot ${slot}`);
+    },
+    async untilSent(txId) {
+      const sent = async () => (await stored(txId)).attempts[0]?.stage === 'submitted';
+      await waitUntil(sent, 15_000, 'its bundle at the engine');
     },
   };
 }
