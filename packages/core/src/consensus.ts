@@ -32,6 +32,12 @@ export interface ConsensusSnapshot {
    * (blocks carry no user transactions; blocks after the transition may be rolled back).
    */
   migrating: boolean;
+  /**
+   * No bundle should go out: the processed tip reached the boundary (a bundle sent now lands at the earliest in the
+   * next slot, past the boundary, where blocks carry no user transactions) and Alpenglow has not been seen
+   * finalizing past it. Opens one slot before `migrating`.
+   */
+  holdSends: boolean;
   /** The migration boundary slot, when the cluster announced one. */
   migrationSlot: number | null;
   /** The processed slot of the last rollback seen (a parent below a slot already processed), or null. */
@@ -100,6 +106,10 @@ export class ConsensusDetector {
     return {
       kind: this.kind,
       migrating: boundaryPassed && !this.alpenglowAfterBoundary,
+      holdSends:
+        this.migrationSlot !== null &&
+        this.processedTip >= this.migrationSlot &&
+        !this.alpenglowAfterBoundary,
       migrationSlot: this.migrationSlot,
       lastRollbackSlot: this.lastRollbackSlot,
     };

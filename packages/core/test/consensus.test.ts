@@ -36,8 +36,11 @@ describe('ConsensusDetector', () => {
   it('opens a migration window past the announced boundary and closes it when Alpenglow finalizes past it', () => {
     const d = new ConsensusDetector();
     d.observeMigrationSlot(60);
-    towerbft(d, 1, 60);
-    expect(d.snapshot().migrating).toBe(false);
+    towerbft(d, 1, 59);
+    expect(d.snapshot()).toMatchObject({ migrating: false, holdSends: false });
+    // At the boundary: whatever is sent now lands past it, in the vote-only window.
+    towerbft(d, 60, 60);
+    expect(d.snapshot()).toMatchObject({ migrating: false, holdSends: true });
     towerbft(d, 61, 64);
     expect(d.snapshot()).toMatchObject({ kind: 'towerbft', migrating: true, migrationSlot: 60 });
     expect(d.inMigrationWindow(63)).toBe(true);
@@ -45,7 +48,12 @@ describe('ConsensusDetector', () => {
     // Blocks after the transition (62) deleted: slot 65 builds on 62.
     alpenglow(d, 65, 67, 62);
     const snap = d.snapshot();
-    expect(snap).toMatchObject({ kind: 'alpenglow', migrating: false, lastRollbackSlot: 65 });
+    expect(snap).toMatchObject({
+      kind: 'alpenglow',
+      migrating: false,
+      holdSends: false,
+      lastRollbackSlot: 65,
+    });
     expect(d.inMigrationWindow(64)).toBe(true);
     expect(d.inMigrationWindow(70)).toBe(false);
   });

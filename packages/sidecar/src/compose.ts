@@ -68,6 +68,9 @@ export function composeRelay(o: RelayOptions): RelayStages {
     },
     log: o.log,
     isClosed: ports.isClosed,
+    // Through a consensus migration window no bundle goes out (DESIGN §12): its blocks pack no user transactions.
+    hold: () => ports.chain.consensus.snapshot().holdSends,
+    onHeld: () => ports.metrics.sendsHeldForMigration.inc(),
   });
   const firstSends = new FirstSends(ports, (tipper) => tippers.signerOf(tipper));
   const packer = new Packer(ports, queue, o.packMaxTransactions ?? 1, (txId, n) =>

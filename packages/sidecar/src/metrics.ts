@@ -74,6 +74,22 @@ export class Metrics {
     help: 'Lamports of tip transactions that landed without their bundle (uncled blocks)',
     registers: [this.registry],
   });
+  readonly sendsHeldForMigration = new Counter({
+    name: 'relay_sends_held_for_migration_total',
+    help: 'Bundles held back from the block engine while a TowerBFT -> Alpenglow migration window was open (each once per window; sent when it closes)',
+    registers: [this.registry],
+  });
+  readonly consensusMode = new Gauge({
+    name: 'relay_consensus_mode',
+    help: "The cluster's consensus as relay detects it from the cluster itself: 1 for the detected mode (unknown, towerbft, alpenglow), 0 for the others",
+    labelNames: ['mode'] as const,
+    registers: [this.registry],
+  });
+  readonly consensusMigrating = new Gauge({
+    name: 'relay_consensus_migration_window_open',
+    help: '1 while a consensus migration window is open (vote-only blocks; sends held, no expiry, no retry counted)',
+    registers: [this.registry],
+  });
   readonly deadSlots = new Counter({
     name: 'relay_dead_slots_total',
     help: 'Slots the stream reported dead (replay failures) while relay was watching',

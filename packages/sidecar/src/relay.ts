@@ -1,5 +1,6 @@
 import type {
   BlockEngineRegionStatus,
+  ConsensusSnapshot,
   StatusResponse,
   DecisionMode,
   EventCursor,
@@ -143,6 +144,11 @@ export class Relay {
     }));
   }
 
+  /** Bundles waiting in the send queue (not yet on the wire; held ones included). */
+  get sendsWaiting(): number {
+    return this.s.queue.length;
+  }
+
   /** Lamports reserved or paid in the rolling hour (what `spend-limit` is checked against). */
   spentThisHour(): Promise<number> {
     return spentInWindow(this.s.ports.store, this.s.ports.now());
@@ -221,7 +227,6 @@ export class Relay {
     this.s.ports.chain.setBlockHeight(height);
   }
 
-  /** The stream reports a slot finalized (rooted): confirmed transactions up to it are worth a status read. */
   /** Every slot update of the stream, for telling the cluster's consensus (DESIGN §12). */
   onConsensusSlot(update: { slot: number; status: string; parent?: number | null }): void {
     this.s.ports.chain.consensus.observeSlot(update);
@@ -233,11 +238,12 @@ export class Relay {
     this.s.ports.chain.consensus.observeGenesisSlot(genesisSlot);
   }
 
-  /** The consensus relay sees the cluster run. */
-  consensus() {
+  /** The consensus relay sees the cluster run (and whether a migration window holds sending). */
+  consensus(): ConsensusSnapshot {
     return this.s.ports.chain.consensus.snapshot();
   }
 
+  /** The stream reports a slot finalized (rooted): confirmed transactions up to it are worth a status read. */
   onFinalizedSlot(slot: number): void {
     this.s.tracker.onFinalizedSlot(slot);
   }

@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { LeaderBuffer, RelayError, TipOracle, type LifecycleEntry } from '@solrelay/core';
 import pino, { type Logger } from 'pino';
+import { startConsensusPoller } from './inputs/consensus-poller';
 import { startChainPollers } from './inputs/pollers';
 import { startSlotFeed } from './inputs/slot-feed';
 import { pollTipFloor } from './inputs/tip-floor-poller';
@@ -53,6 +54,8 @@ export interface SidecarOptions {
     leadersMs: number;
     rpcSlotMs: number;
     blockHeightMs: number;
+    /** Agave 4.3's consensus facts (migration slot, Alpenglow genesis) are read this often (default 5 s). */
+    consensusMs: number;
     /** No new slot for this long: slots have stalled (default 10 s). */
     slotStallMs: number;
   }>;
@@ -93,6 +96,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     leadersMs: 15_000,
     rpcSlotMs: 400,
     blockHeightMs: 1000,
+    consensusMs: 5000,
     slotStallMs: 10_000,
     ...options.intervals,
   };
@@ -278,6 +282,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     pollTipFloor({ url: config.tipFloorUrl, oracle, health, hub, clock }),
   );
   startChainPollers({ periodic, relay: r, rpc, engine, leaders, health, intervals });
+  startConsensusPoller({ periodic, rpc, relay: r, everyMs: intervals.consensusMs });
   const stream = startSlotFeed({
     endpoint: config.streamEndpoint,
     xToken: config.streamXToken,

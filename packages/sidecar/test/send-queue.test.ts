@@ -1,5 +1,5 @@
 import { DEFAULT_POLICY, type Policy } from '@solrelay/core';
-import { SendQueue, type SendJob } from '../src/send/queue';
+import { HOLD_RECHECK_MS, SendQueue, type SendJob } from '../src/send/queue';
 
 /**
  * The budgeted send queue on its own, with fake timers (Date.now is faked too): which job each token goes to
@@ -13,6 +13,8 @@ function rig(options: {
   regions?: number;
   preferredRegion?: () => number | null;
   pacing?: number;
+  hold?: () => boolean;
+  onHeld?: (job: SendJob) => void;
 }) {
   const sent: string[] = [];
   /** `txId@region` of every send. */
@@ -25,6 +27,8 @@ function rig(options: {
     ...(options.regions !== undefined ? { regions: options.regions } : {}),
     ...(options.pacing !== undefined ? { pacing: options.pacing } : {}),
     ...(options.preferredRegion ? { preferredRegion: options.preferredRegion } : {}),
+    ...(options.hold ? { hold: options.hold } : {}),
+    ...(options.onHeld ? { onHeld: options.onHeld } : {}),
     send: (job: SendJob, region: number) => {
       sent.push(job.txId);
       routed.push(`${job.txId}@${region}`);
@@ -236,5 +240,23 @@ test('takeReady hands the packer the most valuable ready jobs it accepts, and re
   // What was not taken is sent in its order as tokens come.
   jest.advanceTimersByTime(1_000);
   expect(sent).toEqual(['first', 'refused']);
+  close();
+});
+
+test('while held (a consensus migration window) nothing goes out; held jobs go out best first when it ends', async () => {
+  let holding = true;
+  const held: string[] = [];
+  const { queue, sent, close } = rig({ rps: 100, hold: () => holding, onHeld: (j) => held.push(j.txId) });
+  queue.push(job('low', 2, 100));
+  queue.push(job('high', 0, 100));
+  await jest.advanceTimersByTimeAsync(5_000);
+  expect(sent).toEqual([]);
+  expect(queue.length).toBe(2);
+  // Each job counted once for the hold, however often the queue looked again.
+  expect(held.sort()).toEqual(['high', 'low']);
+  holding = false;
+  await jest.advanceTimersByTimeAsync(HOLD_RECHECK_MS);
+  expect(sent).toEqual(['high', 'low']);
+  expect(held).toHaveLength(2);
   close();
 });

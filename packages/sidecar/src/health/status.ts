@@ -85,6 +85,11 @@ export function readinessOf(s: StatusSources): ReadyResponse {
   if (r.paused) reasons.push(r.paused);
   if (!s.store.healthy) reasons.push(`${s.storeName ?? 'journal'}: ${s.store.problem ?? 'writes failing'}`);
   if (r.tipsHeld) reasons.push(r.tipsHeld);
+  const consensus = r.consensus();
+  if (consensus.holdSends)
+    reasons.push(
+      `consensus: migration at slot ${consensus.migrationSlot} (blocks past it carry no user transactions): bundles held until Alpenglow finalizes`,
+    );
   if (!r.bypass && !r.agent && !r.fallbackActive)
     reasons.push('no decider: no agent connected (and the fallback grace period has not passed)');
   return { ready: reasons.length === 0, reasons };

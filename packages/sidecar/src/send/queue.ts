@@ -21,6 +21,8 @@ export const MAX_CONCURRENT_SENDS = 16;
 export const MAX_COOL_MS = 30_000;
 /** Longest a region's own backoff (no Retry-After) grows. */
 const MAX_BACKOFF_MS = 5_000;
+/** While sending is held (a consensus migration window), the hold is looked at again this often. */
+export const HOLD_RECHECK_MS = 100;
 /** A cool-down this short (a 429 asking for a second) still counts the region in the capacity. */
 const BRIEF_COOL_MS = 2_000;
 
@@ -41,6 +43,14 @@ export interface SendQueueDeps {
    */
   send?: (job: SendJob, region: number) => Promise<void>;
   log: { error: (fields: object, message: string) => void };
+  /**
+   * Whether no bundle may go out now (a TowerBFT -> Alpenglow migration window is open: its blocks carry no user
+   * transactions, SIMD-0371). Jobs wait in the queue, untouched (no token spent, no backoff, nothing settled), and go
+   * out, best first, once it returns false.
+   */
+  hold?: () => boolean;
+  /** A job found waiting on the hold, once per job per hold. */
+  onHeld?: (job: SendJob) => void;
   /** Once closed, nothing more is sent and no timer is armed. */
   isClosed: () => boolean;
   maxConcurrent?: number;
@@ -61,6 +71,8 @@ export class SendQueue {
   private timer: NodeJS.Timeout | null = null;
   private inFlight = 0;
   private readonly maxConcurrent: number;
+  /** Jobs already counted as held in the current hold (`txId:attempt`). */
+  private readonly heldJobs = new Set<string>();
 
   constructor(private readonly d: SendQueueDeps) {
     const regions = Math.max(1, d.regions ?? 1);
@@ -195,6 +207,17 @@ export class SendQueue {
     if (this.d.isClosed()) return;
     const send = this.send ?? this.d.send;
     if (!send) return;
+    if (this.d.hold?.()) {
+      for (const job of this.jobs) {
+        const key = `${job.txId}:${job.attempt}`;
+        if (this.heldJobs.has(key)) continue;
+        this.heldJobs.add(key);
+        this.d.onHeld?.(job);
+      }
+      this.arm(HOLD_RECHECK_MS);
+      return;
+    }
+    this.heldJobs.clear();
     while (this.inFlight < this.maxConcurrent) {
       const now = this.d.now();
       const ready = this.jobs.filter((j) => j.notBefore <= now);

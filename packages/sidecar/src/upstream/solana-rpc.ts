@@ -187,6 +187,17 @@ export class SolanaRpc {
     });
   }
 
+  /**
+   * A JSON-RPC call web3.js v1 has no method for (Agave 4.3's `getAlpenglowMigrationSlot`, `getAgGenesisCert`): the
+   * whole answer, `{ result }` or `{ error }`, unchecked (the caller interprets it). An error answer is an answer (the
+   * RPC stays healthy); only a transport failure throws. Undefined should a web3.js release drop `_rpcRequest`.
+   */
+  async rawRequest(method: string, params: unknown[] = []): Promise<unknown> {
+    const raw = (this.connection as unknown as Partial<RawRpcConnection>)._rpcRequest;
+    if (typeof raw !== 'function') return undefined;
+    return this.track(() => raw.call(this.connection, method, params));
+  }
+
   async getSlot(commitment: Commitment = 'processed'): Promise<number> {
     return this.track(() => this.connection.getSlot(commitment));
   }

@@ -87,6 +87,10 @@ export function operatorRoutes(
       deps.metrics.tipperShortfall.set({ tipper: t.pubkey }, t.lamports);
     await relay.spentThisHour().then((spent) => deps.metrics.spendWindow.set(spent), unlessOutage);
     deps.metrics.spendLimit.set(deps.policy.current['spend-limit']);
+    const consensus = relay.consensus();
+    for (const mode of ['unknown', 'towerbft', 'alpenglow'] as const)
+      deps.metrics.consensusMode.set({ mode }, consensus.kind === mode ? 1 : 0);
+    deps.metrics.consensusMigrating.set(consensus.migrating ? 1 : 0);
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
 }
