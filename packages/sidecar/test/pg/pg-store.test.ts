@@ -45,6 +45,18 @@ function waitingOnLock(db: pg.Pool, pattern: string): Promise<number> {
   );
 }
 
+/**
+ * A deferred constraint trigger on `transactions` that runs at each update's commit and waits there on advisory lock
+ * 4242: while the test holds it, a transition's statement is committing, sent and unanswered.
+ */
+async function holdCommitsOnLock(db: pg.Pool): Promise<void> {
+  await db.query(`
+    CREATE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
+    CREATE CONSTRAINT TRIGGER hold_commit AFTER UPDATE ON transactions
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_hold_commit();`);
+}
+
 beforeEach(async () => {
   url = await postgres.fresh();
 });
@@ -287,11 +299,7 @@ test('a commit whose answer is lost rejects with RELAY_E_DB_COMMIT_UNKNOWN, tell
   const db = sql();
   // A deferred constraint trigger runs at commit; it waits on an advisory lock this test holds, so the transition's
   // statement (its own transaction, in autocommit) is committing, sent and unanswered, when its connection is cut.
-  await db.query(`
-    CREATE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
-    CREATE CONSTRAINT TRIGGER hold_commit AFTER UPDATE ON transactions
-      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_hold_commit();`);
+  await holdCommitsOnLock(db);
   const holder = await db.connect();
   try {
     await holder.query('SELECT pg_advisory_lock(4242)');
@@ -516,6 +524,92 @@ test('the database going away and back is told once each way; meanwhile every st
   expect(store.problem).toBeNull();
   // Nothing was written meanwhile.
   expect((await store.get('tx_a'))?.state).toBe('pending');
+  await proxy.cut();
+});
+
+test('a re-read after a lost answer waits for the COMMIT the server is still finishing, then sees its outcome', async () => {
+  // The store reaches the database through a proxy the test cuts: the client's connection is gone, the server's
+  // backend is not (as when the network drops mid-COMMIT, or the server waits on a synchronous standby).
+  const direct = new URL(url);
+  const proxy = await databaseProxy(Number(direct.port));
+  const viaProxy = new URL(url);
+  viaProxy.port = String(proxy.port);
+  const proxied = await PgTxStore.open(viaProxy.toString(), {
+    maintenanceMs: 0,
+    database: { lockTimeoutMs: 60_000 },
+  });
+  opened.push(proxied);
+  await proxied.accept(tx('tx_a', 'sig-a'));
+  const db = sql();
+  // A deferred constraint trigger runs at commit and waits on an advisory lock this test holds: the transition's
+  // statement is committing (it holds a transaction id, its row written) when its connection is cut.
+  await holdCommitsOnLock(db);
+  const holder = await db.connect();
+  let released = false;
+  try {
+    await holder.query('SELECT pg_advisory_lock(4242)');
+    const moving = proxied
+      .transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } })
+      .catch((error: unknown) => error);
+    const pid = await waitingOnLock(db, '%UPDATE transactions SET%');
+    await proxy.cut();
+    expect(await moving).toMatchObject({
+      code: 'RELAY_E_DB_COMMIT_UNKNOWN',
+      details: { tx_id: 'tx_a', operation: 'transition' },
+    });
+    await proxy.restore();
+
+    // The lost COMMIT is still running on the server: its backend holds its transaction id.
+    const running = await db.query<{ xid: string | null }>(
+      'SELECT backend_xid::text AS xid FROM pg_stat_activity WHERE pid = $1',
+      [pid],
+    );
+    expect(running.rows[0]?.xid).toMatch(/^\d+$/);
+    // Every read of the record, one by one or in a list, waits for that commit's outcome and, while the server has
+    // none, answers none: never the row as it was before the commit (state pending), which a plain SELECT sees now.
+    const before = await db.query<{ state: string }>(`SELECT state FROM transactions WHERE tx_id = 'tx_a'`);
+    expect(before.rows).toEqual([{ state: 'pending' }]);
+    await expect(proxied.get('tx_a')).rejects.toMatchObject({
+      code: 'RELAY_E_DB_COMMIT_UNKNOWN',
+      details: { tx_id: 'tx_a', operation: 'transition', retry_after_s: 1 },
+    });
+    await expect(proxied.live()).rejects.toMatchObject({ code: 'RELAY_E_DB_COMMIT_UNKNOWN' });
+    await expect(proxied.byFirstSignature('sig-a')).rejects.toMatchObject({
+      code: 'RELAY_E_DB_COMMIT_UNKNOWN',
+    });
+    await expect(
+      proxied.transition('tx_a', { state: 'pending' }, { set: { state: 'expired', stopped: true } }),
+    ).rejects.toMatchObject({ code: 'RELAY_E_DB_COMMIT_UNKNOWN' });
+
+    // The commit finishes: the next read that answers gives its outcome (asked again while still unknown).
+    await holder.query('SELECT pg_advisory_unlock_all()');
+    released = true;
+    const reread = await waitUntil(
+      async () => {
+        try {
+          return { tx: await proxied.get('tx_a') };
+        } catch (error) {
+          if (isRelayError(error, 'RELAY_E_DB_COMMIT_UNKNOWN')) return null;
+          throw error;
+        }
+      },
+      15_000,
+      'the record re-read',
+    );
+    expect(reread.tx?.state).toBe('submitted');
+  } finally {
+    if (!released) await holder.query('SELECT pg_advisory_unlock_all()');
+    holder.release();
+  }
+  expect((await proxied.live()).map((t) => t.state)).toEqual(['submitted']);
+  const { rows } = await db.query(`SELECT state, version FROM transactions WHERE tx_id = 'tx_a'`);
+  expect(rows).toEqual([{ state: 'submitted', version: '2' }]);
+  // The store writes on from the outcome (its held version is the committed one).
+  await db.query('DROP TRIGGER hold_commit ON transactions');
+  expect(
+    (await proxied.transition('tx_a', { state: 'submitted' }, { set: { state: 'expired', stopped: true } }))
+      .state,
+  ).toBe('expired');
   await proxy.cut();
 });
 
