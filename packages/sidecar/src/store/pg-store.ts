@@ -9,6 +9,7 @@ import {
 import pg from 'pg';
 import { connectDatabase, databaseError, warmPool, type DatabaseOptions } from '../pg/connect';
 import { assertSchema } from '../pg/migrations';
+import { SoleWriterLock } from '../pg/sole-writer';
 import type { DatabaseUrl } from '../pg/url';
 import {
   attemptKey,
@@ -140,6 +141,8 @@ export class PgTxStore implements TxStore {
    * {@link resolve}). A record with one is re-read only after that.
    */
   private readonly lost = new Map<string, LostWrite[]>();
+  /** The lock that makes this store its database's only writer (`sole`); null without it. */
+  private soleLock: SoleWriterLock | null = null;
   /** Lamports of spend-limited reservations being committed now (`sole`: counted by the next check, as the journal). */
   private reserving = 0;
   /** Writes begun and not settled (`close` waits for them). */
@@ -174,6 +177,11 @@ export class PgTxStore implements TxStore {
     }
     const store = new PgTxStore(pool, target, options, true);
     try {
+      // One host: this store is the database's only writer (what it holds answers counts, spend and dedupe), so
+      // another sidecar on the same database is refused, and a dead predecessor's commit still running is waited
+      // for before the records are read (see SoleWriterLock).
+      if (store.options.sole)
+        store.soleLock = await SoleWriterLock.acquire(pool.options, target, () => store.lockLost());
       await warmPool(pool);
       await store.load();
       // Upkeep once before anything is written: after days down, today's `events` partition must exist before the
@@ -402,6 +410,7 @@ export class PgTxStore implements TxStore {
     if (this.probe) clearInterval(this.probe);
     this.probe = null;
     await Promise.allSettled([...this.pending]);
+    await this.soleLock?.release();
     if (this.ownsPool) await this.pool.end();
   }
 
@@ -744,6 +753,8 @@ export class PgTxStore implements TxStore {
    */
   private autocommit(txId: string, operation: string, text: string, values: unknown[]): Promise<number> {
     if (this.closed) return Promise.reject(new Error('store is closed'));
+    const fenced = this.fenced();
+    if (fenced) return Promise.reject(fenced);
     const run = (async () => {
       const db = await this.pool.connect().catch((error: unknown) => {
         throw this.failed(error);
@@ -905,6 +916,8 @@ export class PgTxStore implements TxStore {
    */
   private write<T>(txId: string, operation: string, work: (db: pg.PoolClient) => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error('store is closed'));
+    const fenced = this.fenced();
+    if (fenced) return Promise.reject(fenced);
     return this.track(this.transaction(txId, operation, work));
   }
 
@@ -1008,9 +1021,12 @@ export class PgTxStore implements TxStore {
       this.pool
         .query('SELECT 1')
         .then(
-          () => this.up(),
+          () => this.relock(),
           () => undefined,
         )
+        .then((ok) => {
+          if (ok) this.up();
+        })
         .finally(() => {
           this.probing = false;
         });
@@ -1023,6 +1039,39 @@ export class PgTxStore implements TxStore {
    * The probe succeeded: the database is back (told once). Only the probe says so, on a connection it opened after
    * the outage began: a statement begun before (answered as the server shut down) proves nothing.
    */
+  /**
+   * The sole-writer lock's connection ended (a database restart or failover ends every session): writes stop at once
+   * ({@link fenced}) and the store is unavailable until the probe has taken the lock again.
+   */
+  private lockLost(): void {
+    if (!this.closed) this.down(new Error('the sole-writer lock was lost with its connection'));
+  }
+
+  /** Writes refused while this store should be the only writer and is not sure it still is. */
+  private fenced(): RelayError | null {
+    if (!this.soleLock || this.soleLock.held) return null;
+    return new RelayError('RELAY_E_DB_UNAVAILABLE', {
+      url: this.target.redacted,
+      reason: 'this sidecar lost its sole-writer lock on the database (taking it again)',
+      retry_after_s: DATABASE_RETRY_AFTER_S,
+    });
+  }
+
+  /**
+   * The probe's step before the database counts as back: take the sole-writer lock again if it was lost. Another
+   * sidecar holding it keeps this store unavailable (its log says so once per outage, through `problem`).
+   */
+  private async relock(): Promise<boolean> {
+    if (!this.soleLock || this.soleLock.held) return true;
+    try {
+      this.soleLock = await SoleWriterLock.acquire(this.pool.options, this.target, () => this.lockLost(), 0);
+      return true;
+    } catch (error) {
+      if (this.outage) this.outage.reason = reasonOf(error);
+      return false;
+    }
+  }
+
   private up(): void {
     if (!this.outage) return;
     const since = this.outage.since;

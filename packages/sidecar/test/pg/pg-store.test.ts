@@ -219,6 +219,42 @@ test('one host: counts, spend and dedupe answer from what the store holds, the s
   expect(again).toMatchObject({ created: false, tx: { tx_id: 'tx_elsewhere' } });
 });
 
+test('one host: a second sole store on the database is refused, naming the holder; the lock lost fences writes until it is taken again', async () => {
+  const store = await openStore();
+  await store.accept(tx('tx_a', 'sig-a'));
+  const refused = await PgTxStore.open(url, { maintenanceMs: 0 }).catch((error: unknown) => error);
+  expect(refused).toMatchObject({
+    code: 'RELAY_E_DB_IN_USE',
+    details: { holder: expect.stringMatching(/pid \d+/) },
+  });
+  // Several hosts (not sole) take no lock.
+  const other = await openStore({ sole: false });
+  expect((await other.get('tx_a'))?.state).toBe('pending');
+
+  // The lock's session ended by the server (a failover ends every session): writes stop at once, and start again once
+  // the probe has taken the lock back.
+  const told: string[] = [];
+  store.watchAvailability((change) => told.push(change.kind));
+  const db = sql();
+  await db.query(
+    `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'relay-lock'`,
+  );
+  await waitUntil(async () => !store.healthy, 10_000, 'the store to notice its lock lost');
+  const fenced = await store
+    .transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } })
+    .catch((error: unknown) => error);
+  expect(fenced).toMatchObject({ code: 'RELAY_E_DB_UNAVAILABLE' });
+  await waitUntil(async () => store.healthy, 10_000, 'the store to take its lock again');
+  expect(told).toEqual(['down', 'up']);
+  expect((await store.transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } })).state).toBe(
+    'submitted',
+  );
+  // Closed, the lock is free for the next sidecar.
+  await store.close();
+  const next = await openStore();
+  expect((await next.get('tx_a'))?.state).toBe('submitted');
+});
+
 test('the partial unique index refuses a second unsettled attempt even when the last one is not in flight', async () => {
   const store = await openStore();
   await store.accept(tx('tx_a', 'sig-a'));
