@@ -199,7 +199,9 @@ describe('consensus: a migration announced while the cluster runs (scheduleMigra
   it('is refused by a cluster of another mode, or one started with its boundary planned', () => {
     expect(() => new SimCluster({ seed: 1 }).scheduleMigration(100)).toThrow(/only/);
     expect(() =>
-      new SimCluster({ seed: 1, consensus: 'migration', migration: { boundarySlot: 50 } }).scheduleMigration(100),
+      new SimCluster({ seed: 1, consensus: 'migration', migration: { boundarySlot: 50 } }).scheduleMigration(
+        100,
+      ),
     ).toThrow(/only/);
   });
 });

@@ -375,11 +375,12 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     if (!this.unscheduledMigration)
       throw new Error("scheduleMigration: only a 'migration' cluster started with boundarySlot null, once");
     if (!Number.isSafeInteger(boundarySlot) || boundarySlot <= this.clockSlot)
-      throw new Error(`scheduleMigration: the boundary ${boundarySlot} must lie after slot ${this.clockSlot}`);
+      throw new Error(
+        `scheduleMigration: the boundary ${boundarySlot} must lie after slot ${this.clockSlot}`,
+      );
     this.migration = { boundarySlot, ...this.unscheduledMigration };
     this.unscheduledMigration = null;
   }
-
 
   consensusInfo():
     { migrationSlot: number | null; genesisSlot: number | null; genesisBlockId: number[] } | undefined {
