@@ -70,6 +70,10 @@ interface FaultCase {
   clear?: (fs: FaultStack) => Promise<void>;
   /** A fault outside the simnet's faults API counted over its whole time on: read once it is cleared. */
   counted?: (fs: FaultStack) => Record<string, number>;
+  /** The phase drains the tipper (its figures report the drain and the submits that waited for funds). */
+  drainsTipper?: boolean;
+  /** What relay did about the fault, from its metrics over the phase (reported in the phase's figures). */
+  relayMetrics?: string[];
   /**
    * The sidecar is restarted with these variables before the phase (and stays so for the phases after it): a fault
    * of the gRPC bundle-result stream needs a sidecar that follows it (BUNDLE_ENGINE_TRANSPORT=grpc).
@@ -93,6 +97,8 @@ interface PhaseFigures {
   degraded_evidence: string | null;
   recovery_ms: number | null;
   settled_after_clear_ms: number | null;
+  /** What relay did about the fault: the phase's `relayMetrics`, each as its increase over the phase. */
+  relay_metrics?: Record<string, number>;
   /** The underfunded-tipper phase: lamports taken from the tipper, and submits refused meanwhile (they waited). */
   tipper_drained_lamports?: number;
   submits_waited_for_funds?: number;
@@ -256,6 +262,7 @@ const CASES: FaultCase[] = [
     name: 'underfunded tipper',
     settings: {},
     minMs: 3000,
+    drainsTipper: true,
     inject: async (fs) => {
       const drained = await drainTo(fs.stack, fs.stack.tipper, TIPPER_KEEPS);
       drainedBy.set(fs, drained.lamports);
@@ -338,6 +345,11 @@ const CASES: FaultCase[] = [
     name: 'consensus migration',
     settings: {},
     minMs: 3000,
+    relayMetrics: [
+      'relay_sends_held_for_migration_total',
+      'relay_attempt_outcomes_total{outcome="dropped"}',
+      'relay_attempt_outcomes_total{outcome="fee_too_low"}',
+    ],
     inject: async (fs) => {
       const { cluster } = fs.stack.simnet;
       const counts = { voteOnly: 0, deleted: 0 };
@@ -349,7 +361,10 @@ const CASES: FaultCase[] = [
       };
       cluster.on('slot', onSlot);
       cluster.on('rollback', onRollback);
-      migrations.set(fs, { counts, stop: () => (cluster.off('slot', onSlot), cluster.off('rollback', onRollback)) });
+      migrations.set(fs, {
+        counts,
+        stop: () => (cluster.off('slot', onSlot), cluster.off('rollback', onRollback)),
+      });
       cluster.scheduleMigration(cluster.slot + MIGRATION_LEAD_SLOTS);
       return {};
     },
@@ -507,6 +522,9 @@ export function faultsSuite(storeName: StoreName): void {
       const waitedSeries = `relay_tipper_underfunded_total${tipperLabel}`;
       const failuresSeries = `relay_tipper_tip_failures_total${tipperLabel}`;
       const waitedBefore = await metric(fs.url, waitedSeries);
+      const relayMetricsBefore: Record<string, number> = {};
+      for (const series of fault.relayMetrics ?? [])
+        relayMetricsBefore[series] = await metric(fs.url, series);
       const failuresBefore = await metric(fs.url, failuresSeries);
       let injectedAt = 0;
       const load = (async () => {
@@ -601,6 +619,9 @@ export function faultsSuite(storeName: StoreName): void {
         );
       }
 
+      const relayMetricsSeen: Record<string, number> = {};
+      for (const series of fault.relayMetrics ?? [])
+        relayMetricsSeen[series] = (await metric(fs.url, series)) - (relayMetricsBefore[series] ?? 0);
       // What the simnet counted as it applied the fault (see FaultCounts), over this phase only.
       const bit = (kind: keyof FaultCounts): number => simnet.faults.injected[kind] - injectedBefore[kind];
       const injected: Record<string, number> = {};
@@ -631,7 +652,8 @@ export function faultsSuite(storeName: StoreName): void {
         degraded_evidence: evidence,
         recovery_ms: recoveryMs,
         settled_after_clear_ms: settledMs,
-        ...(fault.inject
+        ...(fault.relayMetrics ? { relay_metrics: relayMetricsSeen } : {}),
+        ...(fault.drainsTipper
           ? {
               tipper_drained_lamports: drainedBy.get(fs) ?? 0,
               submits_waited_for_funds: (await metric(fs.url, waitedSeries)) - waitedBefore,
