@@ -640,8 +640,10 @@ test('a re-read after a lost answer waits for the COMMIT the server is still fin
   expect((await proxied.live()).map((t) => t.state)).toEqual(['submitted']);
   const { rows } = await db.query(`SELECT state, version FROM transactions WHERE tx_id = 'tx_a'`);
   expect(rows).toEqual([{ state: 'submitted', version: '2' }]);
-  // The store writes on from the outcome (its held version is the committed one).
+  // The store writes on from the outcome (its held version is the committed one), once its probe has taken the
+  // sole-writer lock again (the cut ended the lock's connection too; writes are fenced until then).
   await db.query('DROP TRIGGER hold_commit ON transactions');
+  await waitUntil(() => proxied.healthy, 15_000, 'the store to take its sole-writer lock again');
   expect(
     (await proxied.transition('tx_a', { state: 'submitted' }, { set: { state: 'expired', stopped: true } }))
       .state,
