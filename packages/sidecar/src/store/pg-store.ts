@@ -39,6 +39,7 @@ import {
   type TxExpectation,
   type TxStore,
 } from './store';
+import { Semaphore, SemaphoreTimeout } from '../util/semaphore';
 import { WriteChain } from './write-chain';
 import { EVENTS_CHANNEL, LOG_START, PgEventLog } from './pg-events';
 import { PgLifecycleEntries, type PgQuery } from './pg-lifecycle';
@@ -147,6 +148,8 @@ export class PgTxStore implements TxStore {
   private reserving = 0;
   /** Writes begun and not settled (`close` waits for them). */
   private readonly pending = new Set<Promise<unknown>>();
+  /** Connections writes other than the decision path's may hold at once ({@link lane}). */
+  private readonly background: Semaphore;
   private readonly options: Required<PgTxStoreOptions>;
   private maintenance: NodeJS.Timeout | null = null;
   /** Told when a periodic upkeep run fails while the database is up (the sidecar logs it); the next run retries. */
@@ -214,6 +217,10 @@ export class PgTxStore implements TxStore {
     };
     this.codec = storeCodec(this.options.retainTerminal);
     this.owned = this.codec.initial();
+    const poolMax = pool.options.max ?? 10;
+    this.background = new Semaphore(
+      Math.max(1, poolMax - Math.min(DECISION_CONNECTIONS, Math.floor(poolMax / 3))),
+    );
     const query: PgQuery = (text, values) => this.statement(text, values);
     this.eventLog = new PgEventLog(pool, query);
     this.lifecycleEntries = new PgLifecycleEntries(query);
@@ -755,7 +762,7 @@ export class PgTxStore implements TxStore {
     if (this.closed) return Promise.reject(new Error('store is closed'));
     const fenced = this.fenced();
     if (fenced) return Promise.reject(fenced);
-    const run = (async () => {
+    const run = this.lane(operation, async () => {
       const db = await this.pool.connect().catch((error: unknown) => {
         throw this.failed(error);
       });
@@ -778,8 +785,33 @@ export class PgTxStore implements TxStore {
         db.release(true);
         throw this.commitUnknown(error, txId, operation, backend);
       }
-    })();
+    });
     return this.track(run);
+  }
+
+  /**
+   * Run a write holding a connection of its lane. The decision path's writes (`accept`, `addAttempt`: what stands
+   * between an enqueue and its answer, and between a decision and its send) take any free connection; every other
+   * write (the tracker's transitions, which come in bursts at each slot and commitment level) waits for one of all
+   * but {@link DECISION_CONNECTIONS} of the pool. A burst of transitions therefore never leaves an enqueue or a submit
+   * queued behind it for a connection (measured before this: the pool's wait was 35 ms at an enqueue's p99).
+   */
+  private async lane<T>(operation: string, work: () => Promise<T>): Promise<T> {
+    if (DECISION_PATH.has(operation)) return work();
+    // Bounded like a wait for a pooled connection: a busy database is a coded 503 (no outage), never a hang.
+    const timeoutMs = this.pool.options.connectionTimeoutMillis ?? 0;
+    return this.background.run(work, timeoutMs).catch((error: unknown) => {
+      if (!(error instanceof SemaphoreTimeout)) throw error;
+      throw new RelayError(
+        'RELAY_E_DB_UNAVAILABLE',
+        {
+          url: this.target.redacted,
+          reason: `every connection a ${operation} may take was busy for ${timeoutMs} ms`,
+          retry_after_s: DATABASE_RETRY_AFTER_S,
+        },
+        { cause: error },
+      );
+    });
   }
 
   /**
@@ -918,7 +950,7 @@ export class PgTxStore implements TxStore {
     if (this.closed) return Promise.reject(new Error('store is closed'));
     const fenced = this.fenced();
     if (fenced) return Promise.reject(fenced);
-    return this.track(this.transaction(txId, operation, work));
+    return this.track(this.lane(operation, () => this.transaction(txId, operation, work)));
   }
 
   private async transaction<T>(
@@ -1111,6 +1143,10 @@ export class PgTxStore implements TxStore {
 
 /** Writes tried again when another writer moved the row between this store's read and its compare-and-set. */
 const MAX_TRIES = 3;
+/** The writes between an enqueue and its answer, and between a decision and its send ({@link PgTxStore.lane}). */
+const DECISION_PATH = new Set(['accept', 'addAttempt']);
+/** Connections of the pool kept for the decision path's writes (at most a third of the pool). */
+const DECISION_CONNECTIONS = 3;
 
 /** How long one re-read waits for a lost write to end on the server before it gives up for now (see `resolve`). */
 const RESOLVE_WAIT_MS = 2_000;

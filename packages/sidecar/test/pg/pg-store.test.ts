@@ -658,3 +658,49 @@ test('open refuses an unmigrated database with its coded error, naming both vers
     details: { current: 0, latest: 2 },
   });
 });
+
+test('a burst of transitions holding every connection they may take never keeps an enqueue or a submit waiting', async () => {
+  // A pool of 6 keeps 2 for the decision path (accept, addAttempt): transitions take at most 4 at once.
+  const store = await openStore({ database: { poolMax: 6, poolMin: 6, lockTimeoutMs: 60_000 } });
+  for (let i = 0; i < 6; i++) await store.accept(tx(`tx_busy_${i}`, `sig-busy-${i}`));
+  await store.accept(tx('tx_decide', 'sig-decide'));
+  const db = sql();
+  // Only the burst's commits wait on the lock (the submit's update of tx_decide must not).
+  await db.query(`
+    CREATE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
+    CREATE CONSTRAINT TRIGGER hold_commit AFTER UPDATE ON transactions DEFERRABLE INITIALLY DEFERRED
+      FOR EACH ROW WHEN (NEW.tx_id LIKE 'tx_busy_%') EXECUTE FUNCTION test_hold_commit();`);
+  const holder = await db.connect();
+  try {
+    await holder.query('SELECT pg_advisory_lock(4242)');
+    // Six transitions, each held at its commit while the test holds the lock: four hold connections, two wait for
+    // one of the transitions' places, none of the pool's last two.
+    const moving = Array.from({ length: 6 }, (_, i) =>
+      store.transition(`tx_busy_${i}`, { state: 'pending' }, { set: { state: 'submitted' } }),
+    );
+    await waitUntil(
+      async () => {
+        const { rows } = await db.query<{ n: string }>(
+          `SELECT count(*) AS n FROM pg_stat_activity
+           WHERE datname = current_database() AND query LIKE '%UPDATE transactions SET%' AND wait_event_type = 'Lock'`,
+        );
+        return Number(rows[0]?.n) === 4;
+      },
+      15_000,
+      'four transitions held at their commits',
+    );
+    // The decision path still has its connections: an enqueue and a submit commit while the burst is held.
+    const accepted = await store.accept(tx('tx_new', 'sig-new'));
+    expect(accepted.created).toBe(true);
+    const submitted = await store.addAttempt('tx_decide', attempt(1, 'b-decide'), {
+      expect: { state: 'pending' },
+    });
+    expect(submitted.attempts.map((a) => a.bundle_id)).toEqual(['b-decide']);
+    await holder.query('SELECT pg_advisory_unlock_all()');
+    expect((await Promise.all(moving)).map((t) => t.state)).toEqual(Array(6).fill('submitted'));
+  } finally {
+    await holder.query('SELECT pg_advisory_unlock_all()');
+    holder.release();
+  }
+});
