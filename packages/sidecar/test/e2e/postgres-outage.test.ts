@@ -32,7 +32,8 @@ import { startRelayStack } from '../helpers/relay-stack';
  * Afterwards every acknowledged transaction is finalized, on chain as in relay's records, each with exactly one tip
  * landed, and the tipper paid exactly the tips and fees relay recorded (no second tip). And nothing was sent that was
  * not committed: every bundle the simnet's block engine received (its own record, accepted or refused, landed or
- * not) is an attempt in the database with that bundle id and that tip signature, created before the engine got it.
+ * not) is an attempt in the database with that bundle id and that tip signature, whose write committed before the
+ * engine got it (the server's commit timestamps, `track_commit_timestamp`).
  *
  * One sidecar and one database serve the four outages in turn (slots of 400 ms: a user blockhash lives ~60 s, longer
  * than the longest outage and the catching up after it).
@@ -102,11 +103,27 @@ async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promi
 
 beforeAll(async () => {
   process.on('unhandledRejection', onUnhandled);
-  server = await startPostgres();
+  // Commit timestamps: when the transaction that gave an attempt its bundle id committed (see the last test).
+  server = await startPostgres({ settings: { track_commit_timestamp: 'on' } });
   databaseUrl = await server.createDatabase();
   const pool = new pg.Pool({ connectionString: databaseUrl });
   try {
     await migrate(pool, loadMigrations());
+    // Test-only: each transaction that writes an attempt's bundle id (its insert, or a re-signed tip's update) notes
+    // its own transaction id beside it, in the same transaction; with track_commit_timestamp the server then says
+    // when that transaction committed (pg_xact_commit_timestamp). An attempt row's xmin would not do: settling it
+    // later rewrites the row.
+    await pool.query(`
+      CREATE TABLE test_bundle_writes (bundle_id text NOT NULL, xid xid8 NOT NULL);
+      CREATE FUNCTION test_note_bundle_write() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        INSERT INTO test_bundle_writes VALUES (NEW.bundle_id, pg_current_xact_id());
+        RETURN NULL;
+      END $$;
+      CREATE TRIGGER test_note_bundle_insert AFTER INSERT ON attempts
+        FOR EACH ROW EXECUTE FUNCTION test_note_bundle_write();
+      CREATE TRIGGER test_note_bundle_update AFTER UPDATE OF bundle_id ON attempts
+        FOR EACH ROW WHEN (OLD.bundle_id IS DISTINCT FROM NEW.bundle_id) EXECUTE FUNCTION test_note_bundle_write();`);
   } finally {
     await pool.end();
   }
@@ -394,26 +411,40 @@ test('across the run: no 500, relay == chain, one tip per transaction, the tippe
   expect(tipperBefore - tipperAfter).toBe(paid);
 }, 120_000);
 
-test('across the run: every bundle the engine received is an attempt committed with that id and tip, created before', async () => {
+test('across the run: every bundle the engine received is an attempt with that id and tip, committed before it arrived', async () => {
   // What the engine received, in full (it keeps the last 50,000; this run sends far fewer).
   const { bundles, total } = await engineReceived();
   expect(bundles).toHaveLength(total);
   expect(bundles.length).toBeGreaterThanOrEqual(acknowledged.size);
   const db = new pg.Pool({ connectionString: databaseUrl, max: 1 });
   try {
-    const { rows } = await db.query<{ bundle_id: string; tip_signature: string | null; created_ms: number }>(
-      `SELECT bundle_id, tip_signature, (extract(epoch FROM created_at) * 1000)::float8 AS created_ms FROM attempts`,
+    // The commit time of the transaction that wrote each bundle id (the first, if it was ever written twice). A
+    // transaction whose commit time is unknown (aborted, or not committed) gives null: that bundle fails below.
+    const { rows } = await db.query<{
+      bundle_id: string;
+      tip_signature: string | null;
+      committed_ms: number | null;
+    }>(
+      `SELECT a.bundle_id, a.tip_signature,
+         (SELECT min(extract(epoch FROM pg_xact_commit_timestamp(w.xid::text::xid)) * 1000)::float8
+          FROM test_bundle_writes w WHERE w.bundle_id = a.bundle_id) AS committed_ms
+       FROM attempts a`,
     );
     const attempts = new Map(rows.map((r) => [r.bundle_id, r]));
+    expect(rows.length).toBeGreaterThan(0);
+    expect(rows.every((r) => r.committed_ms !== null)).toBe(true);
     // A bundle id is the hash of the bundle's first signatures, the tip's last: an attempt row with that id and that
-    // tip signature is exactly these bytes, committed (a tip re-signed before its first send replaces its bundle id,
-    // so the old bytes, had they gone out, would match no attempt).
+    // tip signature is exactly these bytes (a tip re-signed before its first send replaces its bundle id, so the old
+    // bytes, had they gone out, would match no attempt). Its write committed before the engine had it: the server
+    // stamps a commit before it acknowledges it, and relay sends only after the acknowledgement (whole ms: the
+    // engine's clock reads whole ms).
     const unrecorded = bundles.flatMap((b) => {
       const attempt = b.bundleId === null ? undefined : attempts.get(b.bundleId);
       const ok =
         attempt !== undefined &&
         attempt.tip_signature === b.signatures.at(-1) &&
-        Math.round(attempt.created_ms) <= b.receivedMs;
+        attempt.committed_ms !== null &&
+        Math.floor(attempt.committed_ms) <= b.receivedMs;
       return ok ? [] : [{ received: b, attempt: attempt ?? null }];
     });
     expect(unrecorded).toEqual([]);
