@@ -33,6 +33,11 @@ export class Metrics {
     labelNames: ['status'] as const,
     registers: [this.registry],
   });
+  readonly sendFailures = new Counter({
+    name: 'relay_send_failures_total',
+    help: 'Sends that failed for a reason other than the store or the engine (a fault of relay; logged at error level, retried with back-off)',
+    registers: [this.registry],
+  });
   readonly sendCapacity = new Gauge({
     name: 'relay_send_capacity_per_second',
     help: 'Bundles relay can send a second: regional block engines x BUNDLE_ENGINE_RPS (what admission counts on)',

@@ -335,3 +335,41 @@ async function waitFor(condition: () => boolean): Promise<void> {
   for (let i = 0; i < 200 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
   if (!condition()) throw new Error('condition never held');
 }
+
+test('a send failing for a reason not the store nor the engine is said, counted and retried with a doubling back-off', async () => {
+  const { store, ports } = rig();
+  await store.accept(tx('tx_a', 'sig-a'));
+  await store.addAttempt('tx_a', attempt(1, 'bundle-a'));
+  const pushed: SendJob[] = [];
+  const queue = { queueSend: () => undefined, push: (job: SendJob) => pushed.push(job), has: () => false };
+  // A bug on the way: reading the record throws something that is not a store failure.
+  let failWith: unknown = new TypeError('a bug');
+  const real = store.get.bind(store);
+  store.get = (id: string) => (failWith ? Promise.reject(failWith) : real(id));
+  const sender = senderOn(ports, queue);
+  const now = (ports as { now: () => number }).now();
+  const metrics = (ports as { metrics: Metrics }).metrics;
+  let job: SendJob = { txId: 'tx_a', attempt: 1, priority: 1, deadline: 1_150, notBefore: 0 };
+  const delays: number[] = [];
+  for (let i = 0; i < 8; i++) {
+    await sender.sendOne(job, 0);
+    job = pushed.at(-1) as SendJob;
+    delays.push(job.notBefore - now);
+  }
+  expect(delays).toEqual([1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]);
+  expect(job.failures).toBe(8);
+  expect((await metrics.registry.getSingleMetric('relay_send_failures_total')?.get())?.values[0]?.value).toBe(
+    8,
+  );
+  // The store away is expected: tried again in 1 s, the streak of faults forgotten, nothing counted.
+  failWith = new RelayError('RELAY_E_DB_UNAVAILABLE', {
+    url: 'postgres://db',
+    reason: 'gone',
+    retry_after_s: 1,
+  });
+  await sender.sendOne(job, 0);
+  expect(pushed.at(-1)).toMatchObject({ failures: 0, notBefore: now + 1_000 });
+  expect((await metrics.registry.getSingleMetric('relay_send_failures_total')?.get())?.values[0]?.value).toBe(
+    8,
+  );
+});

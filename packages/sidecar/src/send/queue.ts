@@ -8,6 +8,8 @@ export interface SendJob {
   priority: number;
   deadline: number;
   notBefore: number;
+  /** Unexpected failures of this job's sends in a row (the sender backs off on them). */
+  failures?: number;
 }
 
 /** The send order: priority, then the nearest deadline, then the earliest ready. */

@@ -4,13 +4,18 @@ import type { Settler } from '../settle/settle';
 import { bundleEngineWindow, type TargetWindow } from '../settle/window';
 import { sendAnswer, type SendBundleResult } from '../upstream/block-engine';
 import type { StoredAttempt, StoredTx } from '../store/records';
-import { isDatabaseOutage } from '../store/store';
+import { isDatabaseOutage, isStoreConflict } from '../store/store';
 import { attributeFault, type FaultApplier } from '../track/fault';
 import type { Packer } from './packer';
 import type { SendJob, SendQueue } from './queue';
 
 /** A send cut off by a store failure is tried again after this long. */
 const RETRY_AFTER_STORE_FAILURE_MS = 1_000;
+/**
+ * A send that failed for any other reason (a bug, a record the code cannot handle) is tried again after 1 s, then
+ * 2, 4, ... up to this: never dropped (its attempt is journaled and holds a tip), never a silent 1 Hz loop either.
+ */
+const MAX_RETRY_AFTER_UNEXPECTED_MS = 60_000;
 
 /**
  * The sender: sends one queued attempt's journaled bytes to the block engine and turns the engine's answer into a
@@ -61,9 +66,27 @@ export class Sender {
       await this.send(job, region);
     } catch (error) {
       if (this.d.isClosed()) return;
-      const level = isDatabaseOutage(error) ? 'debug' : 'warn';
-      this.d.log[level]({ err: error, tx_id: job.txId }, 'send interrupted; trying again');
-      this.queue.push({ ...job, notBefore: this.d.now() + RETRY_AFTER_STORE_FAILURE_MS });
+      // The store away, a commit of unknown outcome, or another writer moved the record: expected, and tried again
+      // shortly (re-read first, so what goes out is what the store holds).
+      if (isDatabaseOutage(error) || isStoreConflict(error)) {
+        const level = isDatabaseOutage(error) ? 'debug' : 'warn';
+        this.d.log[level]({ err: error, tx_id: job.txId }, 'send interrupted; trying again');
+        this.queue.push({ ...job, failures: 0, notBefore: this.d.now() + RETRY_AFTER_STORE_FAILURE_MS });
+        return;
+      }
+      // Anything else is a fault of relay's: said at error level and counted (relay_send_failures_total), and tried
+      // again with a doubling back-off, so it is seen and does not spin.
+      const failures = (job.failures ?? 0) + 1;
+      const retryInMs = Math.min(
+        RETRY_AFTER_STORE_FAILURE_MS * 2 ** Math.min(failures - 1, 16),
+        MAX_RETRY_AFTER_UNEXPECTED_MS,
+      );
+      this.d.metrics.sendFailures.inc();
+      this.d.log.error(
+        { err: error, tx_id: job.txId, attempt: job.attempt, failures, retry_in_ms: retryInMs },
+        'send failed unexpectedly; trying again later',
+      );
+      this.queue.push({ ...job, failures, notBefore: this.d.now() + retryInMs });
     }
   }
 
