@@ -1,4 +1,9 @@
-import { BlockhashChecks, INTAKE_SLOT_SLACK_SLOTS } from '../src/chain/blockhash';
+import {
+  BlockhashChecks,
+  INTAKE_RECHECKS,
+  INTAKE_RECHECK_MS,
+  INTAKE_SLOT_SLACK_SLOTS,
+} from '../src/chain/blockhash';
 import type { StoredTx } from '../src/store/records';
 import type { SolanaRpc } from '../src/upstream/solana-rpc';
 
@@ -69,4 +74,57 @@ test('after a restart (nothing seen valid by this process, no intake height): th
   valid.finalized = false;
   valid.processed = true; // still valid at processed: not dead
   expect(await checks.provablyDead(tx(undefined, 100), null)).toBe(false);
+});
+
+describe('at intake, a blockhash is refused as expired only on the word of a node at or past relay slot', () => {
+  /** A fake RPC whose node sits at `nodeSlot`: it refuses a minContextSlot above it (-32016), as Agave does. */
+  function intake(answers: { slack: boolean; atRelaySlot: boolean }, nodeSlots: number[]) {
+    const asked: Array<number | undefined> = [];
+    const rpc = {
+      isBlockhashValid: async (_b: string, _c: string, minContextSlot?: number) => {
+        asked.push(minContextSlot);
+        const nodeSlot = nodeSlots.shift() ?? 0;
+        if (minContextSlot !== undefined && nodeSlot < minContextSlot)
+          throw new Error('Minimum context slot has not been reached (-32016)');
+        return minContextSlot === 100 ? answers.atRelaySlot : answers.slack;
+      },
+    } as unknown as SolanaRpc;
+    const slept: number[] = [];
+    const checks = new BlockhashChecks(
+      rpc,
+      () => 0, // one moment: the validity cache (1 s) holds what was last answered
+      () => 100,
+      () => 50,
+      async (ms) => {
+        slept.push(ms);
+      },
+    );
+    return { checks, asked, slept };
+  }
+
+  test('valid from a node two slots behind: accepted at once', async () => {
+    const { checks, asked } = intake({ slack: true, atRelaySlot: true }, [98]);
+    expect(await checks.expiredAtIntake('hash')).toBe(false);
+    expect(asked).toEqual([98]);
+  });
+
+  test('"invalid" from a node behind relay (the blockhash may be newer than its bank), valid at relay slot: accepted', async () => {
+    const { checks, asked, slept } = intake({ slack: false, atRelaySlot: true }, [98, 99, 100]);
+    expect(await checks.expiredAtIntake('hash')).toBe(false);
+    expect(asked).toEqual([98, 100, 100]);
+    expect(slept).toEqual([INTAKE_RECHECK_MS]);
+    expect(await checks.stillValid('hash')).toBe(true); // the later answer is the one the cache keeps
+  });
+
+  test('invalid at relay slot too: refused', async () => {
+    const { checks } = intake({ slack: false, atRelaySlot: false }, [98, 101]);
+    expect(await checks.expiredAtIntake('hash')).toBe(true);
+  });
+
+  test('no node reaches relay slot in time: not proven, accepted (the expiry proof decides later)', async () => {
+    const { checks, asked, slept } = intake({ slack: false, atRelaySlot: false }, [98, 99, 99, 99, 99]);
+    expect(await checks.expiredAtIntake('hash')).toBe(false);
+    expect(asked).toHaveLength(1 + INTAKE_RECHECKS);
+    expect(slept).toHaveLength(INTAKE_RECHECKS - 1);
+  });
 });

@@ -16,10 +16,14 @@ export const INTAKE_HEIGHT_SLACK_BLOCKS = 32;
 export const INTAKE_SLOT_SLACK_SLOTS = 2 * INTAKE_HEIGHT_SLACK_BLOCKS;
 /**
  * A validity answer counts only from a node at most this many slots behind relay's stream: one further behind
- * answers from an old bank, where a fresh blockhash looks invalid. Callers' blockhashes are `confirmed` (or older)
- * ones, which a node this close has seen.
+ * answers from an old bank, where a fresh blockhash looks invalid. Its `true` is final; its `false` may still mean
+ * "newer than that node's bank" (a `confirmed` blockhash can be one slot behind the tip), so the intake asks again
+ * before it refuses ({@link BlockhashChecks.expiredAtIntake}).
  */
 export const VALIDITY_CONTEXT_SLACK_SLOTS = 2;
+/** How often, and how far apart, the intake asks again for a node at relay's slot before it gives up and accepts. */
+export const INTAKE_RECHECKS = 4;
+export const INTAKE_RECHECK_MS = 150;
 
 /** Blockhash and durable-nonce liveness of user transactions, read from RPC (validity cached briefly per blockhash). */
 export class BlockhashChecks {
@@ -34,7 +38,32 @@ export class BlockhashChecks {
     private readonly slot: () => number = () => 0,
     /** The highest finalized slot relay knows. */
     private readonly finalizedSlot: () => number = () => 0,
+    private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
   ) {}
+
+  /**
+   * At intake: whether the caller's blockhash is proven expired (refused with RELAY_E_TX_BLOCKHASH_EXPIRED). A `false`
+   * from {@link stillValid} is asked again of a node at or past relay's slot at the intake (`minContextSlot`): that
+   * node has every block up to the one the caller's blockhash came from, so its `false` means too old, not too new.
+   * A node not there yet refuses (-32016); after {@link INTAKE_RECHECKS} such answers (or RPC errors) the blockhash is
+   * not proven expired and the transaction is accepted: the expiry proof decides later, from the chain.
+   */
+  async expiredAtIntake(blockhash: string): Promise<boolean> {
+    if ((await this.stillValid(blockhash)) !== false) return false;
+    const atSlot = this.slot();
+    if (atSlot <= 0) return true; // no stream slot to ask past: the first answer stands, as before
+    for (let i = 0; i < INTAKE_RECHECKS; i++) {
+      try {
+        const valid = await this.rpc.isBlockhashValid(blockhash, 'processed', atSlot);
+        this.validity.set(blockhash, { valid, checkedAt: this.now() });
+        if (valid && !this.seenValidAt.has(blockhash)) this.seenValidAt.set(blockhash, atSlot);
+        return !valid;
+      } catch {
+        if (i < INTAKE_RECHECKS - 1) await this.sleep(INTAKE_RECHECK_MS);
+      }
+    }
+    return false;
+  }
 
   /**
    * true / false from RPC at `processed` (cached briefly per blockhash), or null when RPC cannot say right now, or

@@ -266,10 +266,10 @@ export class Intake {
       const nonces = parsed.map((tx) => durableNonceAccount(tx));
       for (let i = 0; i < parsed.length; i++) {
         if (nonces[i]) continue;
-        const valid = await this.d.blockhashes.stillValid(
+        const expired = await this.d.blockhashes.expiredAtIntake(
           (parsed[i] as { recentBlockhash: string }).recentBlockhash,
         );
-        if (valid === false) {
+        if (expired) {
           throw new RelayError('RELAY_E_TX_BLOCKHASH_EXPIRED', {
             index: i,
             blockhash: (parsed[i] as { recentBlockhash: string }).recentBlockhash,
