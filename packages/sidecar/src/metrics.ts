@@ -38,6 +38,11 @@ export class Metrics {
     help: 'Sends that failed for a reason other than the store or the engine (a fault of relay; logged at error level, retried with back-off)',
     registers: [this.registry],
   });
+  readonly repeatedSends = new Counter({
+    name: 'relay_repeated_sends_total',
+    help: 'Sends of journaled bytes another send of the same attempt had already recorded (same bundle id, same tip)',
+    registers: [this.registry],
+  });
   readonly sendCapacity = new Gauge({
     name: 'relay_send_capacity_per_second',
     help: 'Bundles relay can send a second: regional block engines x BUNDLE_ENGINE_RPS (what admission counts on)',

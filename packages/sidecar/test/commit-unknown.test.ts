@@ -373,3 +373,49 @@ test('a send failing for a reason not the store nor the engine is said, counted 
     8,
   );
 });
+
+test('the same journaled bytes sent twice at once (a job queued again while the sender held it): counted, recorded once', async () => {
+  const { store, ports } = rig();
+  await store.accept(tx('tx_a', 'sig-a'));
+  await store.addAttempt('tx_a', attempt(1, 'bundle-a'));
+  let sends = 0;
+  let release: () => void = () => undefined;
+  const bothSent = new Promise<void>((resolve) => (release = resolve));
+  const engine = (ports as { engine: Record<string, unknown> }).engine;
+  engine.sendBundle = async () => {
+    if (++sends === 2) release();
+    await bothSent; // neither answer comes before both sends went out
+    return { ok: true as const, bundleId: 'bundle-a' };
+  };
+  const settle = {
+    markSubmitted: async (t: StoredTx, a: StoredAttempt) => {
+      await store.transition(
+        t.tx_id,
+        { attempt: { n: a.attempt, stage: 'journaled' } },
+        { attempts: [{ n: a.attempt, set: { stage: 'submitted' } }] },
+      );
+    },
+  };
+  const queue = {
+    queueSend: () => undefined,
+    push: () => undefined,
+    has: () => false,
+    cool: () => undefined,
+    answered: () => undefined,
+  };
+  const sender = new Sender(
+    ports as never,
+    settle as never,
+    queue as never,
+    { faultOf: () => Promise.resolve(null), observeSend: () => undefined },
+    { apply: () => Promise.resolve() },
+  );
+  const job: SendJob = { txId: 'tx_a', attempt: 1, priority: 1, deadline: 1_150, notBefore: 0 };
+  await Promise.all([sender.sendOne(job, 0), sender.sendOne(job, 0)]);
+  expect(sends).toBe(2);
+  expect((await store.get('tx_a'))?.attempts.map((a) => a.stage)).toEqual(['submitted']);
+  const metrics = (ports as { metrics: Metrics }).metrics;
+  expect(
+    (await metrics.registry.getSingleMetric('relay_repeated_sends_total')?.get())?.values[0]?.value,
+  ).toBe(1);
+});

@@ -142,6 +142,18 @@ export class Sender {
   private async recordSendResult(job: SendJob, region: number, result: SendBundleResult): Promise<void> {
     const tx = await this.d.store.get(job.txId);
     const attempt = tx?.attempts.find((a) => a.attempt === job.attempt);
+    // Another send of the same journaled bytes was recorded first (the bytes are read under the lock, sent outside
+    // it: a job queued again by the outage re-read while the sender held it goes out twice). The same transactions,
+    // the same signatures, the tip's among them: at most one of the two can land, so no second tip can come of it.
+    // Counted, nothing more to do.
+    if (
+      tx &&
+      attempt &&
+      attempt.stage !== 'journaled' &&
+      !isTerminalTxState(tx.state) &&
+      attempt.stage !== 'failed'
+    )
+      this.d.metrics.repeatedSends.inc();
     if (!tx || !attempt || attempt.stage !== 'journaled' || isTerminalTxState(tx.state)) return;
     if (!result.ok && result.kind === 'transport') {
       // Not an attempt: resend the identical bytes after a backoff.
