@@ -21,3 +21,4 @@ export * from './webhooks';
 export * from './regions';
 export * from './admission';
 export * from './packing';
+export * from './pricing';
