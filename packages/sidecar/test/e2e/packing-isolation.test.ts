@@ -21,21 +21,40 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
       // No engine rate limit (the test's own bundle must not take relay's token); relay paces itself at 1 a second.
       simnet: { slotMs: 150, rateLimit: false, regions: 1 },
       env: {
-        BYPASS_AGENT: '1',
-        BYPASS_TIP_LAMPORTS: '20000',
+        // No decider of its own (no fallback, no bypass): the test submits each attempt, priced per CU as an agent
+        // would (a fixed bypass tip has no per-CU bid, so nothing would ride under it).
+        RELAY_AGENT_GRACE_S: '0',
         BUNDLE_ENGINE_RPS: '1',
         BUNDLE_PACK_MAX: '4',
         BUNDLE_ENGINE_TRANSPORT: transport,
       },
     });
     url = stack.sidecar.url;
-    await waitUntil(async () => (await get(url, '/readyz')).status === 200, 15_000, 'ready');
+    // Ready but for a decider (the test is the decider).
+    await waitUntil(
+      async () => {
+        const { body } = await get(url, '/readyz');
+        const reasons = (body as { error?: { details?: { reasons?: string[] } } }).error?.details?.reasons ?? [];
+        return reasons.length === 1 && reasons[0]?.startsWith('no decider') === true;
+      },
+      15_000,
+      'ready but for a decider',
+    );
   }, 30_000);
 
   afterAll(async () => {
     stack?.simnet.faults.set({ slotStall: false });
     await stack?.close();
   });
+
+  /** An attempt at 20,000 lamports, bidding 0.05 lamports per requested CU (room for light riders). */
+  const submit = (txId: string) =>
+    post(url, '/internal/submit', {
+      tx_id: txId,
+      tip_lamports: 20_000,
+      reason: 'test',
+      pricing: { bid_per_cu: 0.05, contention: 'uncontended', signal: 'test: a fixed bid per CU' },
+    });
 
   test('a passenger that sinks its pack costs the carrier nothing; it fails alone', async () => {
     const first = stack.simnet.fundedKeypair(100_000_000);
@@ -52,6 +71,7 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     expect(rider.status).toBe(202);
     const carrierId = carrier.body.tx_id as string;
     const riderId = rider.body.tx_id as string;
+    for (const id of [alone.body.tx_id as string, carrierId, riderId]) expect((await submit(id)).status).toBe(202);
 
     // Before the pack goes out, a bundle that will empty the passenger's fee payer reaches the engine: relay's
     // simulation (the bank as it stands) still passes, the block runs the earlier bundle first.
@@ -105,6 +125,16 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
       30_000,
       'the draining bundle landed',
     );
+    // The pack's attempt ends; the carrier waits for a decision again, and goes alone.
+    await waitUntil(
+      async () => {
+        const record = (await get(url, `/tx/${carrierId}`)).body;
+        return record.state === 'pending' && record.attempts[0]?.stage === 'failed';
+      },
+      60_000,
+      'the pack attempt failed',
+    );
+    expect((await submit(carrierId)).status).toBe(202);
     await waitUntil(
       async () => (await get(url, `/tx/${carrierId}`)).body.state === 'finalized',
       60_000,

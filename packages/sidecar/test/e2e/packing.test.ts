@@ -15,9 +15,12 @@ let url: string;
 beforeAll(async () => {
   stack = await startRelayStack({
     simnet: { slotMs: 150, rateLimit: true, regions: 1 },
+    // The pinned competitor at min-tip: relay's tips compete with the background as usual.
+    clearingTip: 1_000,
     env: {
-      BYPASS_AGENT: '1',
-      BYPASS_TIP_LAMPORTS: '20000',
+      // The sidecar's own reflex decides (no agent for 1 s): it prices per requested CU, so a light transfer's min-tip
+      // leaves room under its rank for riders (a fixed bypass tip has no per-CU bid: nothing rides under it).
+      RELAY_AGENT_GRACE_S: '1',
       BUNDLE_ENGINE_RPS: '1',
       BUNDLE_PACK_MAX: '4',
     },
