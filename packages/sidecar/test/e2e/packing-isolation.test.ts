@@ -34,7 +34,8 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     await waitUntil(
       async () => {
         const { body } = await get(url, '/readyz');
-        const reasons = (body as { error?: { details?: { reasons?: string[] } } }).error?.details?.reasons ?? [];
+        const reasons =
+          (body as { error?: { details?: { reasons?: string[] } } }).error?.details?.reasons ?? [];
         return reasons.length === 1 && reasons[0]?.startsWith('no decider') === true;
       },
       15_000,
@@ -71,7 +72,8 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     expect(rider.status).toBe(202);
     const carrierId = carrier.body.tx_id as string;
     const riderId = rider.body.tx_id as string;
-    for (const id of [alone.body.tx_id as string, carrierId, riderId]) expect((await submit(id)).status).toBe(202);
+    for (const id of [alone.body.tx_id as string, carrierId, riderId])
+      expect((await submit(id)).status).toBe(202);
 
     // Before the pack goes out, a bundle that will empty the passenger's fee payer reaches the engine: relay's
     // simulation (the bank as it stands) still passes, the block runs the earlier bundle first.

@@ -1,7 +1,7 @@
 import type { Keypair } from '@solana/web3.js';
 import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
-import { counterValue, startRelayStack, waitAllFinalized } from '../helpers/relay-stack';
+import { counterValue, startPackingStack, waitAllFinalized } from '../helpers/relay-stack';
 
 /**
  * Packing (#17): with BUNDLE_PACK_MAX=4, transactions waiting for the one region's budget (1 bundle a second) ride in
@@ -13,20 +13,8 @@ let stack: Stack<Sidecar>;
 let url: string;
 
 beforeAll(async () => {
-  stack = await startRelayStack({
-    simnet: { slotMs: 150, rateLimit: true, regions: 1 },
-    // The pinned competitor at min-tip: relay's tips compete with the background as usual.
-    clearingTip: 1_000,
-    env: {
-      // The sidecar's own reflex decides (no agent for 1 s): it prices per requested CU, so a light transfer's min-tip
-      // leaves room under its rank for riders (a fixed bypass tip has no per-CU bid: nothing rides under it).
-      RELAY_AGENT_GRACE_S: '1',
-      BUNDLE_ENGINE_RPS: '1',
-      BUNDLE_PACK_MAX: '4',
-    },
-  });
+  stack = await startPackingStack();
   url = stack.sidecar.url;
-  await waitUntil(async () => (await get(url, '/readyz')).status === 200, 15_000, 'ready');
 }, 30_000);
 
 afterAll(async () => {
