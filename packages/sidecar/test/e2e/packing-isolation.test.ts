@@ -58,6 +58,28 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     });
 
   /**
+   * The pack attempt of `carrierId` ended with no retry counted (the rider's doing); the test then decides for the
+   * carrier until it lands alone. Returns the carrier's record.
+   */
+  const packEndedFreeThenAlone = async (carrierId: string) => {
+    await waitUntil(
+      async () => {
+        const record = (await get(url, `/tx/${carrierId}`)).body;
+        return record.state === 'pending' && record.attempts[0]?.stage === 'failed';
+      },
+      60_000,
+      'the pack attempt ended',
+    );
+    expect((await get(url, `/tx/${carrierId}`)).body.retries).toBe(0);
+    await decideUntilFinalized(carrierId);
+    const record = (await get(url, `/tx/${carrierId}`)).body;
+    expect(record.attempts[0].stage).toBe('failed');
+    const landed = record.attempts.find((a: { stage: string }) => a.stage === 'finalized');
+    expect(stack.simnet.engine.getBundle(landed.bundle_id)?.signatures).toHaveLength(2);
+    return record;
+  };
+
+  /**
    * The test decides for `txId` as an agent would: each time it waits for a decision (pending, every attempt ended),
    * another attempt, until it finalizes (an attempt alone can lose an auction to the seeded background).
    */
@@ -147,28 +169,13 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
       30_000,
       'the draining bundle landed',
     );
-    // The pack's attempt ends; the carrier waits for a decision again, and goes alone.
-    await waitUntil(
-      async () => {
-        const record = (await get(url, `/tx/${carrierId}`)).body;
-        return record.state === 'pending' && record.attempts[0]?.stage === 'failed';
-      },
-      60_000,
-      'the pack attempt failed',
-    );
-    // The pack's attempt counted no retry: it was the passenger's fault.
-    expect((await get(url, `/tx/${carrierId}`)).body.retries).toBe(0);
-    await decideUntilFinalized(carrierId);
+    // The pack's attempt ends counting no retry (the passenger's fault); the carrier then goes alone and lands.
+    await packEndedFreeThenAlone(carrierId);
     await waitUntil(
       async () => ['failed', 'expired'].includes((await get(url, `/tx/${riderId}`)).body.state),
       60_000,
       'the passenger ended',
     );
-    const carrierRecord = (await get(url, `/tx/${carrierId}`)).body;
-    // The pack's attempt ended blaming the passenger; a later one went alone and landed.
-    expect(carrierRecord.attempts[0].stage).toBe('failed');
-    const landed = carrierRecord.attempts.find((a: { stage: string }) => a.stage === 'finalized');
-    expect(stack.simnet.engine.getBundle(landed.bundle_id)?.signatures).toHaveLength(2);
     const riderRecord = (await get(url, `/tx/${riderId}`)).body;
     expect(riderRecord.state).toBe('failed');
     // Named by the engine (gRPC: its simulation failed) or by relay's diagnosis (JSON-RPC: its payer cannot pay).
@@ -239,21 +246,8 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     const packed = (await get(url, `/tx/${carrierId}`)).body.attempts[0] as { bundle_id: string };
     expect(stack.simnet.engine.getBundle(packed.bundle_id)).toBeUndefined();
 
-    // The pack's attempt ends on the rider's account; the carrier waits for a decision again and goes alone.
-    await waitUntil(
-      async () => {
-        const record = (await get(url, `/tx/${carrierId}`)).body;
-        return record.state === 'pending' && record.attempts[0]?.stage === 'failed';
-      },
-      60_000,
-      'the pack attempt ended',
-    );
-    // The refused pack counted no retry: it was the rider's doing.
-    expect((await get(url, `/tx/${carrierId}`)).body.retries).toBe(0);
-    await decideUntilFinalized(carrierId);
-    const record = (await get(url, `/tx/${carrierId}`)).body;
-    const landed = record.attempts.find((a: { stage: string }) => a.stage === 'finalized');
-    expect(stack.simnet.engine.getBundle(landed.bundle_id)?.signatures).toHaveLength(2);
+    // The refused pack's attempt ends counting no retry (the rider's doing); the carrier then goes alone and lands.
+    await packEndedFreeThenAlone(carrierId);
   }, 150_000);
 });
 
