@@ -43,9 +43,13 @@ function launchChromium(): Promise<Browser> {
 }
 
 /** A simnet plus a sidecar that serves the built dashboard, with the sidecar tests' fast poll intervals. */
-function startDashboardStack(env: Record<string, string>): Promise<Stack<Sidecar>> {
+function startDashboardStack(
+  env: Record<string, string>,
+  options: { clearingTip?: number } = {},
+): Promise<Stack<Sidecar>> {
   return startStack({
     env,
+    ...options,
     start: (stackEnv, dir) =>
       startSidecar(configFromEnv(stackEnv, dir), {
         logger: pino({ level: 'silent' }),
@@ -286,7 +290,9 @@ describe('dashboard served by a token-protected sidecar with no agent (fallback 
     // with fallback_reason "agent_absent".
     [browser, stack] = await Promise.all([
       launchChromium(),
-      startDashboardStack({ RELAY_API_TOKEN: token, RELAY_AGENT_GRACE_S: '1' }),
+      // The pinned competitor at min-tip: the fallback reflex prices a light, uncontended transfer per CU, at
+      // min-tip (the sidecar's README, "Tip pricing per compute unit").
+      startDashboardStack({ RELAY_API_TOKEN: token, RELAY_AGENT_GRACE_S: '1' }, { clearingTip: 1_000 }),
     ]);
     page = await browser.newPage({ viewport: LAPTOP });
     pageErrors = collectPageErrors(page);
