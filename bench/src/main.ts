@@ -9,6 +9,7 @@ import type { Benchmark } from './benchmark';
 import { apiFanout } from './benchmarks/api-fanout';
 import { coldStart } from './benchmarks/cold-start';
 import { decisionLatency } from './benchmarks/decision-latency';
+import { finality } from './benchmarks/finality';
 import { landingEconomics } from './benchmarks/landing-economics';
 import { memoryScale } from './benchmarks/memory-scale';
 import { storeCompare } from './benchmarks/stores';
@@ -24,6 +25,7 @@ const BENCHMARKS: Benchmark[] = [
   landingEconomics,
   memoryScale,
   coldStart,
+  finality,
   storeCompare,
 ];
 const BENCH_DIR = fileURLToPath(new URL('../', import.meta.url));

@@ -23,6 +23,8 @@ export const SLOT_MS = 60;
 export const FAULT_INTERVALS: NonNullable<SidecarOptions['intervals']> = {
   ...TEST_INTERVALS,
   slotStallMs: 3000,
+  // The production 5 s poll of getAlpenglowMigrationSlot, scaled from 400 ms slots to 60 ms ones.
+  consensusMs: 750,
 };
 
 export interface LogLine {
@@ -74,7 +76,9 @@ export async function startFaultStack(
 ): Promise<FaultStack> {
   const logs: LogLine[] = [];
   const stack = await startStack<Sidecar>({
-    simnet: { slotMs, seed: 10 },
+    // The `migration` consensus mode with no boundary planned: TowerBFT (its RPC answers getAlpenglowMigrationSlot
+    // with null, and slot messages carry a bank id) until the consensus-migration phase announces one.
+    simnet: { slotMs, seed: 10, consensus: 'migration', migration: { boundarySlot: null } },
     env: { RELAY_AGENT_GRACE_S: '1', ...storeEnv },
     policy: { 'rate-limit': 100_000, 'max-queue': 10_000, ...policy },
     start: inProcessSidecar(

@@ -68,6 +68,12 @@ interface FaultCase {
   inject?: (fs: FaultStack) => Promise<Record<string, number>>;
   /** ... and undone when the fault is cleared. */
   clear?: (fs: FaultStack) => Promise<void>;
+  /** A fault outside the simnet's faults API counted over its whole time on: read once it is cleared. */
+  counted?: (fs: FaultStack) => Record<string, number>;
+  /** The phase drains the tipper (its figures report the drain and the submits that waited for funds). */
+  drainsTipper?: boolean;
+  /** What relay did about the fault, from its metrics over the phase (reported in the phase's figures). */
+  relayMetrics?: string[];
   /**
    * The sidecar is restarted with these variables before the phase (and stays so for the phases after it): a fault
    * of the gRPC bundle-result stream needs a sidecar that follows it (BUNDLE_ENGINE_TRANSPORT=grpc).
@@ -91,6 +97,8 @@ interface PhaseFigures {
   degraded_evidence: string | null;
   recovery_ms: number | null;
   settled_after_clear_ms: number | null;
+  /** What relay did about the fault: the phase's `relayMetrics`, each as its increase over the phase. */
+  relay_metrics?: Record<string, number>;
   /** The underfunded-tipper phase: lamports taken from the tipper, and submits refused meanwhile (they waited). */
   tipper_drained_lamports?: number;
   submits_waited_for_funds?: number;
@@ -254,6 +262,7 @@ const CASES: FaultCase[] = [
     name: 'underfunded tipper',
     settings: {},
     minMs: 3000,
+    drainsTipper: true,
     inject: async (fs) => {
       const drained = await drainTo(fs.stack, fs.stack.tipper, TIPPER_KEEPS);
       drainedBy.set(fs, drained.lamports);
@@ -324,7 +333,67 @@ const CASES: FaultCase[] = [
         : null;
     },
   },
+  {
+    // The cluster switches from TowerBFT to Alpenglow in the middle of the load (issue 31, DESIGN §12, SIMD-0371): the
+    // matrix's simnet runs the `migration` mode with no boundary planned (getAlpenglowMigrationSlot answers null, as
+    // a 4.3 node does before the feature activates), and at injection the boundary is announced MIGRATION_LEAD_SLOTS
+    // ahead (`scheduleMigration`, what the feature gate's activation does on a real cluster). Then blocks carry no
+    // user transactions and no bundles, the transition block is produced two slots after the boundary, and the blocks
+    // after it are deleted when Alpenglow starts on it (the simnet's default window). relay must learn the boundary
+    // from the cluster, hold its bundles through the window (/readyz names the hold), count no retry for it, expire
+    // nothing, and land everything after it. Last in the matrix: the cluster runs Alpenglow from here on.
+    name: 'consensus migration',
+    settings: {},
+    minMs: 3000,
+    relayMetrics: [
+      'relay_sends_held_for_migration_total',
+      'relay_attempt_outcomes_total{outcome="dropped"}',
+      'relay_attempt_outcomes_total{outcome="fee_too_low"}',
+    ],
+    inject: async (fs) => {
+      const { cluster } = fs.stack.simnet;
+      const counts = { voteOnly: 0, deleted: 0 };
+      const onSlot = (e: { status: string }) => {
+        if (e.status === 'processed' && cluster.consensusPhase === 'vote-only') counts.voteOnly++;
+      };
+      const onRollback = (e: { reason?: string }) => {
+        if (e.reason === 'migration') counts.deleted++;
+      };
+      cluster.on('slot', onSlot);
+      cluster.on('rollback', onRollback);
+      migrations.set(fs, {
+        counts,
+        stop: () => (cluster.off('slot', onSlot), cluster.off('rollback', onRollback)),
+      });
+      cluster.scheduleMigration(cluster.slot + MIGRATION_LEAD_SLOTS);
+      return {};
+    },
+    clear: async (fs) => {
+      const { cluster } = fs.stack.simnet;
+      await waitUntil(() => cluster.consensusPhase === 'alpenglow', 20_000, 'the cluster to run Alpenglow');
+      await waitUntil(
+        async () => (await metric(fs.url, 'relay_consensus_mode{mode="alpenglow"}')) === 1,
+        20_000,
+        'relay to detect Alpenglow',
+      );
+      migrations.get(fs)?.stop();
+    },
+    counted: (fs) => {
+      const counts = migrations.get(fs)?.counts;
+      return { vote_only_blocks: counts?.voteOnly ?? 0, blocks_deleted_by_migration: counts?.deleted ?? 0 };
+    },
+    degraded: async (h, fs) => {
+      const hold = reason(h, /^consensus: migration/);
+      if (hold) return `readyz: ${hold}`;
+      const held = await metric(fs.url, 'relay_sends_held_for_migration_total');
+      return held > 0 ? `relay_sends_held_for_migration_total ${held}` : null;
+    },
+  },
 ];
+
+/** Slots between the migration's announcement and its boundary: a few of relay's consensus polls (FAULT_INTERVALS). */
+const MIGRATION_LEAD_SLOTS = 25;
+const migrations = new Map<FaultStack, { counts: { voteOnly: number; deleted: number }; stop: () => void }>();
 
 const streamEnders = new Map<FaultStack, NodeJS.Timeout>();
 /** relay_tips_leaked_lamports_total of sidecar processes a phase restarted away. */
@@ -453,6 +522,9 @@ export function faultsSuite(storeName: StoreName): void {
       const waitedSeries = `relay_tipper_underfunded_total${tipperLabel}`;
       const failuresSeries = `relay_tipper_tip_failures_total${tipperLabel}`;
       const waitedBefore = await metric(fs.url, waitedSeries);
+      const relayMetricsBefore: Record<string, number> = {};
+      for (const series of fault.relayMetrics ?? [])
+        relayMetricsBefore[series] = await metric(fs.url, series);
       const failuresBefore = await metric(fs.url, failuresSeries);
       let injectedAt = 0;
       const load = (async () => {
@@ -502,6 +574,7 @@ export function faultsSuite(storeName: StoreName): void {
       }
       simnet.faults.reset();
       await fault.clear?.(fs);
+      Object.assign(injectedByHook, fault.counted?.(fs) ?? {});
       const clearedAt = Date.now();
       const faultOnMs = clearedAt - injectedAt;
 
@@ -546,6 +619,9 @@ export function faultsSuite(storeName: StoreName): void {
         );
       }
 
+      const relayMetricsSeen: Record<string, number> = {};
+      for (const series of fault.relayMetrics ?? [])
+        relayMetricsSeen[series] = (await metric(fs.url, series)) - (relayMetricsBefore[series] ?? 0);
       // What the simnet counted as it applied the fault (see FaultCounts), over this phase only.
       const bit = (kind: keyof FaultCounts): number => simnet.faults.injected[kind] - injectedBefore[kind];
       const injected: Record<string, number> = {};
@@ -576,7 +652,8 @@ export function faultsSuite(storeName: StoreName): void {
         degraded_evidence: evidence,
         recovery_ms: recoveryMs,
         settled_after_clear_ms: settledMs,
-        ...(fault.inject
+        ...(fault.relayMetrics ? { relay_metrics: relayMetricsSeen } : {}),
+        ...(fault.drainsTipper
           ? {
               tipper_drained_lamports: drainedBy.get(fs) ?? 0,
               submits_waited_for_funds: (await metric(fs.url, waitedSeries)) - waitedBefore,

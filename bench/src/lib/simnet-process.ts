@@ -18,6 +18,8 @@ export interface SimnetChildOptions {
   rateLimit?: boolean;
   /** Regional block engines (default: the simnet's default, all eight). */
   regions?: number;
+  /** The cluster's consensus (README "Consensus modes"): the simnet's default, towerbft, unless asked. */
+  consensus?: 'towerbft' | 'alpenglow';
 }
 
 /** What a started simnet child reports back. */
@@ -63,6 +65,7 @@ async function handle(request: SimnetRequest): Promise<unknown> {
         rateLimit: o.rateLimit ?? false,
         ...(o.regions !== undefined ? { regions: o.regions } : {}),
         ...(o.bundleEngineShare !== undefined ? { bundleEngineShare: o.bundleEngineShare } : {}),
+        ...(o.consensus !== undefined ? { consensus: o.consensus } : {}),
       });
       simnet.engine.auction.setFixedClearingTip(o.fixedClearingTip);
       if (o.regime) simnet.engine.auction.setRegime(o.regime);

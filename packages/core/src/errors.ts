@@ -155,6 +155,8 @@ export interface RelayErrorContext {
    * first signature).
    */
   RELAY_E_DB_UNAVAILABLE: { url: string; reason: string; retry_after_s: number };
+  /** Another sidecar is this database's only writer (one host per database until the fleet; DESIGN §10). */
+  RELAY_E_DB_IN_USE: { url: string; holder: string };
 
   RELAY_E_INTERNAL_ERROR: { reason: string };
 }
@@ -339,6 +341,11 @@ export const RELAY_ERRORS = {
   RELAY_E_DB_UNAVAILABLE: {
     status: 503,
     message: 'PostgreSQL at $url is unavailable; nothing was written (retry in $retry_after_s s): $reason',
+  },
+  RELAY_E_DB_IN_USE: {
+    status: 500,
+    message:
+      'Another relay sidecar writes to the database at $url ($holder); run one sidecar per database, or stop that one first',
   },
 
   // A bug

@@ -285,6 +285,10 @@ const SAMPLES: { [C in RelayErrorCode]: RelayErrorContext[C] } = {
     reason: 'connect ECONNREFUSED 10.0.0.5:5432',
     retry_after_s: 1,
   },
+  RELAY_E_DB_IN_USE: {
+    url: 'postgres://relay:***@db:5432/relay',
+    holder: 'PostgreSQL session pid 4242 from 10.0.0.7, application relay, since 2026-11-26T22:00:00.000Z',
+  },
   RELAY_E_INTERNAL_ERROR: { reason: 'not a slot: -1' },
 };
 

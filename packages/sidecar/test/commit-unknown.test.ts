@@ -33,12 +33,27 @@ const signature = () => bs58.encode(randomBytes(64));
 /** An in-memory store whose chosen write commits and then answers as a lost COMMIT does. */
 class LostAnswerStore extends InMemoryTxStore {
   lose: 'addAttempt' | 'transition' | null = null;
+  /**
+   * A record whose lost write the server is still finishing (PgTxStore's `resolve`): every read of it, and every list,
+   * answers RELAY_E_DB_COMMIT_UNKNOWN until it has ended.
+   */
+  unresolved: string | null = null;
   /** Reads of one record so far (the outage gate re-reads what it waits on). */
   gets = 0;
 
   override get(txId: string): Promise<StoredTx | undefined> {
     this.gets++;
+    if (txId === this.unresolved) return Promise.reject(lost(txId, 'transition'));
     return super.get(txId);
+  }
+
+  /** Lists of the live records so far (the outage gate's re-read after the database is back). */
+  lives = 0;
+
+  override live(): Promise<StoredTx[]> {
+    this.lives++;
+    if (this.unresolved !== null) return Promise.reject(lost(this.unresolved, 'transition'));
+    return super.live();
   }
 
   override async addAttempt(...args: Parameters<InMemoryTxStore['addAttempt']>): Promise<StoredTx> {
@@ -132,6 +147,22 @@ function rig() {
   return { store, chain, queued, sent, built, gate, builder, ports, queue };
 }
 
+/** A sender on the rig's ports and queue (settling and packing do nothing), with `prepare` before a first send. */
+function senderOn(
+  ports: unknown,
+  queue: unknown,
+  prepare?: (tx: StoredTx, attempt: StoredAttempt) => Promise<StoredAttempt>,
+): Sender {
+  return new Sender(
+    ports as never,
+    { markSubmitted: () => Promise.resolve() } as never,
+    queue as never,
+    { faultOf: () => Promise.resolve(null), observeSend: () => undefined },
+    { apply: () => Promise.resolve() },
+    prepare,
+  );
+}
+
 async function codeOf(promise: Promise<unknown>): Promise<RelayErrorCode | 'resolved'> {
   try {
     await promise;
@@ -210,18 +241,11 @@ test("a first send whose refreshed tip's COMMIT answer is lost sends nothing the
     return a;
   };
   let firstSend = true;
-  const sender = new Sender(
-    ports as never,
-    { markSubmitted: () => Promise.resolve() } as never,
-    queue as never,
-    { faultOf: () => Promise.resolve(null), observeSend: () => undefined },
-    { apply: () => Promise.resolve() },
-    (t, a) => {
-      if (!firstSend) return Promise.resolve(a);
-      firstSend = false;
-      return prepare(t, a);
-    },
-  );
+  const sender = senderOn(ports, queue, (t, a) => {
+    if (!firstSend) return Promise.resolve(a);
+    firstSend = false;
+    return prepare(t, a);
+  });
   const job: SendJob = { txId: 'tx_a', attempt: 1, priority: 1, deadline: 1_150, notBefore: 0 };
   await sender.sendOne(job, 0);
   // Nothing went out; the job is back in the queue.
@@ -232,6 +256,44 @@ test("a first send whose refreshed tip's COMMIT answer is lost sends nothing the
   expect(sent).toHaveLength(1);
   expect(sent[0]?.[sent[0].length - 1]).toBe('TkVX');
   expect(sent.flat()).not.toContain('T0xE');
+});
+
+test('while the outcome of a lost commit is still unknown to the store, the sender sends nothing and the gate holds new tips', async () => {
+  const { store, queued, sent, ports, queue, gate, builder } = rig();
+  await store.accept(tx('tx_a', 'sig-a'));
+  await store.accept(tx('tx_b', signature()));
+  await store.addAttempt('tx_a', attempt(1, 'bundle-a', { tip_tx: 'VElQ', tip_signature: 'tip-a' }));
+  store.unresolved = 'tx_a';
+  const sender = senderOn(ports, queue);
+  const job: SendJob = { txId: 'tx_a', attempt: 1, priority: 1, deadline: 1_150, notBefore: 0 };
+  await sender.sendOne(job, 0);
+  await sender.sendOne(job, 0);
+  // Nothing went out; the job went back to the queue each time.
+  expect(sent).toEqual([]);
+  expect(queued).toEqual([
+    { txId: 'tx_a', attempt: 1 },
+    { txId: 'tx_a', attempt: 1 },
+  ]);
+  // The database is back, but the gate cannot list what is in flight while the store cannot: it queues no resend
+  // of the record, and new tips stay held.
+  gate.onAvailability({ kind: 'down', url: 'postgres://relay:***@db/relay', reason: 'gone', at: 0 });
+  gate.onAvailability({ kind: 'up', url: 'postgres://relay:***@db/relay', downMs: 1, at: 1 });
+  await waitFor(() => store.lives >= 1);
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(queued).toHaveLength(2);
+  expect(gate.held).toMatch(/back after an outage/);
+  expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
+    'RELAY_E_NOT_READY',
+  );
+  // Resolved: the gate's next re-read queues the committed bytes, and the sender sends them.
+  store.unresolved = null;
+  await waitFor(() => queued.length === 3);
+  expect(queued[2]).toEqual({ txId: 'tx_a', attempt: 1 });
+  expect(gate.held).toMatch(/1 unsettled tip/);
+  await sender.sendOne(job, 0);
+  expect(sent).toHaveLength(1);
+  expect(sent[0]?.[sent[0].length - 1]).toBe('VElQ');
+  gate.stop();
 });
 
 test('after an outage, a tip whose attempt failed holds new tips until its blockhash is dead (with the late-landing margin)', async () => {

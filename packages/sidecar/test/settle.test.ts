@@ -1,4 +1,4 @@
-import { DEFAULT_POLICY, emptyTimeline, type Policy } from '@solrelay/core';
+import { DEFAULT_POLICY, LeaderBuffer, emptyTimeline, type Policy } from '@solrelay/core';
 import { createPorts, type RelayOptions, type RelayPorts } from '../src/context';
 import { Metrics } from '../src/metrics';
 import { Settler } from '../src/settle/settle';
@@ -29,7 +29,7 @@ function forbidden(name: string): never {
   ) as never;
 }
 
-function rig(policy: Partial<Policy> = {}) {
+function rig(policy: Partial<Policy> = {}, leaders?: LeaderBuffer) {
   const store = new InMemoryTxStore(1000);
   const events: Array<{ name: string; data: Record<string, unknown> }> = [];
   const hub = {
@@ -49,7 +49,7 @@ function rig(policy: Partial<Policy> = {}) {
     rpc: forbidden('rpc'),
     engine: forbidden('engine'),
     oracle: { ingestLandedTip: jest.fn() },
-    leaders: forbidden('leaders'),
+    leaders: leaders ?? forbidden('leaders'),
     tippers: forbidden('tippers'),
     policy: () => ({ ...DEFAULT_POLICY, ...policy }) as Policy,
     metrics: new Metrics(),
@@ -112,6 +112,7 @@ async function put(
   state: StoredTx['state'],
   retries = 0,
   stage: StoredAttempt['stage'] = 'submitted',
+  override: Partial<StoredAttempt> = {},
 ): Promise<StoredTx> {
   const tx: StoredTx = {
     tx_id: 'tx_1',
@@ -136,7 +137,7 @@ async function put(
     stopped: false,
   };
   await r.store.accept(tx);
-  await r.store.addAttempt(tx.tx_id, attempt(retries + 1, stage));
+  await r.store.addAttempt(tx.tx_id, { ...attempt(retries + 1, stage), ...override });
   return (await r.store.get(tx.tx_id)) as StoredTx;
 }
 
@@ -341,8 +342,23 @@ describe('a lost attempt whose tip lands alone after the transaction ended', () 
   });
 });
 
+/**
+ * Leaders in windows of four from slot 0: `eng` (a bundle-engine validator) leads the windows whose first slot is in
+ * `engineWindows`, `plain` every other one.
+ */
+function leadersWith(engineWindows: number[], upTo = SLOT + 64): LeaderBuffer {
+  const leaders = new LeaderBuffer();
+  leaders.advance(SLOT - 40);
+  const windows: string[] = [];
+  for (let first = 0; first <= upTo; first += 4)
+    windows.push(engineWindows.includes(first) ? 'eng' : 'plain');
+  leaders.ingestLeaderWindows(0, windows);
+  leaders.setBundleEngineValidators(['eng']);
+  return leaders;
+}
+
 test('a window lost inside a consensus migration window counts no retry (DESIGN §12)', async () => {
-  const r = rig();
+  const r = rig({}, leadersWith([SLOT - 20]));
   // The cluster announced a migration at a slot before the attempt's window (SLOT - 13): the window lies in it.
   r.ctx.chain.consensus.observeMigrationSlot(SLOT - 20);
   r.ctx.chain.consensus.observeSlot({ slot: SLOT, status: 'processed', parent: SLOT - 1 });
@@ -355,4 +371,45 @@ test('a window lost inside a consensus migration window counts no retry (DESIGN 
   const after = (await r.store.get('tx_1')) as StoredTx;
   expect(after.state).toBe('pending');
   expect(after.retries).toBe(0);
+});
+
+describe('a window lost to a migration is judged by the slots the engine auctioned the bundle in', () => {
+  // Sent at B - 1, the last slot of a bundle-engine leader's window: relay's own target window is that slot alone
+  // (B - 1 .. B - 1, before the boundary), but the engine auctions the bundle in the next bundle-engine leader's
+  // slots, B .. B + 3, and B + 1 .. B + 3 are vote-only: the auction was cut by the migration.
+  const B = SLOT - 8; // the boundary: slots B + 1 .. are the vote-only window (still open at SLOT)
+  function lostAtTheBoundary(engineWindows: number[]) {
+    const r = rig({}, leadersWith(engineWindows));
+    r.ctx.chain.consensus.observeMigrationSlot(B);
+    r.ctx.chain.consensus.observeSlot({ slot: SLOT, status: 'processed', parent: SLOT - 1 });
+    const sent: StoredAttempt = {
+      ...attempt(1, 'submitted'),
+      slot_submitted: B - 1,
+      target_slot: B - 1,
+      window_end_slot: B - 1,
+      timeline: { ...emptyTimeline(), submitted: { slot: B - 1, ts: NOW - 4000 } },
+    };
+    return { r, sent };
+  }
+
+  test('sent at the last slot of a leader before the boundary, the next leader past it: no retry', async () => {
+    // The old rule (relay's window end, B - 1, in the migration window?) counted one here.
+    const { r, sent } = lostAtTheBoundary([B - 4, B]);
+    expect(r.ctx.chain.consensus.inMigrationWindow(sent.window_end_slot as number)).toBe(false);
+    const tx = await put(r, 'submitted', 0, 'submitted', sent);
+    await r.settle.settleFailed(tx, sent, 'dropped', { countRetry: true, detail: 'window passed' });
+    const after = (await r.store.get('tx_1')) as StoredTx;
+    expect(after.state).toBe('pending');
+    expect(after.retries).toBe(0);
+  });
+
+  test('the same loss with the next bundle-engine leader after the window closed counts one', async () => {
+    // The window closes: Alpenglow finalizes a slot past the boundary while the processed tip is SLOT.
+    const { r, sent } = lostAtTheBoundary([B - 4, SLOT + 4]);
+    r.ctx.chain.consensus.observeSlot({ slot: SLOT - 1, status: 'finalized' });
+    expect(r.ctx.chain.consensus.snapshot().migrating).toBe(false);
+    const tx = await put(r, 'submitted', 0, 'submitted', sent);
+    await r.settle.settleFailed(tx, sent, 'dropped', { countRetry: true, detail: 'window passed' });
+    expect(((await r.store.get('tx_1')) as StoredTx).retries).toBe(1);
+  });
 });

@@ -85,6 +85,12 @@ export function adminRoutes(targets: AdminTargets): RouteHandler {
       },
       llm: { latencyMs: llm.latencyMs, pendingScript: llm.pendingScript, requests: llm.requests.length },
     }),
+    // Every bundle the block engine received, accepted or refused, after `?after=<seq>` (an observation only).
+    'GET /admin/engine/received': (req) => {
+      const after = Number(new URL(req.url ?? '/', 'http://admin').searchParams.get('after') ?? '0');
+      if (!Number.isInteger(after) || after < 0) throw new BadRequest('after must be a non-negative integer');
+      return engine.received(after);
+    },
     'POST /admin/auction': async (req) => {
       const body = await jsonBody(req);
       onlyKeys(body, ['fixedClearingTip', 'regime']);

@@ -176,3 +176,32 @@ describe("consensus: the RPC's Agave 4.3 methods", () => {
     expect(rpc.call('getAgGenesisCert', [])).toMatchObject({ block: { slot: 12 } });
   });
 });
+
+describe('consensus: a migration announced while the cluster runs (scheduleMigration)', () => {
+  it('answers null and runs TowerBFT until announced, then migrates at the announced boundary', () => {
+    const cluster = new SimCluster({ seed: 1, consensus: 'migration', migration: { boundarySlot: null } });
+    const rpc = new RpcMethods(cluster);
+    cluster.advance(20);
+    expect(rpc.call('getAlpenglowMigrationSlot', [])).toBeNull();
+    expect(cluster.consensusPhase).toBe('towerbft');
+    expect(() => cluster.scheduleMigration(cluster.currentSlot)).toThrow(/must lie after/);
+    const boundary = cluster.currentSlot + 10;
+    cluster.scheduleMigration(boundary);
+    expect(() => cluster.scheduleMigration(boundary + 5)).toThrow(/once/);
+    expect(rpc.call('getAlpenglowMigrationSlot', [])).toBe(boundary);
+    cluster.advance(11);
+    expect(cluster.consensusPhase).toBe('vote-only');
+    cluster.advance(5);
+    expect(cluster.consensusPhase).toBe('alpenglow');
+    expect(cluster.migrationState.transitionSlot).toBe(boundary + 2);
+  });
+
+  it('is refused by a cluster of another mode, or one started with its boundary planned', () => {
+    expect(() => new SimCluster({ seed: 1 }).scheduleMigration(100)).toThrow(/only/);
+    expect(() =>
+      new SimCluster({ seed: 1, consensus: 'migration', migration: { boundarySlot: 50 } }).scheduleMigration(
+        100,
+      ),
+    ).toThrow(/only/);
+  });
+});

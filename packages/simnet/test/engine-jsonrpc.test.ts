@@ -413,3 +413,38 @@ describe('the 429 back-off penalty over the wire (manual limiter clock)', () => 
     expect((await searcher.sendBundle(bundle())).ok).toBe(true);
   });
 });
+
+test('the engine keeps what it received, accepted and refused, with each bundle id and first signatures', async () => {
+  const { total: before } = h.engine.received();
+  const tip = tipTx(h, 10_000);
+  const accepted = await rpc(h.http.url, 'sendBundle', [[b64(tip)], { encoding: 'base64' }]);
+  expect(accepted.status).toBe(200);
+  const refused = await rpc(h.http.url, 'sendBundle', [[b64(plainTx(h))], { encoding: 'base64' }]);
+  expect(refused.status).toBe(400);
+  await rpc(h.http.url, 'sendBundle', [[b64(tipTx(h, 10_000)), 'AAAA'], { encoding: 'base64' }]);
+  const { bundles, total } = h.engine.received(before);
+  expect(total).toBe(before + 3);
+  const tipSignature = signatureOf(tip);
+  expect(bundles.map((b) => ({ ...b, receivedMs: typeof b.receivedMs }))).toEqual([
+    {
+      seq: before + 1,
+      receivedMs: 'number',
+      region: h.engine.homeRegion,
+      signatures: [tipSignature],
+      bundleId: accepted.body.result,
+      refused: null,
+    },
+    expect.objectContaining({
+      seq: before + 2,
+      bundleId: expect.stringMatching(/^[0-9a-f]{64}$/),
+      refused: 'Bundles must write lock at least one tip account to be eligible for the auction.',
+    }),
+    expect.objectContaining({
+      seq: before + 3,
+      signatures: [expect.any(String), null],
+      bundleId: null,
+      refused: 'transaction #1 could not be decoded',
+    }),
+  ]);
+  expect(bundles[0]?.bundleId).toBe(deriveBundleId([tipSignature]));
+});

@@ -1,6 +1,7 @@
 import { isTerminalTxState, relayErrorJson } from '@solrelay/core';
 import type { RelayPorts } from '../context';
-import type { Settler, TargetWindow } from '../settle/settle';
+import type { Settler } from '../settle/settle';
+import { bundleEngineWindow, type TargetWindow } from '../settle/window';
 import { sendAnswer, type SendBundleResult } from '../upstream/block-engine';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import { isDatabaseOutage } from '../store/store';
@@ -10,9 +11,6 @@ import type { SendJob, SendQueue } from './queue';
 
 /** A send cut off by a store failure is tried again after this long. */
 const RETRY_AFTER_STORE_FAILURE_MS = 1_000;
-
-/** With no bundle-engine leader data, an attempt is judged after this many slots. */
-const UNKNOWN_WINDOW_SLOTS = 8;
 
 /**
  * The sender: sends one queued attempt's journaled bytes to the block engine and turns the engine's answer into a
@@ -183,11 +181,6 @@ export class Sender {
 
   /** The bundle-engine window an attempt sent now can land in: its first slot and the last slot of that leader. */
   private targetWindow(slot: number): TargetWindow {
-    const next = this.d.leaders.nextBundleEngineSlot(slot, 64);
-    if (next === null) return { slot: null, end: slot + UNKNOWN_WINDOW_SLOTS };
-    const leader = this.d.leaders.leaderAt(next);
-    let end = next;
-    while (end - next < 16 && this.d.leaders.leaderAt(end + 1) === leader && leader !== null) end++;
-    return { slot: next, end };
+    return bundleEngineWindow(this.d.leaders, slot);
   }
 }

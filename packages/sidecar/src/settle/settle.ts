@@ -13,12 +13,9 @@ import { lifecycleEntry, statusEvent } from '../events/announce';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import type { TxEvent } from '../store/store';
 import { SettleSignals } from './signals';
+import { auctionWindow, type TargetWindow } from './window';
 
-/** The bundle-engine window an attempt sent now can land in: its first slot (null if unknown) and its last. */
-export interface TargetWindow {
-  slot: number | null;
-  end: number;
-}
+export type { TargetWindow } from './window';
 
 /**
  * Settlement: the only writer of a transaction's state (and of the bundle stages that go with it). Each change is
@@ -36,7 +33,10 @@ export class Settler {
   readonly signals = new SettleSignals();
 
   constructor(
-    private readonly d: Pick<RelayPorts, 'chain' | 'log' | 'metrics' | 'now' | 'oracle' | 'policy' | 'store'>,
+    private readonly d: Pick<
+      RelayPorts,
+      'chain' | 'leaders' | 'log' | 'metrics' | 'now' | 'oracle' | 'policy' | 'store'
+    >,
   ) {}
 
   private path(from: TxState, to: TxState, slot: number, ts: number): TxHistoryEntry[] {
@@ -268,6 +268,28 @@ export class Settler {
   }
 
   /**
+   * Whether the slots an attempt really competed in reach into a consensus migration's vote-only window. Keyed on
+   * the engine's auction (the first bundle-engine window after the send slot, `auctionWindow`), together with the
+   * window relay waited on: relay's window can be the send slot alone (its leader's last slot) while the engine
+   * auctions the bundle in the next leader's slots, past the boundary. Only asked when the cluster announced a
+   * migration: under TowerBFT or Alpenglow alone nothing changes.
+   */
+  private auctionCutByMigration(attempt: StoredAttempt): boolean {
+    const consensus = this.d.chain.consensus;
+    if (consensus.snapshot().migrationSlot === null) return false;
+    const sent = attempt.slot_submitted ?? attempt.timeline.submitted?.slot ?? null;
+    const ranges: Array<{ first: number; last: number }> = [];
+    if (sent !== null) ranges.push(auctionWindow(this.d.leaders, sent));
+    if (attempt.window_end_slot !== null)
+      ranges.push({ first: attempt.target_slot ?? attempt.window_end_slot, last: attempt.window_end_slot });
+    if (ranges.length === 0) return consensus.inMigrationWindow(this.d.chain.slot);
+    return ranges.some(({ first, last }) => {
+      for (let s = first; s <= last; s++) if (consensus.inMigrationWindow(s)) return true;
+      return false;
+    });
+  }
+
+  /**
    * An attempt ended without landing. Releases its spend reservation, records the bundle's failed stage, tells the
    * agent (`bundle_settled`), then either re-pends the transaction for another attempt or, for a non-retryable
    * outcome, fails it. Resolves false when there was nothing to settle (the attempt had already ended, or is gone).
@@ -288,8 +310,7 @@ export class Settler {
     const timeline = { ...attempt.timeline, failed: { slot, ts: now } };
     // A window lost in a consensus migration's vote-only window (SIMD-0371: no user transactions are packed) is
     // nobody's doing: no retry counted.
-    const windowSlot = attempt.window_end_slot ?? attempt.target_slot ?? slot;
-    const inMigration = this.d.chain.consensus.inMigrationWindow(windowSlot);
+    const inMigration = this.auctionCutByMigration(attempt);
     const retries = tx.retries + (options.countRetry && !inMigration ? 1 : 0);
     const retryable = isRetryableOutcome(outcome);
     const fails = !retryable && options.final !== false;

@@ -9,6 +9,7 @@ import {
 import pg from 'pg';
 import { connectDatabase, databaseError, warmPool, type DatabaseOptions } from '../pg/connect';
 import { assertSchema } from '../pg/migrations';
+import { SoleWriterLock } from '../pg/sole-writer';
 import type { DatabaseUrl } from '../pg/url';
 import {
   attemptKey,
@@ -38,6 +39,7 @@ import {
   type TxExpectation,
   type TxStore,
 } from './store';
+import { Semaphore, SemaphoreTimeout } from '../util/semaphore';
 import { WriteChain } from './write-chain';
 import { EVENTS_CHANNEL, LOG_START, PgEventLog } from './pg-events';
 import { PgLifecycleEntries, type PgQuery } from './pg-lifecycle';
@@ -93,7 +95,9 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  * bundle id of an attempt are in the database before anything may send them. A write whose commit was sent but not
  * answered (the connection lost while its statement or its COMMIT ran) may or may not have committed: it rejects
  * with `RELAY_E_DB_COMMIT_UNKNOWN`, the held record is dropped (the next list re-reads it before answering, and
- * fails while it cannot), and the caller must re-read the record and never send on the strength of that write. A
+ * fails while it cannot), and the caller must re-read the record and never send on the strength of that write. That
+ * re-read waits until the lost write's transaction has ended on the server, which may still be finishing it
+ * ({@link resolve}); until then every read of the record rejects with `RELAY_E_DB_COMMIT_UNKNOWN` again. A
  * write that fails before its commit was sent did not commit: `RELAY_E_DB_UNAVAILABLE` (connection) or the server's
  * own error.
  *
@@ -131,10 +135,21 @@ export class PgTxStore implements TxStore {
   private readonly versions = new Map<string, number>();
   /** Records dropped from memory for a write of unknown outcome, refused or beaten: re-read before a list answers. */
   private readonly unsure = new Set<string>();
+  /** The server backend of each connection this store wrote on (learned at its first write): see {@link identify}. */
+  private readonly backends = new WeakMap<pg.ClientBase, Backend>();
+  /**
+   * Writes whose answer was lost, by record: the backends they ran on, until each is known to have ended (see
+   * {@link resolve}). A record with one is re-read only after that.
+   */
+  private readonly lost = new Map<string, LostWrite[]>();
+  /** The lock that makes this store its database's only writer (`sole`); null without it. */
+  private soleLock: SoleWriterLock | null = null;
   /** Lamports of spend-limited reservations being committed now (`sole`: counted by the next check, as the journal). */
   private reserving = 0;
   /** Writes begun and not settled (`close` waits for them). */
   private readonly pending = new Set<Promise<unknown>>();
+  /** Connections writes other than the decision path's may hold at once ({@link lane}). */
+  private readonly background: Semaphore;
   private readonly options: Required<PgTxStoreOptions>;
   private maintenance: NodeJS.Timeout | null = null;
   /** Told when a periodic upkeep run fails while the database is up (the sidecar logs it); the next run retries. */
@@ -165,6 +180,11 @@ export class PgTxStore implements TxStore {
     }
     const store = new PgTxStore(pool, target, options, true);
     try {
+      // One host: this store is the database's only writer (what it holds answers counts, spend and dedupe), so
+      // another sidecar on the same database is refused, and a dead predecessor's commit still running is waited
+      // for before the records are read (see SoleWriterLock).
+      if (store.options.sole)
+        store.soleLock = await SoleWriterLock.acquire(pool.options, target, () => store.lockLost());
       await warmPool(pool);
       await store.load();
       // Upkeep once before anything is written: after days down, today's `events` partition must exist before the
@@ -197,6 +217,10 @@ export class PgTxStore implements TxStore {
     };
     this.codec = storeCodec(this.options.retainTerminal);
     this.owned = this.codec.initial();
+    const poolMax = pool.options.max ?? 10;
+    this.background = new Semaphore(
+      Math.max(1, poolMax - Math.min(DECISION_CONNECTIONS, Math.floor(poolMax / 3))),
+    );
     const query: PgQuery = (text, values) => this.statement(text, values);
     this.eventLog = new PgEventLog(pool, query);
     this.lifecycleEntries = new PgLifecycleEntries(query);
@@ -393,6 +417,7 @@ export class PgTxStore implements TxStore {
     if (this.probe) clearInterval(this.probe);
     this.probe = null;
     await Promise.allSettled([...this.pending]);
+    await this.soleLock?.release();
     if (this.ownsPool) await this.pool.end();
   }
 
@@ -435,9 +460,10 @@ export class PgTxStore implements TxStore {
       const tx = this.owned.records.get(id);
       if (tx) return tx;
     }
-    // One host: a record not held is gone, or retention is about to delete it (the accept's insert still finds it).
-    if (this.options.sole && id === undefined) return undefined;
-    return this.find('t.first_signature = $1', [signature]);
+    // One host: a record not held is gone, or retention is about to delete it (the accept's insert still finds it),
+    // unless it is one this store stopped trusting (dropped from memory until re-read): then the database says.
+    if (this.options.sole && id === undefined && this.unsure.size === 0) return undefined;
+    return this.sure(await this.find('t.first_signature = $1', [signature]));
   }
 
   async byBundle(bundleId: string): Promise<StoredTx | undefined> {
@@ -446,10 +472,17 @@ export class PgTxStore implements TxStore {
       const tx = this.owned.records.get(id);
       if (tx) return tx;
     }
-    return this.find(
-      `t.tx_id = (SELECT tx_id FROM attempts WHERE bundle_id = $1 OR previous_bundle_ids @> ARRAY[$1::text] LIMIT 1)`,
-      [bundleId],
+    return this.sure(
+      await this.find(
+        `t.tx_id = (SELECT tx_id FROM attempts WHERE bundle_id = $1 OR previous_bundle_ids @> ARRAY[$1::text] LIMIT 1)`,
+        [bundleId],
+      ),
     );
+  }
+
+  /** A record read from the database by a lookup: if this store stopped trusting it, re-read as `get` does. */
+  private async sure(tx: StoredTx | undefined): Promise<StoredTx | undefined> {
+    return tx && this.unsure.has(tx.tx_id) ? this.get(tx.tx_id) : tx;
   }
 
   async live(): Promise<StoredTx[]> {
@@ -563,8 +596,13 @@ export class PgTxStore implements TxStore {
     return this.reread(txId);
   }
 
-  /** Read `txId` from the database and hold what it says (nothing, if the row is gone). */
+  /**
+   * Read `txId` from the database and hold what it says (nothing, if the row is gone). A write of it whose answer was
+   * lost is waited for first ({@link resolve}): the read must not see the row as it was before a commit the server is
+   * still finishing. While one cannot be resolved the read rejects and the record stays unsure.
+   */
   private async reread(txId: string): Promise<{ tx: StoredTx; version: number } | undefined> {
+    await this.resolve(txId);
     const { rows } = await this.statement<VersionedRow>(
       `SELECT ${RECORD}, t.version FROM transactions t WHERE t.tx_id = $1`,
       [txId],
@@ -722,38 +760,177 @@ export class PgTxStore implements TxStore {
    */
   private autocommit(txId: string, operation: string, text: string, values: unknown[]): Promise<number> {
     if (this.closed) return Promise.reject(new Error('store is closed'));
-    const run = (async () => {
+    const fenced = this.fenced();
+    if (fenced) return Promise.reject(fenced);
+    const run = this.lane(operation, async () => {
       const db = await this.pool.connect().catch((error: unknown) => {
         throw this.failed(error);
       });
       const ignore = () => undefined;
       db.on('error', ignore);
+      let backend: Backend | undefined;
       try {
+        backend = await this.identify(db);
         const result = await db.query(prepared(text, values));
         db.off('error', ignore);
         db.release();
         return result.rowCount ?? 0;
       } catch (error) {
-        if (refusedByServer(error) || notSent(error)) {
+        // Refused, never sent, or lost before the write was sent (learning the backend): nothing committed.
+        if (backend === undefined || refusedByServer(error) || notSent(error)) {
           db.off('error', ignore);
           db.release(!refusedByServer(error));
           throw this.failed(error);
         }
         db.release(true);
-        throw this.commitUnknown(error, txId, operation);
+        throw this.commitUnknown(error, txId, operation, backend);
       }
-    })();
+    });
     return this.track(run);
   }
 
-  /** A commit sent and not answered: the database is taken as unavailable, and the caller told to re-read. */
-  private commitUnknown(error: unknown, txId: string, operation: string): RelayError {
+  /**
+   * Run a write holding a connection of its lane. The decision path's writes (`accept`, `addAttempt`: what stands
+   * between an enqueue and its answer, and between a decision and its send) take any free connection; every other
+   * write (the tracker's transitions, which come in bursts at each slot and commitment level) waits for one of all
+   * but {@link DECISION_CONNECTIONS} of the pool. A burst of transitions therefore never leaves an enqueue or a submit
+   * queued behind it for a connection (measured before this: the pool's wait was 35 ms at an enqueue's p99).
+   */
+  private async lane<T>(operation: string, work: () => Promise<T>): Promise<T> {
+    if (DECISION_PATH.has(operation)) return work();
+    // Bounded like a wait for a pooled connection: a busy database is a coded 503 (no outage), never a hang.
+    const timeoutMs = this.pool.options.connectionTimeoutMillis ?? 0;
+    return this.background.run(work, timeoutMs).catch((error: unknown) => {
+      if (!(error instanceof SemaphoreTimeout)) throw error;
+      throw new RelayError(
+        'RELAY_E_DB_UNAVAILABLE',
+        {
+          url: this.target.redacted,
+          reason: `every connection a ${operation} may take was busy for ${timeoutMs} ms`,
+          retry_after_s: DATABASE_RETRY_AFTER_S,
+        },
+        { cause: error },
+      );
+    });
+  }
+
+  /**
+   * A commit sent and not answered: the database is taken as unavailable, the caller told to re-read, and the
+   * backend it ran on remembered: the record is re-read only once that backend's transaction is known to have ended
+   * ({@link resolve}).
+   */
+  private commitUnknown(error: unknown, txId: string, operation: string, backend: Backend): RelayError {
     this.down(error);
+    const lost = this.lost.get(txId) ?? [];
+    lost.push({ ...backend, xid: null, operation });
+    this.lost.set(txId, lost);
     return new RelayError(
       'RELAY_E_DB_COMMIT_UNKNOWN',
       { tx_id: txId, operation, reason: reasonOf(error), retry_after_s: DATABASE_RETRY_AFTER_S },
       { cause: error },
     );
+  }
+
+  /**
+   * The server backend `db` is connected to: its pid and start time, read from the server once per connection (one
+   * statement at the connection's first write, never again). pid and backend_start together name one backend for
+   * good (a pid is reused only by a later backend, with a later start); the pid node-postgres got at connect
+   * (BackendKeyData) would be a pooler's (PgBouncer sends its own), and a pid alone could be another backend's by the
+   * time it is looked up.
+   */
+  private async identify(db: pg.PoolClient): Promise<Backend> {
+    const known = this.backends.get(db);
+    if (known) return known;
+    const { rows } = await db.query<Backend>(prepared(IDENTIFY, []));
+    const backend = rows[0];
+    if (!backend) throw new Error('pg_stat_activity has no row for this connection');
+    this.backends.set(db, backend);
+    return backend;
+  }
+
+  /**
+   * Wait until every write of `txId` whose answer was lost has ended on the server (committed or rolled back), so a
+   * read after this sees its outcome (M2 of the issue #28 review). The server may still be finishing such a commit
+   * after the connection is gone: flushing its WAL, or waiting for a synchronous standby (`synchronous_commit` with
+   * `synchronous_standby_names`); the commit becomes visible to other sessions only when it leaves the proc array,
+   * after both (PostgreSQL 15 `src/backend/access/transam/xact.c`: `RecordTransactionCommit` flushes and calls
+   * `SyncRepWaitForLSN`, then `CommitTransaction` calls `ProcArrayEndTransaction`). A plain re-read in between sees
+   * the row as it was. The PostgreSQL facts this relies on:
+   *
+   * - `pg_stat_activity.backend_xid` is the top-level transaction id the backend holds, if any, and `state` what it
+   *   is doing (docs §28.2.3, "pg_stat_activity"); both read from the backend's own shared state. A role sees them
+   *   for its own sessions, and the lost connection is this store's (same role).
+   * - `pg_xact_status(xid8)` answers `in progress` while `TransactionIdIsInProgress` (a scan of that same proc array),
+   *   then `committed` or `aborted`; NULL once too old to know (docs §9.26, "Transaction ID and Snapshot Information
+   *   Functions", which names this very use: whether a transaction committed after the connection was lost while a
+   *   COMMIT was in progress). So once it is no longer `in progress`, a snapshot taken after sees the outcome.
+   * - `pg_snapshot_xmax(pg_current_snapshot())` is an xid8 close to every running xid (within 2^31): the epoch that
+   *   turns the view's 32-bit `backend_xid` into the xid8 `pg_xact_status` takes (same docs section).
+   * - `pg_terminate_backend(pid, timeout)` ends a backend and waits up to `timeout` ms for it to exit (docs §9.27.2,
+   *   "Server Signaling Functions"; PostgreSQL 14+); a backend that exited has no transaction left running, and
+   *   reads nothing more from its socket.
+   *
+   * Each lost backend (named by pid and start time, {@link identify}) is looked up:
+   *
+   * - gone (exited, or the server restarted): its transaction ended before it exited. Resolved.
+   * - holding a transaction id: resolved once `pg_xact_status` of it is no longer `in progress`. It is the lost
+   *   write's: nothing else ran on that connection after the write was sent.
+   * - running a statement without one yet (`active`): its write may still come; asked again.
+   * - idle with no transaction id: the write ended, or never arrived, or is still on its way to the backend; the
+   *   backend is ended (it has no client left and holds no transaction), so that nothing can still arrive, and
+   *   looked up again. A backend with a transaction id is never ended: that could end a wait for a synchronous
+   *   standby early, making visible a commit not yet replicated.
+   *
+   * Every look-up is one statement on another connection of the pool, in a loop that pauses between looks; it gives
+   * up after {@link RESOLVE_WAIT_MS} with `RELAY_E_DB_COMMIT_UNKNOWN` (still unknown: the caller tries again later,
+   * the record stays unsure, nothing is sent on it) and with `RELAY_E_DB_UNAVAILABLE` while the database is away.
+   * The hot path pays nothing for this: a write stays one round trip (the backend is learned once per connection).
+   */
+  private async resolve(txId: string): Promise<void> {
+    const lost = this.lost.get(txId);
+    if (!lost) return;
+    const deadline = Date.now() + RESOLVE_WAIT_MS;
+    for (let pause = 10; lost.length > 0; pause = Math.min(pause * 2, 200)) {
+      const write = lost[0] as LostWrite;
+      if (await this.ended(write)) {
+        lost.shift();
+        continue;
+      }
+      if (Date.now() >= deadline) {
+        const doing = write.xid === null ? 'running' : `transaction ${write.xid} still in progress`;
+        throw new RelayError('RELAY_E_DB_COMMIT_UNKNOWN', {
+          tx_id: txId,
+          operation: write.operation,
+          reason: `its answer was lost and its backend (pid ${write.pid}) is ${doing}; re-read once it ends`,
+          retry_after_s: DATABASE_RETRY_AFTER_S,
+        });
+      }
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+    this.lost.delete(txId);
+  }
+
+  /** Whether the lost write `write` has ended on the server (see {@link resolve}); ends an idle lost backend. */
+  private async ended(write: LostWrite): Promise<boolean> {
+    if (write.xid !== null) {
+      const { rows } = await this.statement<{ status: string | null }>(XACT_STATUS, [write.xid]);
+      return rows[0]?.status !== 'in progress';
+    }
+    const { rows } = await this.statement<{
+      state: string | null;
+      xid: string | null;
+      status: string | null;
+    }>(LOST_BACKEND, [write.pid, write.started]);
+    const row = rows[0];
+    if (!row) return true;
+    if (row.xid !== null) {
+      if (row.status !== 'in progress') return true;
+      write.xid = row.xid;
+      return false;
+    }
+    if (row.state === 'active') return false;
+    await this.statement(END_LOST_BACKEND, [write.pid, write.started]);
+    return false;
   }
 
   /** A write under way, which `close` waits for. */
@@ -771,7 +948,9 @@ export class PgTxStore implements TxStore {
    */
   private write<T>(txId: string, operation: string, work: (db: pg.PoolClient) => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error('store is closed'));
-    return this.track(this.transaction(txId, operation, work));
+    const fenced = this.fenced();
+    if (fenced) return Promise.reject(fenced);
+    return this.track(this.lane(operation, () => this.transaction(txId, operation, work)));
   }
 
   private async transaction<T>(
@@ -786,7 +965,9 @@ export class PgTxStore implements TxStore {
     const ignore = () => undefined;
     db.on('error', ignore);
     let committing = false;
+    let backend: Backend | undefined;
     try {
+      backend = await this.identify(db);
       const result = await work(db);
       committing = true;
       const commit = await db.query('COMMIT');
@@ -796,9 +977,9 @@ export class PgTxStore implements TxStore {
       db.release();
       return result;
     } catch (error) {
-      if (committing && !refusedByServer(error)) {
+      if (committing && backend && !refusedByServer(error)) {
         db.release(true);
-        throw this.commitUnknown(error, txId, operation);
+        throw this.commitUnknown(error, txId, operation, backend);
       }
       try {
         await db.query('ROLLBACK');
@@ -872,9 +1053,12 @@ export class PgTxStore implements TxStore {
       this.pool
         .query('SELECT 1')
         .then(
-          () => this.up(),
+          () => this.relock(),
           () => undefined,
         )
+        .then((ok) => {
+          if (ok) this.up();
+        })
         .finally(() => {
           this.probing = false;
         });
@@ -887,6 +1071,39 @@ export class PgTxStore implements TxStore {
    * The probe succeeded: the database is back (told once). Only the probe says so, on a connection it opened after
    * the outage began: a statement begun before (answered as the server shut down) proves nothing.
    */
+  /**
+   * The sole-writer lock's connection ended (a database restart or failover ends every session): writes stop at once
+   * ({@link fenced}) and the store is unavailable until the probe has taken the lock again.
+   */
+  private lockLost(): void {
+    if (!this.closed) this.down(new Error('the sole-writer lock was lost with its connection'));
+  }
+
+  /** Writes refused while this store should be the only writer and is not sure it still is. */
+  private fenced(): RelayError | null {
+    if (!this.soleLock || this.soleLock.held) return null;
+    return new RelayError('RELAY_E_DB_UNAVAILABLE', {
+      url: this.target.redacted,
+      reason: 'this sidecar lost its sole-writer lock on the database (taking it again)',
+      retry_after_s: DATABASE_RETRY_AFTER_S,
+    });
+  }
+
+  /**
+   * The probe's step before the database counts as back: take the sole-writer lock again if it was lost. Another
+   * sidecar holding it keeps this store unavailable (its log says so once per outage, through `problem`).
+   */
+  private async relock(): Promise<boolean> {
+    if (!this.soleLock || this.soleLock.held) return true;
+    try {
+      this.soleLock = await SoleWriterLock.acquire(this.pool.options, this.target, () => this.lockLost(), 0);
+      return true;
+    } catch (error) {
+      if (this.outage) this.outage.reason = reasonOf(error);
+      return false;
+    }
+  }
+
   private up(): void {
     if (!this.outage) return;
     const since = this.outage.since;
@@ -926,6 +1143,54 @@ export class PgTxStore implements TxStore {
 
 /** Writes tried again when another writer moved the row between this store's read and its compare-and-set. */
 const MAX_TRIES = 3;
+/** The writes between an enqueue and its answer, and between a decision and its send ({@link PgTxStore.lane}). */
+const DECISION_PATH = new Set(['accept', 'addAttempt']);
+/** Connections of the pool kept for the decision path's writes (at most a third of the pool). */
+const DECISION_CONNECTIONS = 3;
+
+/** How long one re-read waits for a lost write to end on the server before it gives up for now (see `resolve`). */
+const RESOLVE_WAIT_MS = 2_000;
+
+/** A connection's server backend: its pid, and its start time (epoch seconds as exact text, microseconds). */
+interface Backend {
+  pid: number;
+  started: string;
+}
+
+/** A write whose answer was lost: the backend it ran on, and its transaction id once seen (xid8 as text). */
+interface LostWrite extends Backend {
+  xid: string | null;
+  operation: string;
+}
+
+/** This connection's backend (see `identify`). */
+const IDENTIFY = `SELECT pid, extract(epoch FROM backend_start)::text AS started FROM pg_stat_activity
+  WHERE pid = pg_backend_pid()`;
+
+/**
+ * A lost write's backend ($1 pid, $2 start), if it is still there: its state, and its transaction id, if it holds
+ * one, as the xid8 `pg_xact_status` takes with that status. The view's backend_xid is 32 bits; its epoch is that of
+ * the xid8 within 2^31 of the snapshot's xmax (running xids are never further apart), computed in bigint.
+ */
+const LOST_BACKEND = `WITH a AS (
+    SELECT a.state, a.backend_xid::text::bigint AS x, pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax
+    FROM pg_stat_activity a WHERE a.pid = $1 AND extract(epoch FROM a.backend_start)::text = $2
+  ), d AS (
+    SELECT state, xmax, ((xmax - x) % 4294967296 + 4294967296) % 4294967296 AS d FROM a
+  ), x AS (
+    SELECT state, (xmax - d + CASE WHEN d > 2147483648 THEN 4294967296 ELSE 0 END)::text AS xid FROM d
+  )
+  SELECT state, xid, pg_xact_status(xid::xid8) AS status FROM x`;
+
+/** Whether transaction $1 (an xid8) is still in progress, committed or aborted (NULL: too old to tell). */
+const XACT_STATUS = `SELECT pg_xact_status($1::xid8) AS status`;
+
+/**
+ * End a lost write's backend ($1 pid, $2 start) that is idle and holds no transaction id, waiting up to a second for
+ * it to exit (it has no client left: the store already dropped that connection).
+ */
+const END_LOST_BACKEND = `SELECT pg_terminate_backend(pid, 1000) AS ended FROM pg_stat_activity
+  WHERE pid = $1 AND extract(epoch FROM backend_start)::text = $2 AND backend_xid IS NULL AND state <> 'active'`;
 
 /** A record's row with its version (what the next write of it expects). */
 type VersionedRow = TxRow & { version: string };

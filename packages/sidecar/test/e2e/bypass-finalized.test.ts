@@ -5,7 +5,7 @@ import { SseReader } from '@solrelay/testkit';
 import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
 import { ComputeBudgetInstruction, ComputeBudgetProgram, Transaction } from '@solana/web3.js';
-import { startRelayStack } from '../helpers/relay-stack';
+import { startRelayStack, statesUntilFinalized } from '../helpers/relay-stack';
 
 let stack: Stack<Sidecar>;
 
@@ -32,18 +32,7 @@ test('bypass: enqueue to finalized, every state in order, a complete lifecycle e
   const perTxStates = perTx.events('tx_status_changed').map((m) => JSON.parse(m.data).state);
   expect(perTxStates[perTxStates.length - 1]).toBe('finalized');
 
-  await events.waitFor(
-    (r) =>
-      r
-        .events('tx_status_changed')
-        .some((m) => JSON.parse(m.data).tx_id === txId && JSON.parse(m.data).state === 'finalized'),
-    30_000,
-  );
-  const states = events
-    .events('tx_status_changed')
-    .map((m) => JSON.parse(m.data))
-    .filter((d) => d.tx_id === txId)
-    .map((d) => d.state);
+  const states = await statesUntilFinalized(events, txId);
   expect(states).toEqual(['pending', 'submitted', 'landed', 'processed', 'confirmed', 'finalized']);
   expect(events.events('tx_enqueued').map((m) => JSON.parse(m.data).tx_id)).toContain(txId);
   const submit = events

@@ -1,6 +1,6 @@
 import { SseReader, get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
-import { startRelayStack } from '../helpers/relay-stack';
+import { startRelayStack, statesUntilFinalized } from '../helpers/relay-stack';
 
 /**
  * Under Alpenglow (issue 31, DESIGN §12; the simnet's `alpenglow` mode: one finalization certificate sets confirmed
@@ -49,18 +49,7 @@ test('relay detects Alpenglow from the cluster, and a transaction goes through e
   const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer() });
   expect(enqueued.status).toBe(202);
   const txId: string = enqueued.body.tx_id;
-  await events.waitFor(
-    (r) =>
-      r
-        .events('tx_status_changed')
-        .some((m) => JSON.parse(m.data).tx_id === txId && JSON.parse(m.data).state === 'finalized'),
-    30_000,
-  );
-  const states = events
-    .events('tx_status_changed')
-    .map((m) => JSON.parse(m.data))
-    .filter((d) => d.tx_id === txId)
-    .map((d) => d.state);
+  const states = await statesUntilFinalized(events, txId);
   events.close();
   // Confirmed and finalized arrive together on the chain; relay still emits each, in order.
   expect(states).toEqual(['pending', 'submitted', 'landed', 'processed', 'confirmed', 'finalized']);

@@ -26,8 +26,13 @@ import { startRelayStack } from '../helpers/relay-stack';
  * - the log says the database went away and came back once per outage, and nothing else complains of it;
  * - no promise is left rejected unhandled (a pool or idle-connection error would crash the process).
  *
+ * - the routes that read the database (`/lifecycle`, `/bundle/<id>`) answer 503 with `Retry-After`, and those that
+ *   answer from what the store holds (`/status`, `/queue`) answer 200 or, when they must read it, the same 503.
+ *
  * Afterwards every acknowledged transaction is finalized, on chain as in relay's records, each with exactly one tip
- * landed, and the tipper paid exactly the tips and fees relay recorded (no second tip).
+ * landed, and the tipper paid exactly the tips and fees relay recorded (no second tip). And nothing was sent that was
+ * not committed: every bundle the simnet's block engine received (its own record, accepted or refused, landed or
+ * not) is an attempt in the database with that bundle id and that tip signature, created before the engine got it.
  *
  * One sidecar and one database serve the four outages in turn (slots of 400 ms: a user blockhash lives ~60 s, longer
  * than the longest outage and the catching up after it).
@@ -51,6 +56,42 @@ const onUnhandled = (reason: unknown) => unhandled.push(reason);
 const answers: Array<{ path: string; status: number }> = [];
 /** Every transaction acknowledged (2xx), across the four outages. */
 const acknowledged = new Map<string, { txId: string; signature: string }>();
+
+/** One bundle as the simnet's block engine received it (`GET /admin/engine/received`). */
+interface ReceivedBundle {
+  seq: number;
+  receivedMs: number;
+  signatures: Array<string | null>;
+  bundleId: string | null;
+  refused: string | null;
+}
+
+/** Every bundle the block engine has received so far, and how many it received in all. */
+async function engineReceived(): Promise<{ bundles: ReceivedBundle[]; total: number }> {
+  const answer = await get(stack.simnet.endpoints.adminUrl, '/engine/received');
+  expect(answer.status).toBe(200);
+  return answer.body as { bundles: ReceivedBundle[]; total: number };
+}
+
+/**
+ * While the database is away, the operator's views: those that read it (`/lifecycle`, `/bundle/<id>`) answer 503
+ * with a database code and `Retry-After`; `/status` and `/queue` answer from the records the store holds (one host),
+ * or the same 503 when it holds one it must re-read first. Never a 500.
+ */
+async function expectViewsDuringOutage(): Promise<void> {
+  const known = (await engineReceived()).bundles.at(-1)?.bundleId ?? 'f'.repeat(64);
+  const refusedForDatabase = (answer: HttpAnswer, path: string) => {
+    expect({ path, status: answer.status }).toEqual({ path, status: 503 });
+    expect(['RELAY_E_DB_UNAVAILABLE', 'RELAY_E_DB_COMMIT_UNKNOWN']).toContain(answer.body?.error?.code);
+    expect(Number(answer.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+  };
+  for (const path of ['/lifecycle?last=1', `/bundle/${known}`])
+    refusedForDatabase(await call('GET', path), path);
+  for (const path of ['/status', '/queue']) {
+    const answer = await call('GET', path);
+    if (answer.status !== 200) refusedForDatabase(answer, path);
+  }
+}
 
 /** A request whose answer is recorded (a refused connection is not an answer: it would fail the test). */
 async function call(method: 'GET' | 'POST', path: string, body?: unknown): Promise<HttpAnswer> {
@@ -220,10 +261,12 @@ test.each(cases)(
     expect(submit.status).toBe(503);
     expect(submit.body.error.code).toBe('RELAY_E_DB_UNAVAILABLE');
     expect(Number(submit.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    await expectViewsDuringOutage();
 
     // The outage lasts its length (not a timing assertion: how long the database stays away).
     await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
     expect((await call('GET', '/readyz')).status).toBe(503);
+    await expectViewsDuringOutage();
     await server.startAgain();
 
     let ready: HttpAnswer | null = null;
@@ -350,3 +393,31 @@ test('across the run: no 500, relay == chain, one tip per transaction, the tippe
   const tipperAfter = await stack.connection().getBalance(stack.tipper.publicKey, 'confirmed');
   expect(tipperBefore - tipperAfter).toBe(paid);
 }, 120_000);
+
+test('across the run: every bundle the engine received is an attempt committed with that id and tip, created before', async () => {
+  // What the engine received, in full (it keeps the last 50,000; this run sends far fewer).
+  const { bundles, total } = await engineReceived();
+  expect(bundles).toHaveLength(total);
+  expect(bundles.length).toBeGreaterThanOrEqual(acknowledged.size);
+  const db = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  try {
+    const { rows } = await db.query<{ bundle_id: string; tip_signature: string | null; created_ms: number }>(
+      `SELECT bundle_id, tip_signature, (extract(epoch FROM created_at) * 1000)::float8 AS created_ms FROM attempts`,
+    );
+    const attempts = new Map(rows.map((r) => [r.bundle_id, r]));
+    // A bundle id is the hash of the bundle's first signatures, the tip's last: an attempt row with that id and that
+    // tip signature is exactly these bytes, committed (a tip re-signed before its first send replaces its bundle id,
+    // so the old bytes, had they gone out, would match no attempt).
+    const unrecorded = bundles.flatMap((b) => {
+      const attempt = b.bundleId === null ? undefined : attempts.get(b.bundleId);
+      const ok =
+        attempt !== undefined &&
+        attempt.tip_signature === b.signatures.at(-1) &&
+        Math.round(attempt.created_ms) <= b.receivedMs;
+      return ok ? [] : [{ received: b, attempt: attempt ?? null }];
+    });
+    expect(unrecorded).toEqual([]);
+  } finally {
+    await db.end();
+  }
+});

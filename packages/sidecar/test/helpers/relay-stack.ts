@@ -4,6 +4,7 @@ import {
   get,
   quietLogger,
   startInProcessStack,
+  type SseReader,
   TEST_INTERVALS,
   waitUntil,
   type InProcessStackOptions,
@@ -90,4 +91,22 @@ export async function startPackingStack(): Promise<Stack<Sidecar>> {
   });
   await waitUntil(async () => (await get(stack.sidecar.url, '/readyz')).status === 200, 15_000, 'ready');
   return stack;
+}
+
+/**
+ * Wait on `events` (the global `/internal/events` stream) until `txId` is finalized; its `tx_status_changed` states,
+ * in the order the stream gave them.
+ */
+export async function statesUntilFinalized(
+  events: SseReader,
+  txId: string,
+  timeoutMs = 30_000,
+): Promise<string[]> {
+  const mine = () =>
+    events
+      .events('tx_status_changed')
+      .map((m) => JSON.parse(m.data) as { tx_id: string; state: string })
+      .filter((d) => d.tx_id === txId);
+  await events.waitFor(() => mine().some((d) => d.state === 'finalized'), timeoutMs);
+  return mine().map((d) => d.state);
 }

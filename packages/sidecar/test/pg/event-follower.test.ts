@@ -134,7 +134,8 @@ test('many writers committing side by side: every event once, in cursor order', 
 
 test("another host's commit wakes the follower through NOTIFY, with no local wake and no poll", async () => {
   const { seen } = await follow(3_600_000, true);
-  const other = await PgTxStore.open(url, { maintenanceMs: 0, notifyEvents: true });
+  // Another host: several sidecars on one database (not sole, so no sole-writer lock).
+  const other = await PgTxStore.open(url, { maintenanceMs: 0, notifyEvents: true, sole: false });
   try {
     await other.accept(tx('tx_notified', 'sig-notified'), [status('tx_notified', 'pending')]);
     await waitUntil(() => seen.some((e) => e.txId === 'tx_notified'), 10_000, 'the notified event delivered');

@@ -45,6 +45,18 @@ function waitingOnLock(db: pg.Pool, pattern: string): Promise<number> {
   );
 }
 
+/**
+ * A deferred constraint trigger on `transactions` that runs at each update's commit and waits there on advisory lock
+ * 4242: while the test holds it, a transition's statement is committing, sent and unanswered.
+ */
+async function holdCommitsOnLock(db: pg.Pool): Promise<void> {
+  await db.query(`
+    CREATE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
+    CREATE CONSTRAINT TRIGGER hold_commit AFTER UPDATE ON transactions
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_hold_commit();`);
+}
+
 beforeEach(async () => {
   url = await postgres.fresh();
 });
@@ -207,6 +219,42 @@ test('one host: counts, spend and dedupe answer from what the store holds, the s
   expect(again).toMatchObject({ created: false, tx: { tx_id: 'tx_elsewhere' } });
 });
 
+test('one host: a second sole store on the database is refused, naming the holder; the lock lost fences writes until it is taken again', async () => {
+  const store = await openStore();
+  await store.accept(tx('tx_a', 'sig-a'));
+  const refused = await PgTxStore.open(url, { maintenanceMs: 0 }).catch((error: unknown) => error);
+  expect(refused).toMatchObject({
+    code: 'RELAY_E_DB_IN_USE',
+    details: { holder: expect.stringMatching(/pid \d+/) },
+  });
+  // Several hosts (not sole) take no lock.
+  const other = await openStore({ sole: false });
+  expect((await other.get('tx_a'))?.state).toBe('pending');
+
+  // The lock's session ended by the server (a failover ends every session): writes stop at once, and start again once
+  // the probe has taken the lock back.
+  const told: string[] = [];
+  store.watchAvailability((change) => told.push(change.kind));
+  const db = sql();
+  await db.query(
+    `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'relay-lock'`,
+  );
+  await waitUntil(async () => !store.healthy, 10_000, 'the store to notice its lock lost');
+  const fenced = await store
+    .transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } })
+    .catch((error: unknown) => error);
+  expect(fenced).toMatchObject({ code: 'RELAY_E_DB_UNAVAILABLE' });
+  await waitUntil(async () => store.healthy, 10_000, 'the store to take its lock again');
+  expect(told).toEqual(['down', 'up']);
+  expect((await store.transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } })).state).toBe(
+    'submitted',
+  );
+  // Closed, the lock is free for the next sidecar.
+  await store.close();
+  const next = await openStore();
+  expect((await next.get('tx_a'))?.state).toBe('submitted');
+});
+
 test('the partial unique index refuses a second unsettled attempt even when the last one is not in flight', async () => {
   const store = await openStore();
   await store.accept(tx('tx_a', 'sig-a'));
@@ -287,11 +335,7 @@ test('a commit whose answer is lost rejects with RELAY_E_DB_COMMIT_UNKNOWN, tell
   const db = sql();
   // A deferred constraint trigger runs at commit; it waits on an advisory lock this test holds, so the transition's
   // statement (its own transaction, in autocommit) is committing, sent and unanswered, when its connection is cut.
-  await db.query(`
-    CREATE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
-    CREATE CONSTRAINT TRIGGER hold_commit AFTER UPDATE ON transactions
-      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_hold_commit();`);
+  await holdCommitsOnLock(db);
   const holder = await db.connect();
   try {
     await holder.query('SELECT pg_advisory_lock(4242)');
@@ -519,10 +563,144 @@ test('the database going away and back is told once each way; meanwhile every st
   await proxy.cut();
 });
 
+test('a re-read after a lost answer waits for the COMMIT the server is still finishing, then sees its outcome', async () => {
+  // The store reaches the database through a proxy the test cuts: the client's connection is gone, the server's
+  // backend is not (as when the network drops mid-COMMIT, or the server waits on a synchronous standby).
+  const direct = new URL(url);
+  const proxy = await databaseProxy(Number(direct.port));
+  const viaProxy = new URL(url);
+  viaProxy.port = String(proxy.port);
+  const proxied = await PgTxStore.open(viaProxy.toString(), {
+    maintenanceMs: 0,
+    database: { lockTimeoutMs: 60_000 },
+  });
+  opened.push(proxied);
+  await proxied.accept(tx('tx_a', 'sig-a'));
+  const db = sql();
+  // A deferred constraint trigger runs at commit and waits on an advisory lock this test holds: the transition's
+  // statement is committing (it holds a transaction id, its row written) when its connection is cut.
+  await holdCommitsOnLock(db);
+  const holder = await db.connect();
+  let released = false;
+  try {
+    await holder.query('SELECT pg_advisory_lock(4242)');
+    const moving = proxied
+      .transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } })
+      .catch((error: unknown) => error);
+    const pid = await waitingOnLock(db, '%UPDATE transactions SET%');
+    await proxy.cut();
+    expect(await moving).toMatchObject({
+      code: 'RELAY_E_DB_COMMIT_UNKNOWN',
+      details: { tx_id: 'tx_a', operation: 'transition' },
+    });
+    await proxy.restore();
+
+    // The lost COMMIT is still running on the server: its backend holds its transaction id.
+    const running = await db.query<{ xid: string | null }>(
+      'SELECT backend_xid::text AS xid FROM pg_stat_activity WHERE pid = $1',
+      [pid],
+    );
+    expect(running.rows[0]?.xid).toMatch(/^\d+$/);
+    // Every read of the record, one by one or in a list, waits for that commit's outcome and, while the server has
+    // none, answers none: never the row as it was before the commit (state pending), which a plain SELECT sees now.
+    const before = await db.query<{ state: string }>(`SELECT state FROM transactions WHERE tx_id = 'tx_a'`);
+    expect(before.rows).toEqual([{ state: 'pending' }]);
+    await expect(proxied.get('tx_a')).rejects.toMatchObject({
+      code: 'RELAY_E_DB_COMMIT_UNKNOWN',
+      details: { tx_id: 'tx_a', operation: 'transition', retry_after_s: 1 },
+    });
+    await expect(proxied.live()).rejects.toMatchObject({ code: 'RELAY_E_DB_COMMIT_UNKNOWN' });
+    await expect(proxied.byFirstSignature('sig-a')).rejects.toMatchObject({
+      code: 'RELAY_E_DB_COMMIT_UNKNOWN',
+    });
+    await expect(
+      proxied.transition('tx_a', { state: 'pending' }, { set: { state: 'expired', stopped: true } }),
+    ).rejects.toMatchObject({ code: 'RELAY_E_DB_COMMIT_UNKNOWN' });
+
+    // The commit finishes: the next read that answers gives its outcome (asked again while still unknown).
+    await holder.query('SELECT pg_advisory_unlock_all()');
+    released = true;
+    const reread = await waitUntil(
+      async () => {
+        try {
+          return { tx: await proxied.get('tx_a') };
+        } catch (error) {
+          if (isRelayError(error, 'RELAY_E_DB_COMMIT_UNKNOWN')) return null;
+          throw error;
+        }
+      },
+      15_000,
+      'the record re-read',
+    );
+    expect(reread.tx?.state).toBe('submitted');
+  } finally {
+    if (!released) await holder.query('SELECT pg_advisory_unlock_all()');
+    holder.release();
+  }
+  expect((await proxied.live()).map((t) => t.state)).toEqual(['submitted']);
+  const { rows } = await db.query(`SELECT state, version FROM transactions WHERE tx_id = 'tx_a'`);
+  expect(rows).toEqual([{ state: 'submitted', version: '2' }]);
+  // The store writes on from the outcome (its held version is the committed one), once its probe has taken the
+  // sole-writer lock again (the cut ended the lock's connection too; writes are fenced until then).
+  await db.query('DROP TRIGGER hold_commit ON transactions');
+  await waitUntil(() => proxied.healthy, 15_000, 'the store to take its sole-writer lock again');
+  expect(
+    (await proxied.transition('tx_a', { state: 'submitted' }, { set: { state: 'expired', stopped: true } }))
+      .state,
+  ).toBe('expired');
+  await proxy.cut();
+});
+
 test('open refuses an unmigrated database with its coded error, naming both versions', async () => {
   const empty = await postgres.server().createDatabase();
   await expect(PgTxStore.open(empty, { maintenanceMs: 0 })).rejects.toMatchObject({
     code: 'RELAY_E_DB_SCHEMA_BEHIND',
     details: { current: 0, latest: 2 },
   });
+});
+
+test('a burst of transitions holding every connection they may take never keeps an enqueue or a submit waiting', async () => {
+  // A pool of 6 keeps 2 for the decision path (accept, addAttempt): transitions take at most 4 at once.
+  const store = await openStore({ database: { poolMax: 6, poolMin: 6, lockTimeoutMs: 60_000 } });
+  for (let i = 0; i < 6; i++) await store.accept(tx(`tx_busy_${i}`, `sig-busy-${i}`));
+  await store.accept(tx('tx_decide', 'sig-decide'));
+  const db = sql();
+  // Only the burst's commits wait on the lock (the submit's update of tx_decide must not).
+  await db.query(`
+    CREATE FUNCTION test_hold_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$;
+    CREATE CONSTRAINT TRIGGER hold_commit AFTER UPDATE ON transactions DEFERRABLE INITIALLY DEFERRED
+      FOR EACH ROW WHEN (NEW.tx_id LIKE 'tx_busy_%') EXECUTE FUNCTION test_hold_commit();`);
+  const holder = await db.connect();
+  try {
+    await holder.query('SELECT pg_advisory_lock(4242)');
+    // Six transitions, each held at its commit while the test holds the lock: four hold connections, two wait for
+    // one of the transitions' places, none of the pool's last two.
+    const moving = Array.from({ length: 6 }, (_, i) =>
+      store.transition(`tx_busy_${i}`, { state: 'pending' }, { set: { state: 'submitted' } }),
+    );
+    await waitUntil(
+      async () => {
+        const { rows } = await db.query<{ n: string }>(
+          `SELECT count(*) AS n FROM pg_stat_activity
+           WHERE datname = current_database() AND query LIKE '%UPDATE transactions SET%' AND wait_event_type = 'Lock'`,
+        );
+        return Number(rows[0]?.n) === 4;
+      },
+      15_000,
+      'four transitions held at their commits',
+    );
+    // The decision path still has its connections: an enqueue and a submit commit while the burst is held.
+    const accepted = await store.accept(tx('tx_new', 'sig-new'));
+    expect(accepted.created).toBe(true);
+    const submitted = await store.addAttempt('tx_decide', attempt(1, 'b-decide'), {
+      expect: { state: 'pending' },
+    });
+    expect(submitted.attempts.map((a) => a.bundle_id)).toEqual(['b-decide']);
+    await holder.query('SELECT pg_advisory_unlock_all()');
+    expect((await Promise.all(moving)).map((t) => t.state)).toEqual(Array(6).fill('submitted'));
+  } finally {
+    await holder.query('SELECT pg_advisory_unlock_all()');
+    holder.release();
+  }
 });

@@ -99,8 +99,11 @@ export type ConsensusPhase = 'towerbft' | 'vote-only' | 'alpenglow';
  * the handoff never rolls back TowerBFT-confirmed user transactions).
  */
 export interface MigrationOptions {
-  /** The migration boundary slot. Default 64. */
-  boundarySlot?: number;
+  /**
+   * The migration boundary slot. Default 64. null: none planned yet (`getAlpenglowMigrationSlot` answers null, as a
+   * 4.3 node does before the migration's feature gate activates); `Cluster.scheduleMigration` announces it later.
+   */
+  boundarySlot?: number | null;
   /** Slots from the boundary to the transition block. Default 2 (M = boundary + 1, T = M + 1). */
   transitionAfterSlots?: number;
   /** Slots from the transition block to the block certified. Default 2. */
@@ -108,6 +111,9 @@ export interface MigrationOptions {
   /** The boundary slot's block is on an abandoned fork (see above). Default false. */
   boundaryForkAbandoned?: boolean;
 }
+
+/** A migration whose boundary is known. */
+type ScheduledMigration = Required<MigrationOptions> & { boundarySlot: number };
 
 interface Block {
   slot: number;
@@ -205,7 +211,9 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   private readonly finalizationSlots: number;
   readonly consensus: ConsensusMode;
   private readonly finalizationDelayMs: number;
-  private readonly migration: Required<MigrationOptions> | null;
+  private migration: ScheduledMigration | null;
+  /** The `migration` mode with no boundary planned yet: its slots, waiting for `scheduleMigration`. */
+  private unscheduledMigration: Omit<Required<MigrationOptions>, 'boundarySlot'> | null = null;
   /** The migration's progress: the transition block once produced, and whether Alpenglow has started. */
   private transitionBlock: Block | null = null;
   private alpenglowStarted = false;
@@ -266,16 +274,17 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     this.finalizationDelayMs = options.finalizationDelayMs ?? 120;
     if (this.consensus === 'migration') {
       const m = options.migration ?? {};
-      this.migration = {
-        boundarySlot: m.boundarySlot ?? 64,
+      const slots = {
         transitionAfterSlots: m.transitionAfterSlots ?? 2,
         certificateAfterSlots: m.certificateAfterSlots ?? 2,
         boundaryForkAbandoned: m.boundaryForkAbandoned ?? false,
       };
-      if (this.migration.boundarySlot < 1 || this.migration.transitionAfterSlots < 1)
-        throw new Error('migration: need boundarySlot >= 1 and transitionAfterSlots >= 1');
-      if (this.migration.certificateAfterSlots < 1)
-        throw new Error('migration: need certificateAfterSlots >= 1');
+      if (slots.transitionAfterSlots < 1) throw new Error('migration: need transitionAfterSlots >= 1');
+      if (slots.certificateAfterSlots < 1) throw new Error('migration: need certificateAfterSlots >= 1');
+      const boundarySlot = m.boundarySlot === undefined ? 64 : m.boundarySlot;
+      if (boundarySlot !== null && boundarySlot < 1) throw new Error('migration: need boundarySlot >= 1');
+      this.migration = boundarySlot === null ? null : { boundarySlot, ...slots };
+      if (boundarySlot === null) this.unscheduledMigration = slots;
     } else this.migration = null;
     this.bank = new Bank(options.bankSigverify ?? true);
     this.faults = options.faults ?? new Faults();
@@ -356,14 +365,30 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
 
   private alpenglowGenesisSlot: number | null = null;
 
+  /**
+   * The `migration` mode started with no boundary planned (`boundarySlot: null`): announce the boundary now, as the
+   * migration's feature gate activating does on a real cluster (from here `getAlpenglowMigrationSlot` answers it).
+   * The boundary must lie ahead of the slot being produced, so the announcement precedes it; once, and only in that
+   * mode: the default TowerBFT mode never migrates.
+   */
+  scheduleMigration(boundarySlot: number): void {
+    if (!this.unscheduledMigration)
+      throw new Error("scheduleMigration: only a 'migration' cluster started with boundarySlot null, once");
+    if (!Number.isSafeInteger(boundarySlot) || boundarySlot <= this.clockSlot)
+      throw new Error(
+        `scheduleMigration: the boundary ${boundarySlot} must lie after slot ${this.clockSlot}`,
+      );
+    this.migration = { boundarySlot, ...this.unscheduledMigration };
+    this.unscheduledMigration = null;
+  }
+
   consensusInfo():
     { migrationSlot: number | null; genesisSlot: number | null; genesisBlockId: number[] } | undefined {
     if (this.consensus === 'towerbft') return undefined;
     const genesisSlot = this.consensus === 'alpenglow' ? 0 : this.alpenglowGenesisSlot;
     const block = genesisSlot === null ? undefined : this.blocks.get(genesisSlot);
     return {
-      migrationSlot:
-        this.consensus === 'alpenglow' ? 0 : (this.migration as Required<MigrationOptions>).boundarySlot,
+      migrationSlot: this.consensus === 'alpenglow' ? 0 : (this.migration?.boundarySlot ?? null),
       genesisSlot,
       // A 32-byte array, not base-58 (the documented shape).
       genesisBlockId: block ? [...bs58.decode(block.blockhash)] : [],
@@ -1159,7 +1184,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   }
 
   private noteMigrationBlock(block: Block, boundarySnapshot: AccountSnapshot | null): void {
-    const m = this.migration as Required<MigrationOptions>;
+    const m = this.migration as ScheduledMigration;
     if (boundarySnapshot) this.abandonedBoundary = { block, snapshot: boundarySnapshot };
     if (
       !this.transitionBlock &&
@@ -1176,7 +1201,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
    * finalized, and Alpenglow runs from this slot on.
    */
   private migrate(): void {
-    const m = this.migration as Required<MigrationOptions>;
+    const m = this.migration as ScheduledMigration;
     const transition = this.transitionBlock;
     if (this.alpenglowStarted || !transition || this.tip.slot < transition.slot + m.certificateAfterSlots)
       return;

@@ -20,7 +20,13 @@ import { RATE_LIMIT_MESSAGES, RateLimiter, type RateLimitOptions } from './rate-
 import { JITO_MAINNET_REGIONS, assignRegions, regionLatencyMs, type RegionStake } from './regions';
 import { TipFloor, toJitoTipFloor, type JitoTipFloorEntry, type TipFloorOptions } from './tip-floor';
 import { validateBundle, type BundleRejection } from './validate';
-import type { ParsedTransaction, WireEncoding } from './wire';
+import {
+  decodeWire,
+  deriveBundleId,
+  parseTransaction,
+  type ParsedTransaction,
+  type WireEncoding,
+} from './wire';
 
 /** `DroppedReason` of jito-ts's bundle.proto (numbers on the wire). */
 export const DroppedReason = { BlockhashExpired: 0, PartiallyProcessed: 1, NotFinalized: 2 } as const;
@@ -94,6 +100,27 @@ export type AdmitDecision =
   | { ok: false; kind: 'unavailable'; message: string };
 
 export type SubmitResult = { ok: true; bundleId: string } | { ok: false; error: BundleRejection };
+
+/**
+ * One bundle as the engine received it (`sendBundle`, or `sendTransaction` with `bundleOnly`), accepted or refused:
+ * an observation for tests (what a client actually put on the wire), never consulted by the engine itself.
+ */
+export interface ReceivedBundle {
+  /** Its place in the engine's receive order, from 1. */
+  seq: number;
+  /** The engine's clock (epoch ms) when it read the bundle. */
+  receivedMs: number;
+  region: string;
+  /** Each transaction's first signature (base58), in bundle order; null for one that does not decode. */
+  signatures: Array<string | null>;
+  /** Its bundle id (SHA-256 of the first signatures), when every transaction decoded. */
+  bundleId: string | null;
+  /** null when accepted (answered with its id), else the refusal's message. */
+  refused: string | null;
+}
+
+/** Received bundles the engine keeps for `received` (the oldest go first beyond it). */
+const RECEIVED_KEPT = 50_000;
 
 export interface BlockEngineOptions {
   cluster: Cluster;
@@ -182,6 +209,8 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
   private readonly modelPrioritizationFees: boolean;
   private readonly now: () => number;
   private readonly bundles = new Map<string, TrackedBundle>();
+  private readonly receivedLog: ReceivedBundle[] = [];
+  private receivedCount = 0;
   /**
    * Tips of real bundles that landed since the last tip-floor update. The chain reports bundle results after the
    * slot's processed event, so they join the next bundle-engine slot's update.
@@ -331,6 +360,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     region: string = this.homeRegion,
   ): SubmitResult {
     const validation = validateBundle(transactions, encoding, this.cluster, this.tipAccountSet);
+    this.observe(transactions, encoding, region, validation);
     if (!validation.ok) return validation;
     const { bundle } = validation;
     const existing = this.bundles.get(bundle.bundleId);
@@ -373,6 +403,46 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       );
     }
     return { ok: true, bundleId: bundle.bundleId };
+  }
+
+  /**
+   * The bundles received, oldest first, after `afterSeq` (the last {@link RECEIVED_KEPT} kept), and how many were
+   * received in all: what clients sent, accepted or refused, whether or not anything of it landed.
+   */
+  received(afterSeq = 0): { bundles: ReceivedBundle[]; total: number } {
+    return { bundles: this.receivedLog.filter((b) => b.seq > afterSeq), total: this.receivedCount };
+  }
+
+  private observe(
+    transactions: ReadonlyArray<string | Uint8Array>,
+    encoding: WireEncoding,
+    region: string,
+    validation: ReturnType<typeof validateBundle>,
+  ): void {
+    const signatures = validation.ok
+      ? validation.bundle.transactions.map((tx) => tx.signatures[0] as string)
+      : transactions.map((item) => {
+          const wire = typeof item === 'string' ? decodeWire(item, encoding) : item;
+          try {
+            return wire ? (parseTransaction(wire, this.tipAccountSet).signatures[0] ?? null) : null;
+          } catch {
+            return null;
+          }
+        });
+    const complete = signatures.every((sig): sig is string => sig !== null);
+    this.receivedLog.push({
+      seq: ++this.receivedCount,
+      receivedMs: this.now(),
+      region,
+      signatures,
+      bundleId: validation.ok
+        ? validation.bundle.bundleId
+        : complete && signatures.length > 0
+          ? deriveBundleId(signatures)
+          : null,
+      refused: validation.ok ? null : validation.error.message,
+    });
+    if (this.receivedLog.length > RECEIVED_KEPT) this.receivedLog.shift();
   }
 
   getBundle(bundleId: string): TrackedBundle | undefined {

@@ -1,0 +1,115 @@
+import { RelayError } from '@solrelay/core';
+import pg from 'pg';
+import type { DatabaseUrl } from './url';
+
+/**
+ * The advisory lock that makes one sidecar the only writer of its database (`PgTxStore`'s `sole` mode, one host per
+ * database until the fleet; DESIGN §10). A session-level advisory lock (PostgreSQL docs §13.3.5) held on a
+ * connection of its own for the store's life: the server releases it when that session ends, so a process that dies
+ * frees it at once (its socket closes), while a process that is only paused keeps it and a second sidecar is refused
+ * rather than writing beside a zombie.
+ */
+const SOLE_WRITER_KEY = '8243113858876796780'; // 0x72656c6179736f6c, "relaysol"
+
+/** How long a start waits for the lock (a killed predecessor's session takes a moment to end on the server). */
+export const SOLE_WRITER_WAIT_MS = 5_000;
+
+export class SoleWriterLock {
+  private lost = false;
+
+  private constructor(
+    private readonly client: pg.Client,
+    private readonly onLost: () => void,
+  ) {
+    const gone = () => {
+      if (this.lost) return;
+      this.lost = true;
+      this.onLost();
+    };
+    client.on('error', gone);
+    client.on('end', gone);
+  }
+
+  /** Whether the lock is still held (its connection alive). */
+  get held(): boolean {
+    return !this.lost;
+  }
+
+  /**
+   * Take the lock on a new connection, waiting up to `waitMs` for a predecessor's session to end; then wait for any
+   * transaction a dead predecessor left committing (a backend of relay's still holding a transaction id: its COMMIT
+   * may be in its WAL flush or a synchronous standby's wait, invisible until it ends), so what the store loads next is
+   * what that commit left. Refuses with `RELAY_E_DB_IN_USE`, naming the holder, when another sidecar holds the lock.
+   */
+  static async acquire(
+    config: pg.ClientConfig,
+    target: DatabaseUrl,
+    onLost: () => void,
+    waitMs = SOLE_WRITER_WAIT_MS,
+  ): Promise<SoleWriterLock> {
+    const client = new pg.Client({
+      ...config,
+      application_name: `${config.application_name ?? 'relay'}-lock`,
+    });
+    client.on('error', () => undefined);
+    await client.connect();
+    try {
+      const deadline = performance.now() + waitMs;
+      for (;;) {
+        const { rows } = await client.query<{ got: boolean }>(
+          'SELECT pg_try_advisory_lock($1::bigint) AS got',
+          [SOLE_WRITER_KEY],
+        );
+        if (rows[0]?.got) break;
+        if (performance.now() > deadline) {
+          throw new RelayError('RELAY_E_DB_IN_USE', { url: target.redacted, holder: await holderOf(client) });
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      for (;;) {
+        const { rows } = await client.query<{ pid: number }>(
+          `SELECT pid FROM pg_stat_activity
+           WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL
+             AND application_name = $1`,
+          [config.application_name ?? 'relay'],
+        );
+        if (rows.length === 0) break;
+        if (performance.now() > deadline) {
+          throw new RelayError('RELAY_E_DB_IN_USE', {
+            url: target.redacted,
+            holder: `a transaction of a previous relay still running (PostgreSQL session pid ${rows.map((r) => r.pid).join(', ')})`,
+          });
+        }
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      return new SoleWriterLock(client, onLost);
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  async release(): Promise<void> {
+    this.lost = true;
+    await this.client.end().catch(() => undefined);
+  }
+}
+
+/** Who holds the lock, from pg_locks and pg_stat_activity (the role may see only its own sessions' details). */
+async function holderOf(client: pg.Client): Promise<string> {
+  const { rows } = await client.query<{
+    pid: number;
+    client_addr: string | null;
+    application_name: string | null;
+    backend_start: Date | null;
+  }>(
+    `SELECT l.pid, a.client_addr::text AS client_addr, a.application_name, a.backend_start
+     FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.granted
+       AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint`,
+    [SOLE_WRITER_KEY],
+  );
+  const r = rows[0];
+  if (!r) return 'a session that has just ended; start again';
+  return `PostgreSQL session pid ${r.pid}${r.client_addr ? ` from ${r.client_addr}` : ''}, application ${r.application_name ?? 'unknown'}${r.backend_start ? `, since ${r.backend_start.toISOString()}` : ''}`;
+}
