@@ -43,13 +43,9 @@ function launchChromium(): Promise<Browser> {
 }
 
 /** A simnet plus a sidecar that serves the built dashboard, with the sidecar tests' fast poll intervals. */
-function startDashboardStack(
-  env: Record<string, string>,
-  options: { clearingTip?: number } = {},
-): Promise<Stack<Sidecar>> {
+function startDashboardStack(env: Record<string, string>): Promise<Stack<Sidecar>> {
   return startStack({
     env,
-    ...options,
     start: (stackEnv, dir) =>
       startSidecar(configFromEnv(stackEnv, dir), {
         logger: pino({ level: 'silent' }),
@@ -290,9 +286,10 @@ describe('dashboard served by a token-protected sidecar with no agent (fallback 
     // with fallback_reason "agent_absent".
     [browser, stack] = await Promise.all([
       launchChromium(),
-      // The pinned competitor at min-tip: the fallback reflex prices a light, uncontended transfer per CU, at
-      // min-tip (the sidecar's README, "Tip pricing per compute unit").
-      startDashboardStack({ RELAY_API_TOKEN: token, RELAY_AGENT_GRACE_S: '1' }, { clearingTip: 1_000 }),
+      // The stack's default competitor, pinned per requested CU (5,000 lamports over a 201,400-CU swap): the
+      // fallback reflex's min-tip for a light, uncontended transfer ranks above it (the sidecar's README, "Tip
+      // pricing per compute unit").
+      startDashboardStack({ RELAY_API_TOKEN: token, RELAY_AGENT_GRACE_S: '1' }),
     ]);
     page = await browser.newPage({ viewport: LAPTOP });
     pageErrors = collectPageErrors(page);

@@ -6,11 +6,9 @@ describe('with no agent for RELAY_AGENT_GRACE_S the sidecar decides with its own
   let stack: Stack<Sidecar>;
 
   beforeAll(async () => {
-    // The pinned competitor at min-tip: the reflex prices a light, uncontended transfer per CU, at min-tip.
-    stack = await startRelayStack({
-      clearingTip: 1_000,
-      env: { RELAY_AGENT_GRACE_S: '1', AGENT_DECISION_MODE: 'cortex' },
-    });
+    // The stack's default competitor, pinned per requested CU (5,000 lamports over a 201,400-CU swap): the reflex
+    // prices a light, uncontended transfer per CU, at min-tip, which ranks above it.
+    stack = await startRelayStack({ env: { RELAY_AGENT_GRACE_S: '1', AGENT_DECISION_MODE: 'cortex' } });
   }, 30_000);
 
   afterAll(async () => {
