@@ -1,6 +1,7 @@
-import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
+import { ComputeBudgetProgram, Keypair, SystemProgram, Transaction } from '@solana/web3.js';
 import { configFromEnv, startSidecar, type Sidecar, type SidecarOptions } from '@solrelay/sidecar';
 import {
+  DEFAULT_CLEARING_TIP_PER_CU,
   get,
   inProcessSidecar,
   post,
@@ -79,6 +80,8 @@ export async function startFaultStack(
     // The `migration` consensus mode with no boundary planned: TowerBFT (its RPC answers getAlpenglowMigrationSlot
     // with null, and slot messages carry a bank id) until the consensus-migration phase announces one.
     simnet: { slotMs, seed: 10, consensus: 'migration', migration: { boundarySlot: null } },
+    // Stated, not left to the default: `low_tip` loses to this competitor by its requested CU (see its constant).
+    clearingTipPerCu: DEFAULT_CLEARING_TIP_PER_CU,
     env: { RELAY_AGENT_GRACE_S: '1', ...storeEnv },
     policy: { 'rate-limit': 100_000, 'max-queue': 10_000, ...policy },
     start: inProcessSidecar(
@@ -114,14 +117,28 @@ export interface SentTx {
   enqueuedAt: number;
 }
 
-/** A signed SystemProgram transfer on the cluster's latest confirmed blockhash. */
+/**
+ * What a `low_tip` transaction requests with SetComputeUnitLimit: Agave's most (MAX_COMPUTE_UNIT_LIMIT). The stack's
+ * competitor is pinned per requested CU (testkit's default, 5,000 lamports over a 201,400-CU bundle), so it outbids a
+ * bundle of 1.4M CU with ≈ 34.8k lamports, far above the 1,000 a low_tip caller allows; a light transfer at 1,000
+ * would clear it.
+ */
+export const LOW_TIP_COMPUTE_UNIT_LIMIT = 1_400_000;
+
+/**
+ * A signed SystemProgram transfer on the cluster's latest confirmed blockhash; with `computeUnitLimit`, preceded by a
+ * ComputeBudget SetComputeUnitLimit of that many CU (what the transaction requests, and the auction ranks by).
+ */
 export function signedTransfer(
   fs: FaultStack,
   from: Keypair,
   lamports: number,
+  computeUnitLimit?: number,
 ): { wire: string; blockhash: string } {
   const { blockhash } = fs.stack.simnet.cluster.latestBlockhash('confirmed');
   const tx = new Transaction({ feePayer: from.publicKey, recentBlockhash: blockhash });
+  if (computeUnitLimit !== undefined)
+    tx.add(ComputeBudgetProgram.setComputeUnitLimit({ units: computeUnitLimit }));
   tx.add(
     SystemProgram.transfer({
       fromPubkey: from.publicKey,
@@ -161,8 +178,9 @@ export async function enqueueKind(
       built = signedTransfer(fs, fs.poorPayer, 5_000_000_000);
       break;
     case 'low_tip':
-      // The caller caps its tip at min-tip, below what the auction clears: every attempt loses, then the blockhash dies.
-      built = signedTransfer(fs, fs.payer, 1000);
+      // The caller caps its tip at min-tip on a transaction requesting 1.4M CU: below what the pinned competitor bids
+      // per requested CU at that size, so every attempt loses, then the blockhash dies.
+      built = signedTransfer(fs, fs.payer, 1000, LOW_TIP_COMPUTE_UNIT_LIMIT);
       body.max_tip = 1000;
       break;
   }

@@ -1,3 +1,4 @@
+import { CONTENTION_CLASSES } from './pricing';
 import type { WebhookEndpointStatus } from './webhooks';
 import { z } from 'zod';
 import { MAX_USER_TRANSACTIONS } from './bundle-id';
@@ -96,6 +97,18 @@ export const SubmitRequestSchema = z.strictObject({
    * lifecycle records it; without it the sidecar records its own current mode.
    */
   decision_mode: z.enum(DECISION_MODES).optional(),
+  /**
+   * How the tip was priced per requested CU (DESIGN §11), when it was: the bid per CU the decider asked for, the
+   * contention it read and the signal, in words. The sidecar counts the bundle's CU itself and records all of it in
+   * the lifecycle entry; a packed bundle never takes a rider that would rank it below `bid_per_cu`.
+   */
+  pricing: z
+    .strictObject({
+      bid_per_cu: z.number().min(0),
+      contention: z.enum(CONTENTION_CLASSES),
+      signal: z.string().min(1).max(2_000),
+    })
+    .optional(),
 });
 
 /** A validated submit request. */
@@ -145,6 +158,14 @@ export interface TxAttempt {
   outcome: AttemptOutcome | null;
   /** The tipper keypair that signed this attempt's tip transaction (base58); null for `"tip":"included"`. */
   tipper?: string | null;
+  /** Requested CU of the whole bundle as sent (a pack's once packed); null when not known (DESIGN §11). */
+  compute_units?: number | null;
+  /** tip_lamports / compute_units. */
+  tip_per_cu?: number | null;
+  /** The rank this attempt's own transaction needs, lamports per CU (a pack never ranks it lower). */
+  bid_per_cu?: number | null;
+  /** The signal that priced the tip. */
+  priced_by?: string | null;
 }
 
 /** `GET /tx/{tx_id}` answer: the full record. */

@@ -22,3 +22,4 @@ export * from './regions';
 export * from './admission';
 export * from './packing';
 export * from './consensus';
+export * from './pricing';

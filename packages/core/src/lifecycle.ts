@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { deriveBundleId } from './bundle-id';
 import { ATTEMPT_OUTCOMES } from './outcomes';
+import { CONTENTION_CLASSES } from './pricing';
 import { BUNDLE_STAGES } from './states';
 import { DECISION_MODES } from './vocabulary';
 
@@ -61,6 +62,32 @@ export const LifecycleEntrySchema = z
       ema: lamports,
       stale: z.boolean(),
     }),
+    compute_units: z
+      .int()
+      .min(0)
+      .nullable()
+      .optional()
+      .describe(
+        "Requested compute units of the whole bundle as sent (user transactions, riders and relay's tip transaction); null when unknown",
+      ),
+    tip_per_cu: z
+      .number()
+      .min(0)
+      .nullable()
+      .optional()
+      .describe('tip_lamports / compute_units: the rank the auction reads (DESIGN §11); null when unknown'),
+    contention: z
+      .enum(CONTENTION_CLASSES)
+      .nullable()
+      .optional()
+      .describe(
+        "The contention class of the bundle's write set when it was priced; null when not priced per CU",
+      ),
+    priced_by: z
+      .string()
+      .nullable()
+      .optional()
+      .describe('The signal that priced the tip, in words (or who chose a tip not priced per CU)'),
     leader: z.string().nullable(),
     decision_mode: z.enum(DECISION_MODES),
     bypass: z.boolean().describe('true for bypass submissions, which record decision_mode "reflex"'),

@@ -1,5 +1,6 @@
 import { BUNDLE_ENGINE_LOOKAHEAD_SLOTS, bundleEngineLeaderSoon, type LeaderView } from './leaders';
 import type { TipFloor } from './oracle';
+import { bidPerCu, tipForCu, tipPerCu, type ContentionClass, type ContentionSignal } from './pricing';
 import { OUTCOME_NEXT, type AttemptOutcome } from './outcomes';
 import { effectivePriority, type Policy } from './policy';
 import { clampTip, escalationCeiling, tipBounds } from './policy-bounds';
@@ -22,6 +23,27 @@ export interface ReflexTransaction {
 export interface PreviousAttempt {
   tip_lamports: number;
   outcome: AttemptOutcome;
+  /** The requested CU of the bundle that attempt sent (its tip per CU is what a retry reprices from). */
+  compute_units?: number | null;
+}
+
+/** The bundle being priced: its requested CU (user transactions and the tip transaction) and its write set's contention. */
+export interface ReflexBundle {
+  compute_units: number;
+  contention: ContentionSignal;
+}
+
+/** How a per-CU decision was priced (DESIGN §11); recorded on the attempt and its lifecycle entry. */
+export interface TipPricing {
+  /** The bundle's requested CU. */
+  compute_units: number;
+  /** The tip chosen, lamports per requested CU (after min-tip / max-tip clamping). */
+  tip_per_cu: number;
+  /** Lamports per requested CU the pricing asked for: the rank the bundle needs. */
+  bid_per_cu: number;
+  contention: ContentionClass;
+  /** The signal that priced it, in words. */
+  signal: string;
 }
 
 /** Everything reflex reads. All pure data; the current slot is an input like the rest. */
@@ -33,6 +55,11 @@ export interface ReflexInput {
   policy: Policy;
   previous: PreviousAttempt | null;
   slot: number;
+  /**
+   * The bundle's requested CU and contention: with it the tip is priced per requested CU (DESIGN §11); without it
+   * (callers that do not know the bundle) a flat floor percentile, as before.
+   */
+  bundle?: ReflexBundle | null;
 }
 
 /** Why reflex would hand a decision to the LLM (DESIGN §6 "hard cases"). */
@@ -48,6 +75,8 @@ export type ReflexDecision =
       reason: string;
       hard: boolean;
       hard_reasons: HardReason[];
+      /** Set when the tip was priced per requested CU (the input had a `bundle`). */
+      pricing?: TipPricing | null;
     }
   | { action: 'hold'; reason: string; hard: false; hard_reasons: [] }
   | { action: 'stop'; reason: string; hard: false; hard_reasons: [] };
@@ -131,6 +160,8 @@ export function decideReflex(input: ReflexInput): ReflexDecision {
     return submit(0, percentile, `caller-included tip; ${timing}`, hardReasons);
   }
 
+  if (input.bundle) return decidePerCu(input, input.bundle, percentile, timing, hardReasons);
+
   let desired: number;
   let tip: number;
   let why: string;
@@ -152,11 +183,60 @@ export function decideReflex(input: ReflexInput): ReflexDecision {
   return submit(tip, percentile, `${why}; ${timing}`, hardReasons);
 }
 
+/**
+ * The per-CU price (DESIGN §11): `bid per CU × the bundle's requested CU`, clamped to policy and the caller's cap. A
+ * retry reprices from the previous attempt's tip per CU over this bundle's CU (a bundle whose CU changed keeps its
+ * rank, not its lamports): after `fee_too_low` up to the higher of that and today's bid, at most `escalation-step`
+ * more; after another retryable outcome the higher of the two. Every retry stays under the escalation ceiling.
+ */
+function decidePerCu(
+  input: ReflexInput,
+  bundle: ReflexBundle,
+  percentile: TipPercentile,
+  timing: string,
+  hardReasons: HardReason[],
+): ReflexDecision {
+  const { tx, floor, policy, previous } = input;
+  const cu = Math.max(1, bundle.compute_units);
+  const bid = bidPerCu(floor, percentile, bundle.contention);
+  const target = tipForCu(bid.per_cu, cu);
+  const priced = `${round(bid.per_cu)} lamports/CU x ${cu} CU = ${target} (${bid.signal})`;
+  let desired: number;
+  let tip: number;
+  let why: string;
+  if (!previous) {
+    desired = target;
+    tip = clampTip(desired, policy, tx.max_tip);
+    why = `first attempt at ${priced}`;
+  } else {
+    const same = tipForCu(tipPerCu(previous.tip_lamports, previous.compute_units ?? cu), cu);
+    desired = Math.max(target, same);
+    const stepped =
+      previous.outcome === 'fee_too_low' ? Math.min(desired, same + policy['escalation-step']) : desired;
+    tip = Math.min(clampTip(stepped, policy, tx.max_tip), escalationCeiling(previous.tip_lamports, policy));
+    why = `${previous.outcome} retry repriced per CU: ${previous.tip_lamports} -> ${tip} (previous rank over ${cu} CU ${same}; now ${priced})`;
+  }
+  const bounds = tipBounds(policy, tx.max_tip);
+  if (desired >= bounds.max && tip === bounds.max) hardReasons.push('tip_at_cap');
+  return submit(tip, percentile, `${why}; ${timing}`, hardReasons, {
+    compute_units: cu,
+    tip_per_cu: tipPerCu(tip, cu),
+    bid_per_cu: bid.per_cu,
+    contention: bundle.contention.class,
+    signal: bid.signal,
+  });
+}
+
+function round(value: number): number {
+  return Math.round(value * 1e6) / 1e6;
+}
+
 function submit(
   tip: number,
   percentile: TipPercentile,
   reason: string,
   hardReasons: HardReason[],
+  pricing: TipPricing | null = null,
 ): ReflexDecision {
   return {
     action: 'submit',
@@ -165,6 +245,7 @@ function submit(
     reason,
     hard: hardReasons.length > 0,
     hard_reasons: hardReasons,
+    pricing,
   };
 }
 

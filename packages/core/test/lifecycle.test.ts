@@ -134,6 +134,10 @@ describe('lifecycle entry schema', () => {
       slot_landed: true,
       tip_lamports: true,
       tip_floor_at_submit: true,
+      compute_units: true,
+      tip_per_cu: true,
+      contention: true,
+      priced_by: true,
       leader: true,
       decision_mode: true,
       bypass: true,
@@ -146,7 +150,13 @@ describe('lifecycle entry schema', () => {
       ai_decision_trace: true,
     };
     expect(Object.keys(SCHEMA.properties).sort()).toEqual(Object.keys(fields).sort());
-    expect([...SCHEMA.required].sort()).toEqual(Object.keys(fields).sort());
+    // The pricing fields (DESIGN §11) are optional: lines written before them still parse.
+    const optional = ['compute_units', 'tip_per_cu', 'contention', 'priced_by'];
+    expect([...SCHEMA.required].sort()).toEqual(
+      Object.keys(fields)
+        .filter((key) => !optional.includes(key))
+        .sort(),
+    );
     const timeline = (SCHEMA.properties.timeline as { properties: Record<string, unknown> }).properties;
     expect(Object.keys(timeline)).toEqual([
       'submitted',

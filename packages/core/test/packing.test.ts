@@ -1,4 +1,4 @@
-import { choosePassengers, type PackCandidate } from '../src/packing';
+import { choosePassengers, ranksAtLeast, type PackCandidate } from '../src/packing';
 
 const c = (item: string, writeLocks: string[], transactions = 1, lookups = false): PackCandidate<string> => ({
   item,
@@ -53,5 +53,84 @@ describe('choosePassengers', () => {
     expect(
       choosePassengers(lead, [c('b', ['b']), c('c', ['c']), c('d', ['d']), c('e', ['e'])], 9),
     ).toHaveLength(3);
+  });
+});
+
+describe('choosePassengers keeps every member rank (tip per requested CU)', () => {
+  const priced = (
+    item: string,
+    writeLocks: string[],
+    computeUnits: number,
+    bidPerCu: number,
+    dontFront = false,
+  ): PackCandidate<string> => ({
+    item,
+    writeLocks,
+    transactions: 1,
+    lookups: false,
+    computeUnits,
+    bidPerCu,
+    dontFront,
+  });
+  const lead = {
+    transactions: 1,
+    writeLocks: ['payerA'],
+    lookups: false,
+    computeUnits: 4_000,
+    bidPerCu: 0.025,
+  };
+  const tip = { tipLamports: 1_000, overheadCu: 1_400 };
+
+  test('light riders join while the pack still ranks each member at its own bid', () => {
+    const picked = choosePassengers(
+      lead,
+      [
+        priced('b', ['payerB'], 4_000, 0.025),
+        priced('c', ['payerC'], 4_000, 0.025),
+        priced('d', ['payerD'], 4_000, 0.025),
+      ],
+      4,
+      tip,
+    );
+    expect(picked).toEqual(['b', 'c', 'd']);
+    // 1,000 lamports over 17,400 CU = 0.057 per CU, at least every member's 0.025.
+    expect(ranksAtLeast(tip.tipLamports, 4_000 * 4 + 1_400, 0.025)).toBe(true);
+  });
+
+  test('a heavy rider that would dilute the pack below a member bid stays out', () => {
+    const picked = choosePassengers(
+      lead,
+      [priced('heavy', ['payerH'], 300_000, 0.001), priced('light', ['payerL'], 4_000, 0.025)],
+      4,
+      tip,
+    );
+    // 1,000 / 305,400 = 0.0033 < the lead's 0.025.
+    expect(picked).toEqual(['light']);
+  });
+
+  test('a rider bidding more per CU than the pack offers stays out', () => {
+    const picked = choosePassengers(lead, [priced('contended', ['payerX'], 4_000, 0.2)], 4, tip);
+    expect(picked).toEqual([]);
+  });
+
+  test('a jitodontfront transaction never rides, priced or not', () => {
+    expect(choosePassengers(lead, [priced('marked', ['payerM'], 4_000, 0.001, true)], 4, tip)).toEqual([]);
+    expect(
+      choosePassengers({ transactions: 1, writeLocks: ['payerA'], lookups: false }, [
+        { item: 'marked', writeLocks: ['payerM'], transactions: 1, lookups: false, dontFront: true },
+      ]),
+    ).toEqual([]);
+  });
+
+  test('without the CU of the lead or a candidate nothing rides under a tip', () => {
+    expect(
+      choosePassengers(
+        { transactions: 1, writeLocks: ['payerA'], lookups: false },
+        [priced('b', ['payerB'], 1, 1)],
+        4,
+        tip,
+      ),
+    ).toEqual([]);
+    expect(choosePassengers(lead, [c('unpriced', ['payerB'])], 4, tip)).toEqual([]);
   });
 });

@@ -124,6 +124,13 @@ describe("the engine's refusal of a send", () => {
       retry: true,
     });
   });
+  test("an unrecognised refusal of a pack, no rider named: the pack goes apart, the carrier's retries untouched", () => {
+    expect(judge(pack, refusal('dropped'))).toMatchObject({
+      blame: 'pack',
+      exclude: 'pack',
+      retry: false,
+    });
+  });
 });
 
 describe('a window passed without a landing (JSON-RPC)', () => {

@@ -93,23 +93,26 @@ export function adminRoutes(targets: AdminTargets): RouteHandler {
     },
     'POST /admin/auction': async (req) => {
       const body = await jsonBody(req);
-      onlyKeys(body, ['fixedClearingTip', 'regime']);
-      if ('fixedClearingTip' in body) {
-        const tip = body.fixedClearingTip;
-        if (tip !== null && (typeof tip !== 'number' || !Number.isFinite(tip) || tip < 0)) {
-          throw new BadRequest('fixedClearingTip must be a non-negative number of lamports or null');
-        }
-        engine.auction.setFixedClearingTip(tip as number | null);
-      }
-      if ('regime' in body) {
-        const regime = body.regime;
-        if (regime !== null && !REGIMES.includes(regime as Regime)) {
-          throw new BadRequest(`regime must be one of ${REGIMES.join(', ')} or null`);
-        }
-        engine.auction.setRegime(regime as Regime | null);
-      }
+      onlyKeys(body, ['fixedClearingTip', 'fixedClearingTipPerCu', 'regime']);
+      // Every key is validated before any is set, so a refused request changes nothing.
+      const isPin = (value: unknown) =>
+        value === null || (typeof value === 'number' && Number.isFinite(value) && value >= 0);
+      if ('fixedClearingTip' in body && !isPin(body.fixedClearingTip))
+        throw new BadRequest('fixedClearingTip must be a non-negative number of lamports or null');
+      if ('fixedClearingTipPerCu' in body && !isPin(body.fixedClearingTipPerCu))
+        throw new BadRequest(
+          'fixedClearingTipPerCu must be a non-negative number of lamports per CU or null',
+        );
+      if ('regime' in body && body.regime !== null && !REGIMES.includes(body.regime as Regime))
+        throw new BadRequest(`regime must be one of ${REGIMES.join(', ')} or null`);
+      if ('fixedClearingTip' in body)
+        engine.auction.setFixedClearingTip(body.fixedClearingTip as number | null);
+      if ('fixedClearingTipPerCu' in body)
+        engine.auction.setFixedClearingTipPerCu(body.fixedClearingTipPerCu as number | null);
+      if ('regime' in body) engine.auction.setRegime(body.regime as Regime | null);
       return {
         fixedClearingTip: engine.auction.fixedClearingTipValue,
+        fixedClearingTipPerCu: engine.auction.fixedClearingTipPerCuValue,
         regime: engine.auction.pinnedRegimeValue,
         // The pinned market's offset 0: slot pinnedFromSlot + k meets the same draws for one seed and regime.
         pinnedFromSlot: engine.auction.pinnedFromSlot,

@@ -6,6 +6,7 @@ import {
   SlotBudget,
   arrivalTick,
   groupBids,
+  pinnedTipFor,
   rankBids,
   requestedComputeUnits,
   resolveSlot,
@@ -162,6 +163,44 @@ describe('CU limits (Agave block_cost_limits: 60M per block, 12M per writable ac
     expect(ids(outcome.included)).toEqual(['at']);
     expect(outcome.lost.get('below')).toMatchObject({ reason: 'pinned' });
     expect(outcome.lost.get('bg')).toMatchObject({ reason: 'pinned' });
+  });
+
+  test('a pinned clearing tip per CU: a heavy bundle below its rank loses, a light one at the same lamports wins', () => {
+    const perCu = 5_000 / 201_400; // 5,000 lamports over the reference bundle, ≈ 0.0248 lamports per CU
+    const budget = new SlotBudget(MAX_BLOCK_UNITS, 1);
+    const outcome = runTick(
+      [
+        // 1,000 lamports over 1.4M CU: the competitor at that rank bids ceil(0.0248 × 1.4M) = 34,757.
+        bid('heavy', 1_000, 1_400_000, ['heavy-payer']),
+        // The same 1,000 lamports over a light transfer and its tip (≈ 1,450 CU): the competitor bids 36.
+        bid('light', 1_000, 1_450, ['light-payer']),
+        bid('ref-below', 4_999, 201_400, ['ref-payer-1']),
+        bid('ref-at', 5_000, 201_400, ['ref-payer-2']),
+        bid('heavy-at', pinnedTipFor(perCu, 1_400_000), 1_400_000, ['heavy-payer-2']),
+      ],
+      budget,
+      { pinnedTipPerCu: perCu },
+    );
+    expect(pinnedTipFor(perCu, 1_400_000)).toBe(34_757);
+    expect(pinnedTipFor(perCu, 201_400)).toBe(5_000);
+    expect(ids(outcome.included).sort()).toEqual(['heavy-at', 'light', 'ref-at']);
+    expect(outcome.lost.get('heavy')).toMatchObject({ reason: 'pinned', winner: null });
+    expect(outcome.lost.get('ref-below')).toMatchObject({ reason: 'pinned' });
+    // The flat pin at the same 1,000 lamports treats both alike: neither light nor heavy loses to it.
+    const flat = runTick(
+      [bid('heavy', 1_000, 1_400_000, ['a']), bid('light', 1_000, 1_450, ['b'])],
+      new SlotBudget(MAX_BLOCK_UNITS, 1),
+      { pinnedTip: 1_000 },
+    );
+    expect(ids(flat.included).sort()).toEqual(['heavy', 'light']);
+    // Both pins at once: a bid has to meet both.
+    const both = runTick(
+      [bid('light', 1_000, 1_450, ['a']), bid('ref', 5_000, 201_400, ['b'])],
+      new SlotBudget(MAX_BLOCK_UNITS, 1),
+      { pinnedTip: 2_000, pinnedTipPerCu: perCu },
+    );
+    expect(ids(both.included)).toEqual(['ref']);
+    expect(both.lost.get('light')).toMatchObject({ reason: 'pinned' });
   });
 
   test('bids racing for one opportunity exclude each other within a tick', () => {

@@ -274,6 +274,23 @@ describe('background market', () => {
     expect(() => auction.setFixedClearingTip(-1)).toThrow();
     expect(() => auction.setRegime('storm' as Regime)).toThrow(/unknown regime/);
   });
+
+  test('a fixed clearing tip per CU prices the reference bundle in the summary, alone or beside the flat pin', () => {
+    const auction = new Auction(new Rng(1));
+    const drawn = auction.clearingTip(10);
+    auction.setFixedClearingTipPerCu(5_000 / REFERENCE_BUNDLE_CU);
+    expect(auction.fixedClearingTipPerCuValue).toBe(5_000 / REFERENCE_BUNDLE_CU);
+    expect(auction.rules.pinnedTipPerCu).toBe(5_000 / REFERENCE_BUNDLE_CU);
+    expect(auction.clearingTip(10)).toBe(5_000);
+    auction.setFixedClearingTip(7_000);
+    expect(auction.clearingTip(10)).toBe(7_000);
+    auction.setFixedClearingTip(null);
+    auction.setFixedClearingTipPerCu(null);
+    expect(auction.clearingTip(10)).toBe(drawn);
+    for (const bad of [-0.01, Number.NaN, Number.POSITIVE_INFINITY])
+      expect(() => auction.setFixedClearingTipPerCu(bad)).toThrow(/per CU/);
+    expect(auction.fixedClearingTipPerCuValue).toBeNull();
+  });
 });
 
 describe('the engine on a real SimCluster: same seed, same auctions', () => {

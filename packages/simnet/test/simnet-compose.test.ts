@@ -88,6 +88,35 @@ describe('startSimnet', () => {
     expect(sim.engine.auction.fixedClearingTipValue).toBeNull();
   });
 
+  test('admin: a clearing tip per CU is validated, pinned, reported in /admin/state and cleared', async () => {
+    const perCu = 5_000 / 201_400;
+    const set = await admin('POST', '/auction', { fixedClearingTipPerCu: perCu });
+    expect(set.status).toBe(200);
+    expect(set.body).toMatchObject({ fixedClearingTip: null, fixedClearingTipPerCu: perCu });
+    expect(sim.engine.auction.fixedClearingTipPerCuValue).toBe(perCu);
+    expect((await admin('GET', '/state')).body).toMatchObject({
+      fixedClearingTip: null,
+      fixedClearingTipPerCu: perCu,
+      clearingTip: 5_000, // the pin priced over the 201,400-CU reference bundle
+    });
+    for (const bad of [-1, 'cheap', true, {}, [0.1]]) {
+      const refused = await admin('POST', '/auction', { fixedClearingTipPerCu: bad });
+      expect(refused.status).toBe(400);
+      expect(refused.body).toEqual({
+        error: { message: 'fixedClearingTipPerCu must be a non-negative number of lamports per CU or null' },
+      });
+    }
+    // A request refused for one key sets none of the others.
+    expect((await admin('POST', '/auction', { fixedClearingTipPerCu: 1, regime: 'storm' })).status).toBe(400);
+    expect(sim.engine.auction.fixedClearingTipPerCuValue).toBe(perCu);
+    expect((await admin('POST', '/auction', { fixedClearingTipPerCu: 0 })).body).toMatchObject({
+      fixedClearingTipPerCu: 0,
+    });
+    await admin('POST', '/auction', { fixedClearingTipPerCu: null });
+    expect(sim.engine.auction.fixedClearingTipPerCuValue).toBeNull();
+    expect((await admin('GET', '/state')).body).toMatchObject({ fixedClearingTipPerCu: null });
+  });
+
   test('admin: actions, LLM script and rate limit', async () => {
     let expired = 0;
     sim.faults.once('expireBlockhashes', () => expired++);

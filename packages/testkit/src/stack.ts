@@ -2,7 +2,7 @@ import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Connection, Keypair, SystemProgram, Transaction } from '@solana/web3.js';
-import { startSimnet, type Simnet, type SimnetOptions } from '@solrelay/simnet';
+import { REFERENCE_BUNDLE_CU, startSimnet, type Simnet, type SimnetOptions } from '@solrelay/simnet';
 
 /** What a stack needs of a sidecar, however it runs (in this process, or a child process). */
 export interface SidecarLike {
@@ -166,7 +166,7 @@ export interface Stack<S extends SidecarLike> extends RelayStack<Simnet, S> {
   /** A signed transfer from the funded payer (or `from`), base64, on a fresh confirmed blockhash. */
   transfer(lamports?: number, from?: Keypair): string;
   connection(): Connection;
-  /** Put the auction back as the stack started it (the default pinned clearing tip, no pinned regime). */
+  /** Put the auction back as the stack started it (the clearing tip pins it started with, no pinned regime). */
   resetAuction(): void;
 }
 
@@ -176,11 +176,43 @@ export interface StackOptions<S extends SidecarLike> extends Omit<
 > {
   simnet?: SimnetOptions;
   /**
-   * The auction's clearing tip, pinned so that whether a bundle lands does not depend on which regime the seeded
-   * auction happens to be in when a slow machine gets to it. Default 5,000 lamports (every tip a test sends wins);
-   * null runs the seeded calm / busy / spike auction.
+   * A flat clearing tip (lamports): a competitor bidding that many lamports at whatever requested CU it meets, so
+   * every bundle tipping less loses, light or heavy. Not pinned unless given; passing it (a number, or null for
+   * none) also drops the default per-CU pin below unless `clearingTipPerCu` is given too. null with no
+   * `clearingTipPerCu` runs the seeded calm / busy / spike auction.
    */
   clearingTip?: number | null;
+  /**
+   * A clearing tip per requested CU (lamports per CU): a competitor at that rank in every auction, so a bundle of c
+   * requested CU tipping less than ceil(rank × c) loses, as Jito ranks bundles by tip per requested CU. Pinned so
+   * that whether a bundle lands does not depend on which regime the seeded auction happens to be in when a slow
+   * machine gets to it. Default {@link DEFAULT_CLEARING_TIP_PER_CU} (5,000 lamports over the 201,400-CU reference
+   * bundle, ≈ 0.0248 per CU: a reference swap at 5,000 lamports wins, a light transfer tipping min-tip wins, a
+   * 1.4M-CU bundle needs ≈ 34,757), unless `clearingTip` is given, which then pins alone; null pins none.
+   */
+  clearingTipPerCu?: number | null;
+}
+
+/**
+ * The stacks' default competitor: 5,000 lamports over {@link REFERENCE_BUNDLE_CU} (a 200k-CU swap plus its tip
+ * transaction), per requested CU. It replaced a flat 5,000 lamports per bundle, which a bundle priced per CU (a light
+ * transfer at min-tip) lost to although the real auction ranks it above that swap.
+ */
+export const DEFAULT_CLEARING_TIP_PER_CU = 5_000 / REFERENCE_BUNDLE_CU;
+
+/** The pins a stack starts its auction with (see `StackOptions.clearingTip` and `clearingTipPerCu`). */
+export function stackClearingPins(
+  options: Pick<StackOptions<SidecarLike>, 'clearingTip' | 'clearingTipPerCu'>,
+): {
+  flat: number | null;
+  perCu: number | null;
+} {
+  if (options.clearingTip !== undefined)
+    return { flat: options.clearingTip, perCu: options.clearingTipPerCu ?? null };
+  return {
+    flat: null,
+    perCu: options.clearingTipPerCu === undefined ? DEFAULT_CLEARING_TIP_PER_CU : options.clearingTipPerCu,
+  };
 }
 
 /**
@@ -189,13 +221,17 @@ export interface StackOptions<S extends SidecarLike> extends Omit<
  * `inProcessSidecar` as `start`, the sidecar runs in this process too.
  */
 export async function startStack<S extends SidecarLike>(options: StackOptions<S>): Promise<Stack<S>> {
-  const clearingTip = options.clearingTip === undefined ? 5_000 : options.clearingTip;
+  const pins = stackClearingPins(options);
+  const pinAuction = (simnet: Simnet) => {
+    simnet.engine.auction.setFixedClearingTip(pins.flat);
+    simnet.engine.auction.setFixedClearingTipPerCu(pins.perCu);
+  };
   const startSimnetHere = inProcessCluster(options.simnet);
   const stack = await startRelayStack<Simnet, S>({
     ...options,
     cluster: async () => {
       const simnet = await startSimnetHere();
-      simnet.engine.auction.setFixedClearingTip(clearingTip);
+      pinAuction(simnet);
       return simnet;
     },
   });
@@ -219,7 +255,7 @@ export async function startStack<S extends SidecarLike>(options: StackOptions<S>
       return new Connection(simnet.endpoints.rpcUrl, 'confirmed');
     },
     resetAuction() {
-      simnet.engine.auction.setFixedClearingTip(clearingTip);
+      pinAuction(simnet);
       simnet.engine.auction.setRegime(null);
     },
   });

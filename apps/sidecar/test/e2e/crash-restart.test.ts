@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
 import type { TxRecord } from '@solrelay/core';
-import { startSimnet, type Simnet } from '@solrelay/simnet';
+import { REFERENCE_BUNDLE_CU, startSimnet, type Simnet } from '@solrelay/simnet';
 import { get, post, waitUntil, freePort } from '@solrelay/testkit';
 import { spawnSidecar, type RunningSidecar } from '../process';
 
@@ -358,13 +358,38 @@ test('SIGKILL with a packed bundle journaled: restart sends the same pack, its r
   // One bundle a second: the first transaction takes the token and goes alone; the next three, enqueued together,
   // wait for the next token and go as one pack (distinct payers, nothing written in common).
   // One regional engine (each region has its own bucket: with eight, all four would go out at once).
+  // The sidecar's own reflex decides (no agent for 1 s), not bypass: a pack keeps every member's rank (tip per
+  // requested CU), and a fixed bypass tip over one transaction ranks above the same tip over four, so nothing would
+  // ride under it. The reflex prices a light transfer at min-tip, which leaves room under its rank for riders.
+  const { BYPASS_AGENT: _bypass, BYPASS_TIP_LAMPORTS: _bypassTip, ...decided } = env;
   const packedEnv = {
-    ...env,
+    ...decided,
+    AGENT_DECISION_MODE: 'reflex',
+    RELAY_AGENT_GRACE_S: '1',
     BUNDLE_ENGINE_URL: (env.BUNDLE_ENGINE_URL ?? '').split(',')[0] as string,
     BUNDLE_ENGINE_GRPC_URL: (env.BUNDLE_ENGINE_GRPC_URL ?? '').split(',')[0] as string,
     BUNDLE_ENGINE_RPS: '1',
     BUNDLE_PACK_MAX: '4',
   };
+  // The competitor pinned per requested CU (5,000 lamports over a 201,400-CU swap, testkit's default) instead of the
+  // flat 10,000 the bypass tests run against: the reflex's min-tip bids for light transfers rank above it.
+  simnet.engine.auction.setFixedClearingTip(null);
+  simnet.engine.auction.setFixedClearingTipPerCu(5_000 / REFERENCE_BUNDLE_CU);
+  try {
+    await packedCrash(packedEnv, payers, tipperKey, balanceBefore, dir);
+  } finally {
+    simnet.engine.auction.setFixedClearingTipPerCu(null);
+    simnet.engine.auction.setFixedClearingTip(CLEARING_TIP);
+  }
+}, 90_000);
+
+async function packedCrash(
+  packedEnv: Record<string, string>,
+  payers: Keypair[],
+  tipperKey: string,
+  balanceBefore: number,
+  dir: string,
+): Promise<void> {
   const first = await spawnSidecar({ ...packedEnv, RELAY_CRASH_AT: 'pack.journaled' });
   const alone = await post(first.url, '/tx/enqueue', { transaction: transfer(payers[0] as Keypair) });
   expect(alone.status).toBe(202);
@@ -394,11 +419,12 @@ test('SIGKILL with a packed bundle journaled: restart sends the same pack, its r
     const landed = records.flatMap((r) => r.attempts.filter((a) => a.stage === 'finalized'));
     expect(landed).toHaveLength(2);
     for (const r of records) expect(r.retries).toBe(0);
-    // Each user transaction is on chain once, and the tipper paid two tips and two fees, no more.
+    // Each user transaction is on chain once, and the tipper paid the two landed bundles' tips and two fees, no more.
     for (const r of records)
       expect(simnet.cluster.signatureStatus(r.tx_signatures[0] as string)?.err).toBeNull();
+    const tips = landed.reduce((sum, a) => sum + a.tip_lamports, 0);
     await waitUntil(
-      () => balanceBefore - simnet.cluster.getBalance(tipperKey) === 2 * (BYPASS_TIP + 5000),
+      () => balanceBefore - simnet.cluster.getBalance(tipperKey) === tips + 2 * 5000,
       10_000,
       'two tips paid',
     );
@@ -411,4 +437,4 @@ test('SIGKILL with a packed bundle journaled: restart sends the same pack, its r
   } finally {
     await second.stop();
   }
-}, 90_000);
+}

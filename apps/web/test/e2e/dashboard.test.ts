@@ -286,6 +286,9 @@ describe('dashboard served by a token-protected sidecar with no agent (fallback 
     // with fallback_reason "agent_absent".
     [browser, stack] = await Promise.all([
       launchChromium(),
+      // The stack's default competitor, pinned per requested CU (5,000 lamports over a 201,400-CU swap): the
+      // fallback reflex's min-tip for a light, uncontended transfer ranks above it (the sidecar's README, "Tip
+      // pricing per compute unit").
       startDashboardStack({ RELAY_API_TOKEN: token, RELAY_AGENT_GRACE_S: '1' }),
     ]);
     page = await browser.newPage({ viewport: LAPTOP });

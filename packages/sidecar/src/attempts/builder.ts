@@ -20,7 +20,8 @@ import { TipperPool, type TipReservation } from '../operator/tippers';
 import type { FirstSends } from '../send/first-send';
 import type { SendQueue } from '../send/queue';
 import { inFlight, lastSettled } from '../store/queries';
-import type { AttemptDecision, StoredAttempt, StoredTx } from '../store/records';
+import type { AttemptDecision, AttemptPricing, StoredAttempt, StoredTx } from '../store/records';
+import { bundleFacts, wireComputeUnits } from '../send/pricing';
 import { ROLLING_HOUR_MS, spentInWindow } from '../store/spend';
 import { SpendLimitReached } from '../store/store';
 
@@ -206,6 +207,7 @@ export class AttemptBuilder {
         reason: request.reason,
         trace: (request.trace as AiDecisionTrace | null | undefined) ?? null,
         source,
+        ...pricingOf(tx, tip?.wire ?? null, request, source),
       },
       reserved_lamports: request.tip_lamports + fee,
       released: false,
@@ -295,4 +297,38 @@ export class AttemptBuilder {
       stale: view.stale,
     };
   }
+}
+
+/**
+ * The attempt's pricing as built (DESIGN §11): the bundle's requested CU counted here from its bytes (user
+ * transactions and the tip transaction), its tip per CU, and the decider's per-CU bid and signal when it priced per
+ * CU; otherwise its own tip per CU is its bid and the signal says who chose the tip. Nothing when the bytes do not
+ * parse (the attempt goes out without pricing, as before).
+ */
+function pricingOf(
+  tx: StoredTx,
+  tipWire: Uint8Array | null,
+  request: SubmitRequest,
+  source: AttemptDecision['source'],
+): { pricing?: AttemptPricing } {
+  const facts = tx.wires ? bundleFacts(tx.wires) : null;
+  if (!facts) return {};
+  let computeUnits = facts.computeUnits;
+  try {
+    if (tipWire) computeUnits += wireComputeUnits(tipWire);
+  } catch {
+    return {};
+  }
+  const perCu = request.tip_lamports / Math.max(1, computeUnits);
+  return {
+    pricing: {
+      compute_units: computeUnits,
+      tip_per_cu: perCu,
+      bid_per_cu: request.pricing?.bid_per_cu ?? perCu,
+      contention: request.pricing?.contention ?? null,
+      signal:
+        request.pricing?.signal ??
+        (source === 'bypass' ? 'bypass: the fixed tip' : `${source}: a tip not priced per CU`),
+    },
+  };
 }

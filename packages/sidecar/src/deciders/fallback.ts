@@ -1,8 +1,11 @@
-import { decideReflex, effectivePriority } from '@solrelay/core';
+import { decideReflex, effectivePriority, targetPercentile, type ReflexBundle } from '@solrelay/core';
 import type { AttemptBuilder } from '../attempts/builder';
 import type { RelayPorts } from '../context';
 import type { Settler } from '../settle/settle';
+import { TIP_TX_MAX_COMPUTE_UNITS } from '../engine/tip-tx';
+import { bundleFacts, ContentionReader } from '../send/pricing';
 import { inFlight, lastSettled } from '../store/queries';
+import type { StoredTx } from '../store/records';
 
 /**
  * The fallback decider: with no agent connected for the grace period (and not bypass), the sidecar decides with
@@ -10,10 +13,35 @@ import { inFlight, lastSettled } from '../store/queries';
  */
 export class FallbackDecider {
   constructor(
-    private readonly d: Pick<RelayPorts, 'chain' | 'leaders' | 'locks' | 'log' | 'policy' | 'store'>,
+    private readonly d: Pick<
+      RelayPorts,
+      'chain' | 'leaders' | 'locks' | 'log' | 'now' | 'policy' | 'rpc' | 'store'
+    >,
     private readonly attempts: AttemptBuilder,
     private readonly settle: Pick<Settler, 'stop'>,
-  ) {}
+  ) {
+    this.contention = new ContentionReader(d);
+  }
+
+  private readonly contention: ContentionReader;
+
+  /**
+   * The bundle reflex prices (DESIGN §11): its user transactions' requested CU plus the most a tip transaction of
+   * relay's requests, and the contention of its write set. Null for a caller-included tip or bytes that do not parse
+   * (reflex then bids the flat percentile).
+   */
+  private async bundleOf(
+    tx: StoredTx,
+    percentile: Parameters<ContentionReader['read']>[1],
+  ): Promise<ReflexBundle | null> {
+    if (tx.tip === 'included' || !tx.wires) return null;
+    const facts = bundleFacts(tx.wires);
+    if (!facts) return null;
+    return {
+      compute_units: facts.computeUnits + TIP_TX_MAX_COMPUTE_UNITS,
+      contention: await this.contention.read(facts.contendedWriteSet, percentile),
+    };
+  }
 
   private fallbackRunning = false;
 
@@ -32,9 +60,11 @@ export class FallbackDecider {
         const tx = await this.d.store.get(listed.tx_id);
         if (!tx || tx.state !== 'pending' || tx.stopped || inFlight(tx)) continue;
         const previous = lastSettled(tx);
+        const priority = effectivePriority(policy, tx.priority);
+        const bundle = await this.bundleOf(tx, targetPercentile(policy['tip-percentile'], priority));
         const decision = decideReflex({
           tx: {
-            priority: effectivePriority(policy, tx.priority),
+            priority,
             max_tip: tx.max_tip,
             tip: tx.tip,
             enqueue_slot: tx.enqueued_slot,
@@ -45,9 +75,14 @@ export class FallbackDecider {
           leaders,
           policy,
           previous: previous?.outcome
-            ? { tip_lamports: previous.tip_lamports, outcome: previous.outcome }
+            ? {
+                tip_lamports: previous.tip_lamports,
+                outcome: previous.outcome,
+                compute_units: previous.decision.pricing?.compute_units ?? null,
+              }
             : null,
           slot: this.d.chain.slot,
+          bundle,
         });
         if (decision.action === 'stop') {
           await this.d.locks.run(tx.tx_id, async () => {
@@ -68,8 +103,17 @@ export class FallbackDecider {
               trace: {
                 fallback_reason: 'agent_absent',
                 rationale: decision.reason,
-                inputs: { floor, slot: this.d.chain.slot },
+                inputs: { floor, slot: this.d.chain.slot, bundle },
               },
+              ...(decision.pricing
+                ? {
+                    pricing: {
+                      bid_per_cu: decision.pricing.bid_per_cu,
+                      contention: decision.pricing.contention,
+                      signal: decision.pricing.signal,
+                    },
+                  }
+                : {}),
             },
             'fallback',
           );

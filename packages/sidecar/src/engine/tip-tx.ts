@@ -12,6 +12,8 @@ import bs58 from 'bs58';
  */
 const CU_NONCE_BASE = 450;
 const CU_NONCE_SPAN = 950;
+/** The most compute a tip transaction of relay's requests (its SetComputeUnitLimit): what pricing counts before it is built. */
+export const TIP_TX_MAX_COMPUTE_UNITS = CU_NONCE_BASE + CU_NONCE_SPAN - 1;
 
 /** Base fee of a one-signature transaction, lamports. */
 export const SIGNATURE_FEE_LAMPORTS = 5000;

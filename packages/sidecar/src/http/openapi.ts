@@ -105,6 +105,17 @@ export function openApiDocument(): Record<string, unknown> {
             reason: { type: 'string' },
             escalated: { type: 'boolean' },
             trace: { type: ['object', 'null'] },
+            pricing: {
+              type: 'object',
+              description:
+                'How the tip was priced per requested CU (DESIGN §11): recorded on the attempt and its lifecycle entry; a pack never ranks it below bid_per_cu',
+              required: ['bid_per_cu', 'contention', 'signal'],
+              properties: {
+                bid_per_cu: { type: 'number', minimum: 0 },
+                contention: { type: 'string', enum: ['contended', 'uncontended', 'unknown'] },
+                signal: { type: 'string' },
+              },
+            },
           },
         },
         SubmitResponse: {

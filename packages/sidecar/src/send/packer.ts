@@ -1,9 +1,17 @@
-import { choosePassengers, deriveBundleId, isTerminalTxState, type PackCandidate } from '@solrelay/core';
+import {
+  choosePassengers,
+  deriveBundleId,
+  isTerminalTxState,
+  tipPerCu,
+  type PackCandidate,
+  type PackTip,
+} from '@solrelay/core';
 import type { RelayPorts } from '../context';
 import { inFlight } from '../store/queries';
 import { diagnoseUserTransactions } from '../operator/diagnose';
 import { attemptKey, type StoredAttempt, type StoredTx } from '../store/records';
 import { isWritableIndex, parseTransaction } from '../wire/transaction';
+import { bundleFacts, wireComputeUnits } from './pricing';
 import type { SendJob, SendQueue } from './queue';
 
 /** Waiting bundles looked at (and simulated) for one pack: the most valuable ones, in the queue's order. */
@@ -125,6 +133,11 @@ export class Packer {
     if (this.excluded.has(tx.tx_id) || (attempt.passengers?.length ?? 0) > 0) return attempt;
     const lead = lockProfile(tx.wires);
     if (!lead || lead.lookups || lead.transactions >= this.maxTransactions) return attempt;
+    // The pack's one tip over the pack's CU must rank every member at its own bid (DESIGN §11).
+    const tipCu = safeComputeUnits(attempt.tip_tx);
+    if (tipCu === null || lead.computeUnits === undefined) return attempt;
+    lead.bidPerCu = ownBidPerCu(attempt, lead.computeUnits + tipCu);
+    const packTip: PackTip = { tipLamports: attempt.tip_lamports, overheadCu: tipCu };
     // The records of the jobs that might ride, read first; then the best of those that may are taken from the queue.
     const ready = this.queue.peekReady((job) => this.mayRideAtAll(job));
     const records = await this.recordsOf(ready);
@@ -139,7 +152,14 @@ export class Packer {
       for (const job of jobs) {
         const record = records.get(job.txId);
         const profile = record?.wires ? lockProfile(record.wires) : null;
-        if (profile) candidates.push({ item: job, ...profile });
+        const own = record ? inFlight(record) : null;
+        const ownTipCu = own ? safeComputeUnits(own.tip_tx) : null;
+        if (profile && own && ownTipCu !== null && profile.computeUnits !== undefined)
+          candidates.push({
+            item: job,
+            ...profile,
+            bidPerCu: ownBidPerCu(own, profile.computeUnits + ownTipCu),
+          });
       }
       const passing = await this.simulateAll(tx, candidates, records);
       // The simulations took time: a candidate may have landed, expired or been retired meanwhile.
@@ -147,7 +167,7 @@ export class Packer {
       for (const [id, record] of now) records.set(id, record);
       const still =
         passing?.filter((c) => this.mayRide(c.item, now.get(c.item.txId), attempt.tip_lamports)) ?? [];
-      chosen = choosePassengers(lead, still, this.maxTransactions);
+      chosen = choosePassengers(lead, still, this.maxTransactions, packTip);
     } catch (error) {
       this.d.log.debug({ err: error, tx_id: tx.tx_id }, 'packing skipped');
       chosen = [];
@@ -164,6 +184,20 @@ export class Packer {
       attempt.tip_signature as string,
     ];
     const bundleId = deriveBundleId(bundleSignatures);
+    const packCu =
+      (lead.computeUnits ?? 0) +
+      tipCu +
+      riders.reduce((sum, r) => sum + (bundleFacts(r.wires ?? [])?.computeUnits ?? 0), 0);
+    const decision = {
+      ...attempt.decision,
+      pricing: {
+        compute_units: packCu,
+        tip_per_cu: tipPerCu(attempt.tip_lamports, packCu),
+        bid_per_cu: lead.bidPerCu,
+        contention: attempt.decision.pricing?.contention ?? null,
+        signal: `${attempt.decision.pricing?.signal ?? 'a tip not priced per CU'}; packed with ${riders.length} rider(s), the pack's tip per CU at least every member's bid`,
+      },
+    };
     // Held before the journal write: nothing else may send a passenger from here on.
     this.held.set(attemptKey(tx.tx_id, attempt.attempt), {
       leadTxId: tx.tx_id,
@@ -186,6 +220,7 @@ export class Packer {
                 bundle_signatures: bundleSignatures,
                 passengers,
                 passenger_wires: passengerWires,
+                decision,
               },
             },
           ],
@@ -401,8 +436,28 @@ function ownAttemptWaiting(record: StoredTx | undefined, job: SendJob): boolean 
   );
 }
 
-/** What a transaction list locks (static keys), for packing; null when a wire does not parse. */
+/** Requested CU of a base64 wire, or null when there is none or it does not parse. */
+function safeComputeUnits(wire: string | null): number | null {
+  if (!wire) return null;
+  try {
+    return wireComputeUnits(wire);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The rank an attempt's transaction needs, lamports per requested CU: the bid its decider priced per CU, else its own
+ * tip over its own bundle's CU (`ownCu`: its user transactions and its tip transaction).
+ */
+function ownBidPerCu(attempt: StoredAttempt, ownCu: number): number {
+  return attempt.decision.pricing?.bid_per_cu ?? tipPerCu(attempt.tip_lamports, ownCu);
+}
+
+/** What a transaction list locks (static keys), its requested CU and marker, for packing; null when a wire does not parse. */
 function lockProfile(wires: readonly string[]): Omit<PackCandidate<never>, 'item'> | null {
+  const facts = bundleFacts(wires);
+  if (!facts) return null;
   try {
     const writeLocks: string[] = [];
     const readLocks: string[] = [];
@@ -414,7 +469,14 @@ function lockProfile(wires: readonly string[]): Omit<PackCandidate<never>, 'item
         (isWritableIndex(parsed, index) ? writeLocks : readLocks).push(account);
       });
     }
-    return { transactions: wires.length, writeLocks, readLocks, lookups };
+    return {
+      transactions: wires.length,
+      writeLocks,
+      readLocks,
+      lookups,
+      computeUnits: facts.computeUnits,
+      dontFront: facts.dontFront,
+    };
   } catch {
     return null;
   }

@@ -2,6 +2,7 @@ import type {
   AiDecisionTrace,
   AttemptOutcome,
   BundleStage,
+  ContentionClass,
   DecisionMode,
   ErrorBody,
   LifecycleTimeline,
@@ -33,6 +34,28 @@ export interface AttemptDecision {
   trace: AiDecisionTrace | null;
   /** Who asked: the agent, the sidecar's own reflex (agent absent), bypass, or a manual call. */
   source: 'agent' | 'fallback' | 'bypass' | 'manual';
+  /**
+   * The bundle's requested CU and tip per CU as sent (a pack's once it is packed), the bid per CU the decider asked
+   * for and what priced it (DESIGN §11). Absent on attempts built before pricing per CU.
+   */
+  pricing?: AttemptPricing;
+}
+
+/** How an attempt's tip stands per requested CU (the lifecycle entry shows it). */
+export interface AttemptPricing {
+  /** Requested CU of the whole bundle as sent: user transactions, riders, the tip transaction. */
+  compute_units: number;
+  /** tip_lamports / compute_units. */
+  tip_per_cu: number;
+  /**
+   * The rank this attempt's own transaction needs, lamports per CU: the decider's bid when it priced per CU, else its
+   * own tip over its own bundle's CU. A pack never lowers it.
+   */
+  bid_per_cu: number;
+  /** Contention of the write set when priced; null when the decider did not price per CU. */
+  contention: ContentionClass | null;
+  /** The signal that priced the tip, or who chose a tip not priced per CU. */
+  signal: string;
 }
 
 export interface StoredAttempt {

@@ -185,6 +185,15 @@ export function attributeFault(
           });
         return verdict({ blame: 'user', outcome: 'invalid_bundle', detail: cause.message });
       }
+      // A packed bundle refused for a reason relay does not recognise, with no rider found at fault: it may be a
+      // rider's (a marker, a rule relay does not know), so it costs the carrier no retry; nobody rides again.
+      if (packed)
+        return verdict({
+          blame: 'pack',
+          outcome: 'dropped',
+          exclude: 'pack',
+          detail: `packed bundle refused (its transactions go alone from now): ${cause.message}`,
+        });
       // A refusal that says nothing about the bundle's form: an attempt that did not land, worth a retry.
       return verdict({
         blame: 'auction',

@@ -233,6 +233,19 @@ export class SolanaRpc {
     return leaders.map((key) => key.toBase58());
   }
 
+  /**
+   * `getRecentPrioritizationFees` on `accounts` (at most 128): one price per recent slot (micro-lamports per CU), the
+   * higher of the block's lowest and each account's lowest among the transactions that write-locked it.
+   */
+  async getRecentPrioritizationFees(accounts: readonly string[]): Promise<number[]> {
+    const fees = await this.track(() =>
+      this.connection.getRecentPrioritizationFees({
+        lockedWritableAccounts: accounts.map((account) => new PublicKey(account)),
+      }),
+    );
+    return fees.map((fee) => fee.prioritizationFee);
+  }
+
   /** The stored nonce of a durable-nonce account (bytes 40..72 of its data, base58), or null if absent. */
   async getNonceValue(nonceAccount: string): Promise<string | null> {
     const info = await this.track(() =>

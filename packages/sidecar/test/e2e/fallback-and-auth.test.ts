@@ -6,6 +6,8 @@ describe('with no agent for RELAY_AGENT_GRACE_S the sidecar decides with its own
   let stack: Stack<Sidecar>;
 
   beforeAll(async () => {
+    // The stack's default competitor, pinned per requested CU (5,000 lamports over a 201,400-CU swap): the reflex
+    // prices a light, uncontended transfer per CU, at min-tip, which ranks above it.
     stack = await startRelayStack({ env: { RELAY_AGENT_GRACE_S: '1', AGENT_DECISION_MODE: 'cortex' } });
   }, 30_000);
 
@@ -31,6 +33,10 @@ describe('with no agent for RELAY_AGENT_GRACE_S the sidecar decides with its own
     const tip = (await get(url, '/tip')).body;
     expect(entry.tip_lamports).toBeGreaterThanOrEqual(1000);
     expect(entry.tip_lamports).toBeLessThanOrEqual(Math.max(tip.p99, 2_000_000));
+    // Priced per requested CU: the entry shows the bundle's CU, its tip per CU and the signal.
+    expect(entry.compute_units).toBeGreaterThan(0);
+    expect(entry.tip_per_cu).toBeCloseTo(entry.tip_lamports / entry.compute_units, 9);
+    expect(entry.priced_by).toMatch(/write set|contention unknown/);
     expect((await get(url, '/readyz')).status).toBe(200);
   }, 45_000);
 

@@ -21,21 +21,83 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
       // No engine rate limit (the test's own bundle must not take relay's token); relay paces itself at 1 a second.
       simnet: { slotMs: 150, rateLimit: false, regions: 1 },
       env: {
-        BYPASS_AGENT: '1',
-        BYPASS_TIP_LAMPORTS: '20000',
+        // No decider of its own (no fallback, no bypass): the test submits each attempt, priced per CU as an agent
+        // would (a fixed bypass tip has no per-CU bid, so nothing would ride under it).
+        RELAY_AGENT_GRACE_S: '0',
         BUNDLE_ENGINE_RPS: '1',
         BUNDLE_PACK_MAX: '4',
         BUNDLE_ENGINE_TRANSPORT: transport,
       },
     });
     url = stack.sidecar.url;
-    await waitUntil(async () => (await get(url, '/readyz')).status === 200, 15_000, 'ready');
+    // Ready but for a decider (the test is the decider).
+    await waitUntil(
+      async () => {
+        const { body } = await get(url, '/readyz');
+        const reasons =
+          (body as { error?: { details?: { reasons?: string[] } } }).error?.details?.reasons ?? [];
+        return reasons.length === 1 && reasons[0]?.startsWith('no decider') === true;
+      },
+      15_000,
+      'ready but for a decider',
+    );
   }, 30_000);
 
   afterAll(async () => {
-    stack?.simnet.faults.set({ slotStall: false });
+    stack?.simnet.faults.set({ slotStall: false, rpcLagSlots: 0, rpcLaggingShare: 0 });
     await stack?.close();
   });
+
+  /** An attempt at 20,000 lamports, bidding 0.05 lamports per requested CU (room for light riders). */
+  const submit = (txId: string) =>
+    post(url, '/internal/submit', {
+      tx_id: txId,
+      tip_lamports: 20_000,
+      reason: 'test',
+      pricing: { bid_per_cu: 0.05, contention: 'uncontended', signal: 'test: a fixed bid per CU' },
+    });
+
+  /**
+   * The pack attempt of `carrierId` ended with no retry counted (the rider's doing); the test then decides for the
+   * carrier until it lands alone. Returns the carrier's record.
+   */
+  const packEndedFreeThenAlone = async (carrierId: string) => {
+    await waitUntil(
+      async () => {
+        const record = (await get(url, `/tx/${carrierId}`)).body;
+        return record.state === 'pending' && record.attempts[0]?.stage === 'failed';
+      },
+      60_000,
+      'the pack attempt ended',
+    );
+    expect((await get(url, `/tx/${carrierId}`)).body.retries).toBe(0);
+    await decideUntilFinalized(carrierId);
+    const record = (await get(url, `/tx/${carrierId}`)).body;
+    expect(record.attempts[0].stage).toBe('failed');
+    const landed = record.attempts.find((a: { stage: string }) => a.stage === 'finalized');
+    expect(stack.simnet.engine.getBundle(landed.bundle_id)?.signatures).toHaveLength(2);
+    return record;
+  };
+
+  /**
+   * The test decides for `txId` as an agent would: each time it waits for a decision (pending, every attempt ended),
+   * another attempt, until it finalizes (an attempt alone can lose an auction to the seeded background).
+   */
+  const decideUntilFinalized = (txId: string) =>
+    waitUntil(
+      async () => {
+        const record = (await get(url, `/tx/${txId}`)).body;
+        if (record.state === 'finalized') return true;
+        if (
+          record.state === 'pending' &&
+          record.attempts.every((a: { stage: string }) => a.stage === 'failed')
+        )
+          await submit(txId);
+        return false;
+      },
+      90_000,
+      `${txId} finalized`,
+    );
 
   test('a passenger that sinks its pack costs the carrier nothing; it fails alone', async () => {
     const first = stack.simnet.fundedKeypair(100_000_000);
@@ -52,6 +114,8 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     expect(rider.status).toBe(202);
     const carrierId = carrier.body.tx_id as string;
     const riderId = rider.body.tx_id as string;
+    for (const id of [alone.body.tx_id as string, carrierId, riderId])
+      expect((await submit(id)).status).toBe(202);
 
     // Before the pack goes out, a bundle that will empty the passenger's fee payer reaches the engine: relay's
     // simulation (the bank as it stands) still passes, the block runs the earlier bundle first.
@@ -105,23 +169,13 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
       30_000,
       'the draining bundle landed',
     );
-    await waitUntil(
-      async () => (await get(url, `/tx/${carrierId}`)).body.state === 'finalized',
-      60_000,
-      'the carrier finalized on its own',
-    );
+    // The pack's attempt ends counting no retry (the passenger's fault); the carrier then goes alone and lands.
+    await packEndedFreeThenAlone(carrierId);
     await waitUntil(
       async () => ['failed', 'expired'].includes((await get(url, `/tx/${riderId}`)).body.state),
       60_000,
       'the passenger ended',
     );
-    const carrierRecord = (await get(url, `/tx/${carrierId}`)).body;
-    // The pack's attempt ended without a retry counted, blaming the passenger; the next went alone and landed.
-    expect(carrierRecord.retries).toBe(0);
-    expect(carrierRecord.attempts.length).toBe(2);
-    expect(carrierRecord.attempts[0].stage).toBe('failed');
-    expect(carrierRecord.attempts[1].stage).toBe('finalized');
-    expect(stack.simnet.engine.getBundle(carrierRecord.attempts[1].bundle_id)?.signatures).toHaveLength(2);
     const riderRecord = (await get(url, `/tx/${riderId}`)).body;
     expect(riderRecord.state).toBe('failed');
     // Named by the engine (gRPC: its simulation failed) or by relay's diagnosis (JSON-RPC: its payer cannot pay).
@@ -129,4 +183,79 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     // Only one pack was ever made: the passenger never rode again.
     expect(await counterValue(url, 'relay_packed_bundles_total')).toBe(1);
   }, 120_000);
+  test("a rider the engine refuses the pack for (already processed) leaves the carrier's retries alone", async () => {
+    const first = stack.simnet.fundedKeypair(100_000_000);
+    const carrierPayer = stack.simnet.fundedKeypair(100_000_000);
+    const riderPayer = stack.simnet.fundedKeypair(100_000_000);
+    const packsBefore = await counterValue(url, 'relay_packed_bundles_total');
+    const alone = await post(url, '/tx/enqueue', { transaction: stack.transfer(110, first) });
+    const carrier = await post(url, '/tx/enqueue', { transaction: stack.transfer(210, carrierPayer) });
+    const riderWire = stack.transfer(310, riderPayer);
+    const rider = await post(url, '/tx/enqueue', { transaction: riderWire });
+    for (const r of [alone, carrier, rider]) expect(r.status).toBe(202);
+    const carrierId = carrier.body.tx_id as string;
+    const riderId = rider.body.tx_id as string;
+
+    // The rider's own bytes land outside relay (its owner sent them elsewhere too), before relay has sent anything of
+    // it: relay follows a transaction's signatures once it has an attempt.
+    const { blockhash } = stack.simnet.cluster.latestBlockhash('confirmed');
+    const tipper = stack.simnet.fundedKeypair(10_000_000);
+    const tip = new Transaction({ feePayer: tipper.publicKey, recentBlockhash: blockhash }).add(
+      SystemProgram.transfer({
+        fromPubkey: tipper.publicKey,
+        toPubkey: new PublicKey(MAINNET_TIP_ACCOUNTS[0] as string),
+        lamports: 1_000_000,
+      }),
+    );
+    tip.sign(tipper);
+    const engineUrl = stack.simnet.endpoints.regions[0]?.engineUrl as string;
+    const sent = await fetch(`${engineUrl}/api/v1/bundles`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'sendBundle',
+        params: [[bs58.encode(Buffer.from(riderWire, 'base64')), bs58.encode(tip.serialize())]],
+      }),
+    });
+    const outside = ((await sent.json()) as { result?: string }).result as string;
+    expect(outside).toBeDefined();
+    await waitUntil(
+      () => stack.simnet.engine.getBundle(outside)?.state === 'landed',
+      15_000,
+      "the rider's own bytes landed outside relay",
+    );
+    // relay's RPC lags (a node behind a load balancer): for a while it still shows the rider unprocessed, so the rider
+    // passes relay's checks and rides; the engine, at the tip of the chain, refuses the pack.
+    stack.simnet.faults.set({ rpcLagSlots: 40, rpcLaggingShare: 1 });
+    const rejectedBefore = await rejectedSends(url);
+    for (const id of [alone.body.tx_id as string, carrierId, riderId])
+      expect((await submit(id)).status).toBe(202);
+    await waitUntil(
+      async () => (await counterValue(url, 'relay_packed_bundles_total')) > packsBefore,
+      15_000,
+      'the pack',
+    );
+    await waitUntil(
+      async () => (await rejectedSends(url)) > rejectedBefore,
+      15_000,
+      'the engine refusing the pack',
+    );
+    stack.simnet.faults.set({ rpcLagSlots: 0, rpcLaggingShare: 0 });
+    const packed = (await get(url, `/tx/${carrierId}`)).body.attempts[0] as { bundle_id: string };
+    expect(stack.simnet.engine.getBundle(packed.bundle_id)).toBeUndefined();
+
+    // The refused pack's attempt ends counting no retry (the rider's doing); the carrier then goes alone and lands.
+    await packEndedFreeThenAlone(carrierId);
+  }, 150_000);
 });
+
+/** sendBundle requests the engine answered with a verdict on the bundle (a refusal), per relay's metrics. */
+async function rejectedSends(url: string): Promise<number> {
+  const text = (await get(url, '/metrics')).body as string;
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith('relay_engine_requests_total{') && l.includes('result="rejected"'))
+    .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+}

@@ -1,7 +1,7 @@
 import type { Keypair } from '@solana/web3.js';
 import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
-import { counterValue, startRelayStack, waitAllFinalized } from '../helpers/relay-stack';
+import { counterValue, startPackingStack, waitAllFinalized } from '../helpers/relay-stack';
 
 /**
  * Packing (#17): with BUNDLE_PACK_MAX=4, transactions waiting for the one region's budget (1 bundle a second) ride in
@@ -13,17 +13,8 @@ let stack: Stack<Sidecar>;
 let url: string;
 
 beforeAll(async () => {
-  stack = await startRelayStack({
-    simnet: { slotMs: 150, rateLimit: true, regions: 1 },
-    env: {
-      BYPASS_AGENT: '1',
-      BYPASS_TIP_LAMPORTS: '20000',
-      BUNDLE_ENGINE_RPS: '1',
-      BUNDLE_PACK_MAX: '4',
-    },
-  });
+  stack = await startPackingStack();
   url = stack.sidecar.url;
-  await waitUntil(async () => (await get(url, '/readyz')).status === 200, 15_000, 'ready');
 }, 30_000);
 
 afterAll(async () => {

@@ -78,6 +78,22 @@ export async function startBypassStack(
 }
 
 /**
+ * A ready stack where packs form: one region taking a bundle a second (rate limit on, relay paced at 1/s), packs of up
+ * to four, and the sidecar's own reflex deciding (no agent for 1 s), which prices per requested CU: a light
+ * transfer's min-tip leaves room under its rank for riders (a fixed bypass tip has no per-CU bid, so nothing rides
+ * under it). The pinned competitor sits at min-tip, so relay's tips compete with the seeded background as usual.
+ */
+export async function startPackingStack(): Promise<Stack<Sidecar>> {
+  const stack = await startRelayStack({
+    simnet: { slotMs: 150, rateLimit: true, regions: 1 },
+    clearingTip: 1_000,
+    env: { RELAY_AGENT_GRACE_S: '1', BUNDLE_ENGINE_RPS: '1', BUNDLE_PACK_MAX: '4' },
+  });
+  await waitUntil(async () => (await get(stack.sidecar.url, '/readyz')).status === 200, 15_000, 'ready');
+  return stack;
+}
+
+/**
  * Wait on `events` (the global `/internal/events` stream) until `txId` is finalized; its `tx_status_changed` states,
  * in the order the stream gave them.
  */

@@ -159,6 +159,15 @@ export function tipPerCu(bid: Pick<Bid, 'tipLamports' | 'computeUnits'>): number
   return bid.tipLamports / Math.max(1, bid.computeUnits);
 }
 
+/**
+ * Lamports a bid of `computeUnits` requested CU must tip to meet a competitor pinned at `lamportsPerCu`:
+ * ceil(lamportsPerCu × computeUnits). The product is first rounded to 9 decimals, so a rank set as lamports over
+ * some CU (5,000 / 201,400) asks exactly those lamports of that CU, not one more for a floating-point residue.
+ */
+export function pinnedTipFor(lamportsPerCu: number, computeUnits: number): number {
+  return Math.ceil(Math.round(lamportsPerCu * computeUnits * 1e9) / 1e9);
+}
+
 /** Higher tip per CU first; ties go to the earlier arrival (`arrivalMs`), then keep the input order. */
 export function rankBids<T extends Bid>(bids: readonly T[]): T[] {
   return bids
@@ -308,6 +317,12 @@ export interface AuctionRules {
    * auction, so any bid below it loses.
    */
   pinnedTip?: number | null;
+  /**
+   * The admin's fixed clearing tip per requested CU (lamports per CU): a competitor at that rank in every auction,
+   * so a bid loses when it tips less than {@link pinnedTipFor} its own requested CU. Light and heavy bundles then
+   * meet the same rank, as Jito ranks by tip per requested CU.
+   */
+  pinnedTipPerCu?: number | null;
   /** Most real bids this tick (resolveSlot: this slot) may include; the rest wait without taking space. */
   maxReal?: number;
 }
@@ -323,7 +338,12 @@ export function runTick<T extends Bid>(
   budget: SlotBudget,
   rules: AuctionRules = {},
 ): TickOutcome<T> {
-  const { ignored = new Set<string>(), contended = new Set<string>(), pinnedTip = null } = rules;
+  const {
+    ignored = new Set<string>(),
+    contended = new Set<string>(),
+    pinnedTip = null,
+    pinnedTipPerCu = null,
+  } = rules;
   const maxReal = rules.maxReal ?? Number.POSITIVE_INFINITY;
   const tick = budget.openTick();
   const groups = groupBids(bids, ignored);
@@ -339,7 +359,10 @@ export function runTick<T extends Bid>(
       lost.set(bid.id, { reason: 'block_full', account: null, winner: lastIncluded });
       continue;
     }
-    if (pinnedTip !== null && bid.tipLamports < pinnedTip) {
+    if (
+      (pinnedTip !== null && bid.tipLamports < pinnedTip) ||
+      (pinnedTipPerCu !== null && bid.tipLamports < pinnedTipFor(pinnedTipPerCu, bid.computeUnits))
+    ) {
       lost.set(bid.id, { reason: 'pinned', account: null, winner: null });
       continue;
     }

@@ -6,6 +6,7 @@ import {
   DEFAULT_BLOCK_LIMITS,
   MAX_COMPUTE_UNIT_LIMIT,
   SlotBudget,
+  pinnedTipFor,
   resolveSlot,
   ticksPerSlot,
   tipPerCu,
@@ -278,6 +279,7 @@ export class Auction {
   /** First slot generated under the current pin (null until one is generated). */
   private pinStart: number | null = null;
   private fixedClearingTip: number | null = null;
+  private fixedClearingTipPerCu: number | null = null;
   /** The block's CU limits this market's auctions enforce. */
   readonly limits: Readonly<BlockLimits>;
   readonly computeProfile: ComputeProfile;
@@ -353,6 +355,24 @@ export class Auction {
     return this.fixedClearingTip;
   }
 
+  /**
+   * Pin a clearing tip per requested CU (lamports per CU, fractional) until cleared with null: a competitor at that
+   * rank sits in every auction, so any bundle (real or background) tipping less than ceil(lamportsPerCu × its own
+   * requested CU) loses every tick, and one tipping at least that competes as usual. Unlike the flat
+   * {@link setFixedClearingTip}, a light bundle clears it with fewer lamports than a heavy one, as Jito ranks bids
+   * by tip per requested CU. Both pins may be set; a bid then has to meet both.
+   */
+  setFixedClearingTipPerCu(lamportsPerCu: number | null): void {
+    if (lamportsPerCu !== null && (!Number.isFinite(lamportsPerCu) || lamportsPerCu < 0)) {
+      throw new Error('fixed clearing tip per CU must be a non-negative number of lamports per CU');
+    }
+    this.fixedClearingTipPerCu = lamportsPerCu;
+  }
+
+  get fixedClearingTipPerCuValue(): number | null {
+    return this.fixedClearingTipPerCu;
+  }
+
   /** The slot's summary, generating every slot up to it first. Null for slots older than the retained history. */
   slot(slot: number): SlotAuction | null {
     if (this.nextSlot === null) this.nextSlot = slot;
@@ -369,9 +389,18 @@ export class Auction {
     return this.bids.get(slot) ?? [];
   }
 
-  /** The pinned clearing tip, else the slot's summary {@link SlotAuction.drawnClearingTip}. */
+  /**
+   * What a {@link REFERENCE_BUNDLE_CU}-CU bundle must tip: the pinned clearing tip, the per-CU pin priced over that
+   * bundle, the higher of the two when both are set; else the slot's summary {@link SlotAuction.drawnClearingTip}.
+   */
   clearingTip(slot: number): number {
-    return this.fixedClearingTip ?? this.slot(slot)?.drawnClearingTip ?? MIN_TIP_LAMPORTS;
+    const perCu =
+      this.fixedClearingTipPerCu === null
+        ? null
+        : pinnedTipFor(this.fixedClearingTipPerCu, REFERENCE_BUNDLE_CU);
+    if (this.fixedClearingTip !== null || perCu !== null)
+      return Math.max(this.fixedClearingTip ?? 0, perCu ?? 0);
+    return this.slot(slot)?.drawnClearingTip ?? MIN_TIP_LAMPORTS;
   }
 
   /** A fresh CU budget for the slot (what non-bundle traffic leaves, spread over its ticks). */
@@ -389,12 +418,13 @@ export class Auction {
     return this.tipAccountSet;
   }
 
-  /** The rules every auction of this market applies: tip accounts ignored, contended accounts, the pinned tip. */
+  /** The rules every auction of this market applies: tip accounts ignored, contended accounts, the pinned tips. */
   get rules(): AuctionRules {
     return {
       ignored: this.tipAccountSet,
       contended: this.contendedAccounts,
       pinnedTip: this.fixedClearingTip,
+      pinnedTipPerCu: this.fixedClearingTipPerCu,
     };
   }
 

@@ -15,7 +15,7 @@ import type { Faults } from '../faults';
 import { type Rng } from '../rng';
 import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
 import { Auction, type AuctionOptions, type Regime, type SlotAuction } from './auction';
-import { resolveSlot, tipPerCu, type Bid, type TickLoss } from './auction-model';
+import { pinnedTipFor, resolveSlot, tipPerCu, type Bid, type TickLoss } from './auction-model';
 import { RATE_LIMIT_MESSAGES, RateLimiter, type RateLimitOptions } from './rate-limit';
 import { JITO_MAINNET_REGIONS, assignRegions, regionLatencyMs, type RegionStake } from './regions';
 import { TipFloor, toJitoTipFloor, type JitoTipFloorEntry, type TipFloorOptions } from './tip-floor';
@@ -578,9 +578,14 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
     regions: Array<{ region: string; connectedValidators: number }>;
     regime: Regime;
     pinnedRegime: Regime | null;
-    /** The pinned clearing tip, else the slot's summary: a 201,400-CU bundle at the lowest contended winning rank. */
+    /**
+     * What a 201,400-CU bundle must tip: the pinned clearing tip(s) (the per-CU one priced over that bundle), else
+     * the slot's summary: that bundle at the lowest contended winning rank.
+     */
     clearingTip: number;
     fixedClearingTip: number | null;
+    /** The pinned clearing tip per requested CU (lamports per CU), null when none is pinned. */
+    fixedClearingTipPerCu: number | null;
     /** The current slot's auction with only the background: ticks and lowest winning tip per CU. */
     auction: {
       ticks: number;
@@ -610,6 +615,7 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
       pinnedRegime: this.auction.pinnedRegimeValue,
       clearingTip: this.auction.clearingTip(slot),
       fixedClearingTip: this.auction.fixedClearingTipValue,
+      fixedClearingTipPerCu: this.auction.fixedClearingTipPerCuValue,
       auction: summarize(this.auction.slot(slot)),
       nextBundleEngineLeaderSlot: this.nextScheduledLeader()?.nextLeaderSlot ?? null,
       tipFloorLamports: this.tipFloor.snapshot().lamports,
@@ -878,11 +884,10 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
           stateAuctionBidRejected: {
             auctionId: `simnet-${bundle.window.firstSlot}-${lastSlot}`,
             simulatedBidLamports: bundle.tipLamports,
-            msg: lossMessage(
-              bundle,
-              `${bundle.window.firstSlot}-${lastSlot}`,
-              this.auction.fixedClearingTipValue,
-            ),
+            msg: lossMessage(bundle, `${bundle.window.firstSlot}-${lastSlot}`, {
+              lamports: this.auction.fixedClearingTipValue,
+              perCu: this.auction.fixedClearingTipPerCuValue,
+            }),
           },
         },
       });
@@ -933,13 +938,23 @@ export class BlockEngine extends EventEmitter<BlockEngineEvents> implements Bund
 const perCu = (value: number) => (value >= 1 ? value.toFixed(2) : value.toPrecision(3));
 
 /** The loss text: the bid, its rank, and what beat it at its last tick. */
-function lossMessage(bundle: TrackedBundle, slots: string, pinned: number | null): string {
+function lossMessage(
+  bundle: TrackedBundle,
+  slots: string,
+  pinned: { lamports: number | null; perCu: number | null },
+): string {
   const rank = tipPerCu(bundle);
   const bid = `bundle bid of ${bundle.tipLamports} lamports (${perCu(rank)} lamports per requested CU over ${bundle.computeUnits} CU) lost the auction for slots ${slots}`;
   const loss = bundle.lastLoss;
   if (!loss) return bid;
   if (loss.reason === 'pinned') {
-    return `${bid} (clearing tip ${pinned === null ? 'pinned at the time' : `${pinned} lamports`})`;
+    const pins = [
+      pinned.lamports === null ? null : `${pinned.lamports} lamports`,
+      pinned.perCu === null
+        ? null
+        : `${perCu(pinned.perCu)} lamports per CU (${pinnedTipFor(pinned.perCu, bundle.computeUnits)} lamports over ${bundle.computeUnits} CU)`,
+    ].filter((pin) => pin !== null);
+    return `${bid} (clearing tip ${pins.length === 0 ? 'pinned at the time' : pins.join(' and ')})`;
   }
   const winner = loss.winner
     ? `: the winning bid paid ${perCu(tipPerCu(loss.winner))} lamports per CU (${loss.winner.tipLamports} lamports over ${loss.winner.computeUnits} CU)`

@@ -40,6 +40,7 @@ export {
   simd0306AccountUnits,
   type BlockLimits,
   groupBids,
+  pinnedTipFor,
   rankBids,
   requestedComputeUnits,
   resolveSlot,
