@@ -419,3 +419,37 @@ test('the same journaled bytes sent twice at once (a job queued again while the 
     (await metrics.registry.getSingleMetric('relay_repeated_sends_total')?.get())?.values[0]?.value,
   ).toBe(1);
 });
+
+test('a migration window that opens while a job is being prepared holds it: nothing is sent, the job goes back to the queue', async () => {
+  const { store, ports, chain } = rig();
+  await store.accept(tx('tx_a', 'sig-a'));
+  await store.addAttempt('tx_a', attempt(1, 'bundle-a'));
+  let sends = 0;
+  const engine = (ports as { engine: Record<string, unknown> }).engine;
+  engine.sendBundle = async () => {
+    sends++;
+    return { ok: true as const, bundleId: 'bundle-a' };
+  };
+  const pushed: SendJob[] = [];
+  const queue = {
+    queueSend: () => undefined,
+    push: (job: SendJob) => pushed.push(job),
+    has: () => false,
+    cool: () => undefined,
+    answered: () => undefined,
+  };
+  // The cluster announces its migration at the next slot while the first send is being prepared (after the queue
+  // let the job go, before the bundle leaves).
+  const sender = senderOn(ports, queue, async (_t, a) => {
+    chain.consensus.observeMigrationSlot(1_011);
+    chain.consensus.observeSlot({ slot: 1_011, status: 'processed' });
+    return a;
+  });
+  expect(chain.consensus.snapshot().holdSends).toBe(false);
+  const job: SendJob = { txId: 'tx_a', attempt: 1, priority: 1, deadline: 1_150, notBefore: 0 };
+  await sender.sendOne(job, 0);
+  expect(chain.consensus.snapshot().holdSends).toBe(true);
+  expect(sends).toBe(0);
+  expect(pushed).toEqual([expect.objectContaining({ txId: 'tx_a', attempt: 1 })]);
+  expect((await store.get('tx_a'))?.attempts[0]?.stage).toBe('journaled');
+});

@@ -33,6 +33,10 @@ export function startSlotFeed(deps: {
     if (health.stream().ok) return;
     const slot = await rpc.getSlot('processed');
     if (slot > relay.slot) {
+      // The consensus detector follows the processed tip from here too while the stream is down, so a migration in
+      // an outage still holds sends and expiry (its finalized notices come back with the stream, or from RPC's own
+      // migration calls: consensus-poller.ts).
+      relay.onConsensusSlot({ slot, status: 'processed' });
       onNewSlot(slot, false);
       void relay.track();
     }

@@ -127,6 +127,13 @@ export class Sender {
       ];
     });
     if (!wires) return;
+    // The queue held sends when it took this job; a consensus migration's window may have opened since (the lock, the
+    // store read and a re-signed tip came in between). Its blocks pack no user transactions (DESIGN §12): the job goes
+    // back to the queue, which holds it until the window closes.
+    if (this.d.chain.consensus.snapshot().holdSends) {
+      this.queue.push({ ...job, notBefore: this.d.now() });
+      return;
+    }
     const result = await this.d.engine.sendBundle(wires, region);
     this.d.crashPoint?.('attempt.sent');
     // A region that failed in transport cools (for what it asked, else its own backoff); one that answered is well.
