@@ -38,16 +38,19 @@ export async function diagnoseTipTransaction(
 /**
  * Why the user transactions cannot land, if they cannot: a fee payer that cannot pay the fee, or (for a single
  * transaction, which can be simulated on its own) an execution error. Null when they look fine or RPC cannot say.
+ * Both are read from a node at least at `minContextSlot` (the slot relay judges at): an answer from an older bank
+ * could miss a payer funded just before, and "cannot land" is terminal. A node behind refuses; that is "cannot say".
  */
 export async function diagnoseUserTransactions(
   rpc: SolanaRpc,
   tx: StoredTx,
+  minContextSlot: number,
 ): Promise<{ outcome: AttemptOutcome; detail: string } | null> {
   try {
     for (let i = 0; i < tx.fee_payers.length; i++) {
       // The newest bank (processed), as the simulation below: a payer funded a slot or two ago is not yet in the
       // confirmed one, and "cannot pay" has to hold on the freshest view relay has before it fails anything.
-      const balance = await rpc.getBalance(tx.fee_payers[i] as string, 'processed');
+      const balance = await rpc.getBalance(tx.fee_payers[i] as string, 'processed', minContextSlot);
       if (balance < SIGNATURE_FEE_LAMPORTS) {
         return {
           outcome: 'insufficient_funds',
@@ -56,7 +59,7 @@ export async function diagnoseUserTransactions(
       }
     }
     if (tx.wires && tx.wires.length === 1) {
-      const err = await rpc.simulate(Buffer.from(tx.wires[0] as string, 'base64'));
+      const err = await simulateAtLeast(rpc, Buffer.from(tx.wires[0] as string, 'base64'), minContextSlot);
       if (err !== null && !/BlockhashNotFound|AlreadyProcessed/.test(JSON.stringify(err))) {
         return {
           outcome: classifyTransactionError(err),

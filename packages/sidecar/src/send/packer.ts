@@ -299,7 +299,7 @@ export class Packer {
       } catch {
         /* RPC cannot say now: the simulation below may */
       }
-      const fault = await diagnoseUserTransactions(this.d.rpc, rider).catch(() => null);
+      const fault = await diagnoseUserTransactions(this.d.rpc, rider, this.d.chain.slot).catch(() => null);
       if (fault) return { txId: p.tx_id, detail: fault.detail };
     }
     return null;

@@ -201,7 +201,7 @@ export class Evaluator {
       if (flying && windowPassed(flying, seenAt)) {
         // JSON-RPC has no push channel: relay looks, in the order blame goes (the user's own transactions, a
         // rider, relay's tip), only as far as it must; the verdict is the judge's.
-        const userFault = await diagnoseUserTransactions(this.d.rpc, tx);
+        const userFault = await diagnoseUserTransactions(this.d.rpc, tx, seenAt.slot);
         const riderFault = userFault ? null : await this.packing.faultOf(flying);
         const tipFault = userFault || riderFault ? null : await diagnoseTipTransaction(this.d.rpc, flying);
         const verdict = attributeFault(

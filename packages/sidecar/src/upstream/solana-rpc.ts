@@ -206,9 +206,21 @@ export class SolanaRpc {
     return this.track(() => this.connection.getBlockHeight(commitment));
   }
 
-  /** A balance at `commitment` (default confirmed: what a tipper's funds are judged on). */
-  async getBalance(address: string, commitment: Commitment = 'confirmed'): Promise<number> {
-    return this.track(() => this.connection.getBalance(new PublicKey(address), commitment));
+  /**
+   * A balance at `commitment` (default confirmed: what a tipper's funds are judged on). With `minContextSlot`, a node
+   * whose bank is older refuses (-32016, thrown) instead of answering from it (Agave `RpcContextConfig`).
+   */
+  async getBalance(
+    address: string,
+    commitment: Commitment = 'confirmed',
+    minContextSlot?: number,
+  ): Promise<number> {
+    return this.track(() =>
+      this.connection.getBalance(new PublicKey(address), {
+        commitment,
+        ...(minContextSlot !== undefined && minContextSlot > 0 ? { minContextSlot } : {}),
+      }),
+    );
   }
 
   /** Epoch boundaries for the leader schedule. */
