@@ -413,3 +413,21 @@ describe('a window lost to a migration is judged by the slots the engine auction
     expect(((await r.store.get('tx_1')) as StoredTx).retries).toBe(1);
   });
 });
+
+test('a user transaction that failed on chain fails the transaction only once its block is confirmed', async () => {
+  const r = rig();
+  await put(r, 'submitted');
+  const evaluator = new Evaluator(r.ctx, r.settle, faultsOf(r.settle));
+  const read = (confirmationStatus: string) =>
+    new Map([
+      ['user1', { slot: SLOT - 2, err: { InstructionError: [0, 'Custom'] }, confirmationStatus }],
+      ['tip1', { slot: SLOT - 2, err: null, confirmationStatus }],
+    ]);
+  // Processed only: its block may still leave the chain (an abandoned fork), and then the failure never happened.
+  await evaluator.evaluate('tx_1', read('processed'), { slot: SLOT, ts: NOW });
+  expect((await r.store.get('tx_1'))?.state).toBe('submitted');
+  await evaluator.evaluate('tx_1', read('confirmed'), { slot: SLOT, ts: NOW });
+  const after = (await r.store.get('tx_1'))!;
+  expect(after.state).toBe('failed');
+  expect(after.failure).toBe('simulation_failed');
+});

@@ -180,7 +180,12 @@ export class Evaluator {
     }
 
     if (failedStatus) {
-      // A user transaction executed and failed: it is on chain for good, nothing else can land.
+      // A user transaction executed and failed in a block that may still leave the chain: at `processed` a fork can
+      // be abandoned, and a block after a consensus migration's boundary can be rolled back (DESIGN §12). Until that
+      // block is confirmed (finalized inside a migration window) the failure is not proof; nothing is judged yet.
+      const needed = this.d.chain.consensus.inMigrationWindow(failedStatus.slot) ? 2 : 1;
+      if (commitmentRank(failedStatus.confirmationStatus) < needed) return;
+      // Confirmed: it is on chain for good, nothing else can land.
       for (const a of tx.attempts)
         if (!a.outcome && a.stage !== 'failed')
           await this.settle.settleFailed(tx, a, 'simulation_failed', {
