@@ -114,7 +114,7 @@ export class Metrics {
     name: 'relay_engine_verdict_rechecks_total',
     help:
       "An engine's fatal verdict on user transactions re-checked on relay's own RPC, by result: reproduced (failed), " +
-      "cleared (the engine's bank lagged; sent again), unavailable (no proof; sent again), unverifiable (kept)",
+      "cleared (the engine's bank lagged; sent again), unavailable (no proof; sent again), unverifiable (the bytes are gone; kept)",
     labelNames: ['result'] as const,
     registers: [this.registry],
   });

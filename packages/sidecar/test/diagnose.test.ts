@@ -1,4 +1,4 @@
-import { diagnoseUserTransactions } from '../src/operator/diagnose';
+import { diagnoseUserTransactions, recheckEngineFailure } from '../src/operator/diagnose';
 import type { StoredTx } from '../src/store/records';
 import type { SolanaRpc } from '../src/upstream/solana-rpc';
 
@@ -36,4 +36,29 @@ test('"the fee payer cannot pay" is said only by a node at the slot relay judges
   expect(await diagnoseUserTransactions(fresh.rpc, tx, 100)).toMatchObject({ outcome: 'insufficient_funds' });
   const funded = nodeAt(100, 1_000_000);
   expect(await diagnoseUserTransactions(funded.rpc, tx, 100)).toBeNull();
+});
+
+describe("re-checking an engine's fatal verdict on a bundle of several transactions", () => {
+  const bundle = { signatures: ['s0', 's1'], wires: ['AQ==', 'Ag=='] };
+  const clean = { simulate: async () => null };
+
+  test('a verdict on a later member cannot be re-checked alone: unavailable (not fatal, a retry counted)', async () => {
+    expect(await recheckEngineFailure(clean, bundle, 's1', 100)).toMatchObject({ kind: 'unavailable' });
+  });
+
+  test('no member named and the first runs clean: that clears nothing, unavailable', async () => {
+    expect(await recheckEngineFailure(clean, bundle, null, 100)).toMatchObject({ kind: 'unavailable' });
+    // Alone, the first running clean is the engine's lag.
+    expect(
+      await recheckEngineFailure(clean, { signatures: ['s0'], wires: ['AQ=='] }, null, 100),
+    ).toMatchObject({
+      kind: 'cleared',
+    });
+  });
+
+  test('the bytes gone: unverifiable', async () => {
+    expect(await recheckEngineFailure(clean, { signatures: ['s0'], wires: null }, 's0', 100)).toEqual({
+      kind: 'unverifiable',
+    });
+  });
 });

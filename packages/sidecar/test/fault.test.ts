@@ -185,7 +185,7 @@ describe("an engine's fatal verdict, re-checked on relay's own RPC", () => {
       retry: true,
     });
   });
-  test("a member that cannot be simulated alone: the engine's word stands, as before", () => {
+  test("the bytes are gone (nothing to simulate): the engine's word stands, as before", () => {
     expect(judge(alone, fatal, { engineRecheck: { kind: 'unverifiable' } })).toMatchObject({
       blame: 'user',
       outcome: 'insufficient_funds',

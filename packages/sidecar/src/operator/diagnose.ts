@@ -84,8 +84,9 @@ export type EngineRecheck =
  * Re-check an engine's fatal verdict on the user's transaction `failedSignature` (null: the engine named none, so
  * the first) against relay's own RPC, at a context slot at least `minContextSlot` (a node behind it refuses rather
  * than answer from an older bank). Only a transaction that can run on its own is simulated: the first of the
- * bundle (a later one may depend on what the ones before it did). A dead blockhash proves nothing about execution
- * (expiry judges that), so it reads as unavailable.
+ * bundle (a later one may depend on what the ones before it did), so a verdict on a later one is `unavailable`, as
+ * is a clean first transaction when the engine named none of several. A dead blockhash proves nothing about
+ * execution (expiry judges that), so it reads as unavailable. `unverifiable`: the record no longer holds the bytes.
  */
 export async function recheckEngineFailure(
   rpc: Pick<SolanaRpc, 'simulate'>,
@@ -95,9 +96,23 @@ export async function recheckEngineFailure(
 ): Promise<EngineRecheck> {
   const index = failedSignature === null ? 0 : tx.signatures.indexOf(failedSignature);
   const wire = tx.wires?.[index];
-  if (index !== 0 || wire === undefined) return { kind: 'unverifiable' };
+  if (wire === undefined) return { kind: 'unverifiable' };
+  // A later member depends on what the ones before it did: relay cannot run it alone, so it has no proof either
+  // way (not fatal, a retry counted; past max-retries the blockhash decides).
+  if (index !== 0)
+    return {
+      kind: 'unavailable',
+      detail: `transaction #${index} of the bundle cannot be simulated on its own`,
+    };
   try {
     const err = await simulateAtLeast(rpc, Buffer.from(wire, 'base64'), minContextSlot);
+    // The engine named no transaction and the bundle has more than the first: the first running clean clears
+    // nothing (a later one may be the failing one), so a retry is counted.
+    if (err === null && failedSignature === null && (tx.wires?.length ?? 0) > 1)
+      return {
+        kind: 'unavailable',
+        detail: `the first transaction executes at slot >= ${minContextSlot}; the engine named none, and the others cannot be simulated on their own`,
+      };
     if (err === null) return { kind: 'cleared', detail: `it executes at slot >= ${minContextSlot}` };
     const text = JSON.stringify(err);
     if (/BlockhashNotFound|AlreadyProcessed/.test(text))

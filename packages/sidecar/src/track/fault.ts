@@ -38,8 +38,8 @@ export interface FaultEvidence {
    * least the verdict's (an engine's bank can lag: a payer funded a slot before the send is `AccountNotFound` there,
    * and lands when sent again). `reproduced`: the failure shows on relay's view too (proof enough to fail);
    * `cleared`: relay's view executes it (the engine's view lagged); `unavailable`: the RPC could not answer (no
-   * proof either way); `unverifiable`: the named transaction cannot be simulated on its own (a later member of a
-   * bundle depends on the ones before it), so the engine's word stands, as before the re-check existed.
+   * proof either way; also a later member of a bundle, which cannot be simulated on its own); `unverifiable`: the
+   * record no longer holds the transaction's bytes, so the engine's word stands, as before the re-check existed.
    */
   engineRecheck?: EngineRecheck | null;
 }
