@@ -25,6 +25,34 @@ export const TOWERBFT_FINALITY_MIN_LAG_SLOTS = 12;
 /** Consecutive finalized slots of one pattern that decide the consensus. */
 export const CONSENSUS_EVIDENCE_SLOTS = 3;
 
+/**
+ * How long relay waits before it judges an attempt lost: `slots` past the last slot of its target window, and at
+ * least `ms` after it was sent (statuses take a moment to show; on a busy host slots can outrun the status poll).
+ * What it must cover is how late a landing shows at `processed` after its slot was produced, which depends on relay's
+ * reading (the slot stream, the status poll), not on the vote rules: under both consensuses a landing is visible at
+ * `processed` once its block is replayed (Alpenglow's notarization does not delay `processed`, SIMD-0326). Measured
+ * per mode (`pnpm bench finality`, "landing seen after its slot was produced": BENCHMARKS.md) and set per mode here,
+ * the same values until a measurement says otherwise. The migration window has its own rule: a window lost in it
+ * counts no retry at all (DESIGN §12).
+ */
+export interface LossGrace {
+  slots: number;
+  ms: number;
+}
+export const LOSS_GRACE: Readonly<Record<'towerbft' | 'alpenglow', LossGrace>> = {
+  towerbft: { slots: 4, ms: 1_200 },
+  alpenglow: { slots: 4, ms: 1_200 },
+};
+
+/** The grace for `kind`; while the consensus is unknown, the longer of the two (judging late never lies). */
+export function lossGrace(kind: ConsensusKind): LossGrace {
+  if (kind !== 'unknown') return LOSS_GRACE[kind];
+  return {
+    slots: Math.max(LOSS_GRACE.towerbft.slots, LOSS_GRACE.alpenglow.slots),
+    ms: Math.max(LOSS_GRACE.towerbft.ms, LOSS_GRACE.alpenglow.ms),
+  };
+}
+
 export interface ConsensusSnapshot {
   kind: ConsensusKind;
   /**

@@ -1,4 +1,4 @@
-import { ConsensusDetector, FinalizedHeightGuard } from '../src/consensus';
+import { ConsensusDetector, FinalizedHeightGuard, LOSS_GRACE, lossGrace } from '../src/consensus';
 
 /** Feed a slot's processed update, then the finalized updates a cluster would send by then. */
 function towerbft(d: ConsensusDetector, from: number, to: number): void {
@@ -78,4 +78,16 @@ describe('FinalizedHeightGuard', () => {
     expect(g.accept(92, false)).toBe(92);
     expect(g.accept(null, false)).toBeNull();
   });
+});
+
+test('the loss grace is set per consensus, and while the consensus is unknown it is the longer of the two', () => {
+  expect(lossGrace('towerbft')).toEqual(LOSS_GRACE.towerbft);
+  expect(lossGrace('alpenglow')).toEqual(LOSS_GRACE.alpenglow);
+  const unknown = lossGrace('unknown');
+  expect(unknown.slots).toBe(Math.max(LOSS_GRACE.towerbft.slots, LOSS_GRACE.alpenglow.slots));
+  expect(unknown.ms).toBe(Math.max(LOSS_GRACE.towerbft.ms, LOSS_GRACE.alpenglow.ms));
+  for (const g of Object.values(LOSS_GRACE)) {
+    expect(g.slots).toBeGreaterThanOrEqual(1);
+    expect(g.ms).toBeGreaterThan(0);
+  }
 });

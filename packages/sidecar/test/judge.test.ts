@@ -83,3 +83,16 @@ test.each([
 ])('landingGoneBy(100, $finalized, $context) is $gone: $why', ({ finalized, context, gone }) => {
   expect(landingGoneBy(100, finalized, context)).toBe(gone);
 });
+
+test('windowPassed takes the grace it is given (per consensus): a longer one judges later', () => {
+  const flying = {
+    stage: 'submitted',
+    window_end_slot: 100,
+    timeline: { submitted: { slot: 95, ts: 1_000 } },
+    created_at: 1_000,
+  } as unknown as Parameters<typeof windowPassed>[0];
+  const at = { slot: 105, ts: 2_500 };
+  expect(windowPassed(flying, at, { slots: 4, ms: 1_200 })).toBe(true);
+  expect(windowPassed(flying, at, { slots: 5, ms: 1_200 })).toBe(false);
+  expect(windowPassed(flying, at, { slots: 4, ms: 1_600 })).toBe(false);
+});

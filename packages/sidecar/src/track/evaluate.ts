@@ -1,4 +1,4 @@
-import { TX_PROGRESS_PATH, isTerminalTxState } from '@solrelay/core';
+import { TX_PROGRESS_PATH, isTerminalTxState, lossGrace } from '@solrelay/core';
 import type { RelayPorts } from '../context';
 import type { Settler } from '../settle/settle';
 import { inFlight, signaturesOf } from '../store/queries';
@@ -203,7 +203,7 @@ export class Evaluator {
       const flying = inFlight(tx);
       // Judged as of the slot the answer describes: a node behind relay has simply not seen the landing yet.
       const seenAt = { slot: Math.min(readAt.slot, readAt.contextSlot ?? readAt.slot), ts: readAt.ts };
-      if (flying && windowPassed(flying, seenAt)) {
+      if (flying && windowPassed(flying, seenAt, lossGrace(this.d.chain.consensus.snapshot().kind))) {
         // JSON-RPC has no push channel: relay looks, in the order blame goes (the user's own transactions, a
         // rider, relay's tip), only as far as it must; the verdict is the judge's.
         const userFault = await diagnoseUserTransactions(this.d.rpc, tx, seenAt.slot);

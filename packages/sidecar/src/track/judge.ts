@@ -1,4 +1,4 @@
-import type { TxState } from '@solrelay/core';
+import { LOSS_GRACE, type LossGrace, type TxState } from '@solrelay/core';
 import type { StoredAttempt } from '../store/records';
 
 export { LATE_TIP_CONFIRM_BLOCKS, TIP_LANDING_HORIZON_SLOTS, tipStillLive } from '../chain/tip-life';
@@ -17,12 +17,13 @@ export interface StatusReading {
 export type StatusMap = Map<string, StatusReading>;
 
 /**
- * An attempt is judged not to have landed only once its target window is this many slots behind and at least
- * WINDOW_GRACE_MS have passed since it was sent: statuses take a moment to show, and on a busy machine slots can
- * outrun the status poll.
+ * An attempt is judged not to have landed only once its target window is `grace.slots` slots behind and at least
+ * `grace.ms` have passed since it was sent: statuses take a moment to show, and on a busy machine slots can outrun the
+ * status poll. The grace is per consensus (@solrelay/core `lossGrace`, measured by `pnpm bench finality`); these are
+ * TowerBFT's, the default where no mode is given.
  */
-export const WINDOW_GRACE_SLOTS = 4;
-export const WINDOW_GRACE_MS = 1200;
+export const WINDOW_GRACE_SLOTS = LOSS_GRACE.towerbft.slots;
+export const WINDOW_GRACE_MS = LOSS_GRACE.towerbft.ms;
 /**
  * Whether null statuses for a landing at `landedSlot` prove its block left the chain (DESIGN §2): the cluster has
  * finalized past it, and the answer comes from a node that has seen that root (its `context.slot`). Before the root
@@ -45,12 +46,16 @@ export function commitmentRank(status: string | undefined): number {
  * Whether the attempt in flight has missed its target window, judged against the moment the statuses were read
  * (`readAt`), never against the slot reached meanwhile.
  */
-export function windowPassed(flying: StoredAttempt, readAt: { slot: number; ts: number }): boolean {
+export function windowPassed(
+  flying: StoredAttempt,
+  readAt: { slot: number; ts: number },
+  grace: LossGrace = LOSS_GRACE.towerbft,
+): boolean {
   return (
     flying.stage === 'submitted' &&
     flying.window_end_slot !== null &&
-    readAt.slot > flying.window_end_slot + WINDOW_GRACE_SLOTS &&
-    readAt.ts - (flying.timeline.submitted?.ts ?? flying.created_at) >= WINDOW_GRACE_MS
+    readAt.slot > flying.window_end_slot + grace.slots &&
+    readAt.ts - (flying.timeline.submitted?.ts ?? flying.created_at) >= grace.ms
   );
 }
 

@@ -1,4 +1,4 @@
-import { classifyGrpcBundleResult, isRetryableOutcome } from '@solrelay/core';
+import { classifyGrpcBundleResult, isRetryableOutcome, lossGrace } from '@solrelay/core';
 import { recheckEngineFailure } from '../operator/diagnose';
 import type { RelayPorts } from '../context';
 import type { Expiry } from '../settle/expiry';
@@ -9,7 +9,7 @@ import type { BundleResultMessage } from '../upstream/block-engine';
 import { MAX_SIGNATURES_PER_STATUS_CALL } from '../upstream/solana-rpc';
 import type { Evaluator } from './evaluate';
 import { attributeFault, type FaultApplier } from './fault';
-import { TIP_LANDING_HORIZON_SLOTS, WINDOW_GRACE_SLOTS, tipStillLive, type StatusMap } from './judge';
+import { TIP_LANDING_HORIZON_SLOTS, tipStillLive, type StatusMap } from './judge';
 import { readStatusesInto } from './read-statuses';
 
 /**
@@ -93,7 +93,9 @@ export class Tracker {
         // Its user transactions may still land on their own (not through relay), which the stream need not show.
         if (!flying) return this.d.chain.slot % CONFIRMED_POLL_EVERY_SLOTS === 0;
         if (!watching || flying.stage !== 'submitted' || flying.window_end_slot === null) return true;
-        return this.d.chain.slot > flying.window_end_slot + WINDOW_GRACE_SLOTS;
+        return (
+          this.d.chain.slot > flying.window_end_slot + lossGrace(this.d.chain.consensus.snapshot().kind).slots
+        );
       }
     }
   }
