@@ -352,9 +352,13 @@ const CASES: FaultCase[] = [
     ],
     inject: async (fs) => {
       const { cluster } = fs.stack.simnet;
-      const counts = { voteOnly: 0, deleted: 0 };
+      const counts = { voteOnly: 0, deleted: 0, firstVoteOnlyMs: 0, lastVoteOnlyMs: 0 };
       const onSlot = (e: { status: string }) => {
-        if (e.status === 'processed' && cluster.consensusPhase === 'vote-only') counts.voteOnly++;
+        if (e.status !== 'processed' || cluster.consensusPhase !== 'vote-only') return;
+        counts.voteOnly++;
+        const now = Date.now();
+        if (counts.firstVoteOnlyMs === 0) counts.firstVoteOnlyMs = now;
+        counts.lastVoteOnlyMs = now;
       };
       const onRollback = (e: { reason?: string }) => {
         if (e.reason === 'migration') counts.deleted++;
@@ -377,10 +381,30 @@ const CASES: FaultCase[] = [
         'relay to detect Alpenglow',
       );
       migrations.get(fs)?.stop();
+      // Nothing went out through the window (DESIGN §12: its blocks pack no user transactions): no bundle reached the
+      // engine between the window's first vote-only block (give or take two slots: a bundle on the wire as relay's
+      // stream crossed the boundary) and its last one.
+      const counts = migrations.get(fs)?.counts;
+      if (!counts || counts.voteOnly === 0) throw new Error('the migration produced no vote-only block');
+      const from = counts.firstVoteOnlyMs + 2 * slotMs;
+      const during = fs.stack.simnet.engine
+        .received()
+        .bundles.filter((b) => b.receivedMs > from && b.receivedMs <= counts.lastVoteOnlyMs);
+      counts.sentInWindow = during.length;
+      if (during.length > 0)
+        throw new Error(
+          `${during.length} bundles reached the engine inside the migration window (vote-only blocks ` +
+            `${new Date(counts.firstVoteOnlyMs).toISOString()}..${new Date(counts.lastVoteOnlyMs).toISOString()}): ` +
+            JSON.stringify(during.slice(0, 3)),
+        );
     },
     counted: (fs) => {
       const counts = migrations.get(fs)?.counts;
-      return { vote_only_blocks: counts?.voteOnly ?? 0, blocks_deleted_by_migration: counts?.deleted ?? 0 };
+      return {
+        vote_only_blocks: counts?.voteOnly ?? 0,
+        blocks_deleted_by_migration: counts?.deleted ?? 0,
+        bundles_received_in_window: counts?.sentInWindow ?? 0,
+      };
     },
     degraded: async (h, fs) => {
       const hold = reason(h, /^consensus: migration/);
@@ -393,7 +417,19 @@ const CASES: FaultCase[] = [
 
 /** Slots between the migration's announcement and its boundary: a few of relay's consensus polls (FAULT_INTERVALS). */
 const MIGRATION_LEAD_SLOTS = 25;
-const migrations = new Map<FaultStack, { counts: { voteOnly: number; deleted: number }; stop: () => void }>();
+const migrations = new Map<
+  FaultStack,
+  {
+    counts: {
+      voteOnly: number;
+      deleted: number;
+      firstVoteOnlyMs: number;
+      lastVoteOnlyMs: number;
+      sentInWindow?: number;
+    };
+    stop: () => void;
+  }
+>();
 
 const streamEnders = new Map<FaultStack, NodeJS.Timeout>();
 /** relay_tips_leaked_lamports_total of sidecar processes a phase restarted away. */
