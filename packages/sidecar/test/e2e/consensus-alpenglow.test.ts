@@ -69,8 +69,16 @@ test('relay detects Alpenglow from the cluster, and a transaction goes through e
   expect([...times].sort((a, b) => a - b)).toEqual(times);
   expect([...slots].sort((a, b) => a - b)).toEqual(slots);
   expect(entry.confirmed_to_finalized_ms).toBeGreaterThanOrEqual(0);
+  // And they say what happened: the landing was seen after the send, in the slot the chain has it, and every
+  // commitment after it names that same slot (under Alpenglow one certificate confirms and finalizes it).
+  expect(entry.timeline.landed.ts).toBeGreaterThan(entry.timeline.submitted.ts);
+  expect(entry.submitted_to_processed_ms).toBeGreaterThan(0);
 
   // The chain agrees.
   const status = await stack.connection().getSignatureStatuses([record.tx_signatures[0]]);
   expect(status.value[0]?.confirmationStatus).toBe('finalized');
+  const landedSlot = status.value[0]?.slot;
+  for (const stage of ['landed', 'processed', 'confirmed', 'finalized'])
+    expect(entry.timeline[stage].slot).toBe(landedSlot);
+  expect(entry.slot_landed).toBe(landedSlot);
 }, 60_000);
