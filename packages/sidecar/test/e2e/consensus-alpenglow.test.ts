@@ -1,6 +1,6 @@
 import { SseReader, get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
-import { startRelayStack, statesUntilFinalized } from '../helpers/relay-stack';
+import { metricSeries, startRelayStack, statesUntilFinalized } from '../helpers/relay-stack';
 
 /**
  * Under Alpenglow (issue 31, DESIGN §12; the simnet's `alpenglow` mode: one finalization certificate sets confirmed
@@ -24,12 +24,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-/** A series' value from `/metrics` (`name{labels}` as written there); 0 before it is first written. */
-async function series(name: string): Promise<number> {
-  const text = (await get(url, '/metrics')).body as string;
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
-  return line ? Number(line.slice(name.length + 1)) : 0;
-}
+const series = (name: string): Promise<number> => metricSeries(url, name);
 
 test('relay detects Alpenglow from the cluster, and a transaction goes through every state in order to finalized', async () => {
   expect(stack.simnet.cluster.consensusPhase).toBe('alpenglow');

@@ -2,7 +2,7 @@ import { Keypair } from '@solana/web3.js';
 import { get, post, stepSlotsUntil, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
 import type { StoredTx } from '../../src/store/records';
-import { startRelayStack } from '../helpers/relay-stack';
+import { metricSeries, startRelayStack } from '../helpers/relay-stack';
 
 /**
  * Issue 31's own case, on a stepped clock so that it is exactly this case every run: over gRPC, a payer funded at
@@ -28,11 +28,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-async function counter(series: string): Promise<number> {
-  const text = (await get(url, '/metrics')).body as string;
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line ? Number(line.slice(series.length + 1)) : 0;
-}
+const counter = (series: string): Promise<number> => metricSeries(url, series);
 
 test("funded at s, enqueued during s + 1, the engine's bank two slots behind: cleared, sent again, lands, never failed", async () => {
   const { cluster, faults } = stack.simnet;

@@ -1,7 +1,7 @@
 import { Keypair } from '@solana/web3.js';
 import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
-import { startRelayStack } from '../helpers/relay-stack';
+import { metricSeries, startRelayStack } from '../helpers/relay-stack';
 
 /**
  * An engine's fatal verdict is re-checked on relay's own RPC before it becomes `failed` (issue 31; DESIGN §11, last
@@ -32,12 +32,7 @@ afterAll(async () => {
   await stack?.close();
 });
 
-/** A series' value from `/metrics` (`name{labels}` as written there); 0 before it is first written. */
-async function counter(series: string): Promise<number> {
-  const text = (await get(url, '/metrics')).body as string;
-  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
-  return line ? Number(line.slice(series.length + 1)) : 0;
-}
+const counter = (series: string): Promise<number> => metricSeries(url, series);
 
 function rechecks(result: string): Promise<number> {
   return counter(`relay_engine_verdict_rechecks_total{result="${result}"}`);

@@ -110,3 +110,10 @@ export async function statesUntilFinalized(
   await events.waitFor(() => mine().some((d) => d.state === 'finalized'), timeoutMs);
   return mine().map((d) => d.state);
 }
+
+/** A series' value from the sidecar's `/metrics` (`name{labels}` as written there); 0 before it is first written. */
+export async function metricSeries(url: string, series: string): Promise<number> {
+  const text = (await get(url, '/metrics')).body as string;
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.slice(series.length + 1)) : 0;
+}
