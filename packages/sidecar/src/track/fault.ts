@@ -173,20 +173,11 @@ export function attributeFault(
           detail: `tip transaction refused: ${cause.message}`,
         });
       }
-      if (cause.rejection === 'invalid_bundle') {
-        // A packed bundle refused for its form may be refused for a rider's: nobody rides again, and the carrier
-        // goes on alone rather than fail for what may not be its own.
-        if (packed)
-          return verdict({
-            blame: 'pack',
-            outcome: 'dropped',
-            exclude: 'pack',
-            detail: `packed bundle refused (its transactions go alone from now): ${cause.message}`,
-          });
+      if (cause.rejection === 'invalid_bundle' && !packed)
         return verdict({ blame: 'user', outcome: 'invalid_bundle', detail: cause.message });
-      }
-      // A packed bundle refused for a reason relay does not recognise, with no rider found at fault: it may be a
-      // rider's (a marker, a rule relay does not know), so it costs the carrier no retry; nobody rides again.
+      // A packed bundle refused for its form, or for a reason relay does not recognise, with no rider found at fault:
+      // it may be a rider's (its form, a marker, a rule relay does not know), so nobody rides again and the carrier
+      // goes on alone, with no retry counted, rather than fail for what may not be its own.
       if (packed)
         return verdict({
           blame: 'pack',
