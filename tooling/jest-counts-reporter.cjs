@@ -17,6 +17,14 @@ class CountsReporter {
       skipped: results.numPendingTests + results.numTodoTests,
       suitesFailed: results.numFailedTestSuites,
       runtimeErrorSuites: results.numRuntimeErrorTestSuites,
+      // The names of what failed, so the summary at the end of a long CI log says which test to look at.
+      failures: results.testResults.flatMap((file) => {
+        const relative = path.relative(this.rootDir, file.testFilePath);
+        if (file.testExecError) return [`${relative}: ${String(file.testExecError.message).split('\n')[0]}`];
+        return file.testResults
+          .filter((test) => test.status === 'failed')
+          .map((test) => `${relative}: ${test.fullName}`);
+      }),
     };
     fs.writeFileSync(path.join(this.rootDir, this.file), JSON.stringify(counts) + '\n');
   }

@@ -51,6 +51,7 @@ for (const dir of dirs) {
     perPackage.push(
       `${dir.slice(root.length + 1)}${label}: ${counts.passed} passed, ${counts.failed} failed`,
     );
+    for (const failure of counts.failures ?? []) perPackage.push(`    failed: ${failure}`);
   }
 }
 
