@@ -18,6 +18,17 @@
 
 export type ConsensusKind = 'unknown' | 'towerbft' | 'alpenglow';
 
+/*
+ * The three thresholds below are relay's own margins around upstream timings, not upstream constants:
+ * - Alpenglow finalizes ~100–150 ms after processed (SIMD-0326's fast path; agave PR 10063), under one 400 ms slot,
+ *   so a finalized slot lags the processed tip by 0–1 slots; 4 leaves room for a late certificate or a loaded host.
+ *   A certificate later than that reads as neither pattern: no evidence either way, and the migration window then
+ *   closes on the next `getAgGenesisCert` poll instead (the sidecar polls it every 5 s while a window is open).
+ * - TowerBFT roots a slot once 31+ confirmed blocks are built on it (stream-rpc.md, "finalized"), ≈32 slots behind
+ *   processed; 12 is far below that and far above Alpenglow's lag, so no host load turns one into the other.
+ * - 3 consecutive slots of one pattern decide: one slot's timing can be an outlier (a certificate delayed, a stream
+ *   reconnect delivering a burst), three in a row are not.
+ */
 /** A finalized slot at most this many slots behind the processed tip is Alpenglow's pattern. */
 export const ALPENGLOW_FINALITY_MAX_LAG_SLOTS = 4;
 /** A finalized slot at least this many slots behind the processed tip is TowerBFT's (rooting ≈ 32 slots). */

@@ -100,6 +100,11 @@ export class Metrics {
     help: '1 while a consensus migration window is open (vote-only blocks; sends held, no expiry, no retry counted)',
     registers: [this.registry],
   });
+  readonly lastRollbackSlot = new Gauge({
+    name: 'relay_consensus_last_rollback_slot',
+    help: 'The processed slot at which relay last saw blocks rolled back (a parent below a slot already processed; a migration deletes the blocks after its transition block), 0 if never',
+    registers: [this.registry],
+  });
   readonly deadSlots = new Counter({
     name: 'relay_dead_slots_total',
     help: 'Slots the stream reported dead (replay failures) while relay was watching',

@@ -75,7 +75,7 @@ export interface SlotEvent {
   /** Number of transactions recorded in the block. */
   transactionCount?: number;
   /**
-   * The bank's id (Yellowstone `SubscribeUpdateSlot.bank_id`, optional; rpcpool/yellowstone-grpc geyser.proto).
+   * The bank's id (Yellowstone `SubscribeUpdateSlot.bank_id`, optional; rpcpool/yellowstone-grpc branch 4.3-transition, commit 7588b90b, geyser.proto).
    * Set only outside the default TowerBFT mode, so that mode's stream is byte-for-byte what it was.
    */
   bankId?: number;

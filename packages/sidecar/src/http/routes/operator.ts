@@ -91,6 +91,7 @@ export function operatorRoutes(
     for (const mode of ['unknown', 'towerbft', 'alpenglow'] as const)
       deps.metrics.consensusMode.set({ mode }, consensus.kind === mode ? 1 : 0);
     deps.metrics.consensusMigrating.set(consensus.migrating ? 1 : 0);
+    deps.metrics.lastRollbackSlot.set(consensus.lastRollbackSlot ?? 0);
     res.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
 }
