@@ -14,15 +14,19 @@ import { readStatusesInto } from './read-statuses';
 
 /**
  * What starts a status pass: the once-a-slot tick; a hint that something landed (the stream saw a signature, the
- * engine reported a landing); a full re-read after a reconnect (confirmed transactions included, due or not).
+ * engine reported a landing); under Alpenglow, the stream reporting a slot finalized (`final`: landings up to it are
+ * read at once, not at the next slot's pass); a full re-read after a reconnect (confirmed transactions included, due
+ * or not).
  */
-export type TrackKind = 'slot' | 'hint' | 'full';
+export type TrackKind = 'slot' | 'hint' | 'final' | 'full';
 /**
  * A node's status cache answers for the last ~300 rooted slots (Agave's MAX_CACHE_ENTRIES); older landings only a
  * history search finds. Past this many rooted slots relay searches, with room to spare.
  */
 const STATUS_CACHE_SAFE_ROOTED_SLOTS = 250;
-const TRACK_RANK: Record<TrackKind, number> = { hint: 0, slot: 1, full: 2 };
+const TRACK_RANK: Record<TrackKind, number> = { hint: 0, final: 1, slot: 2, full: 3 };
+/** Passes that read only what was named (hinted signatures, landings a finalized slot covers), not everything due. */
+const isNarrow = (kind: TrackKind): boolean => kind === 'hint' || kind === 'final';
 /** Transactions a status pass judges at once. */
 const EVALUATE_CONCURRENCY = 64;
 /** Hinted passes start at least this far apart. */
@@ -80,6 +84,12 @@ export class Tracker {
     if (kind === 'full') return true;
     for (const signature of signaturesOf(tx)) if (hinted.has(signature)) return true;
     if (kind === 'hint') return false;
+    if (kind === 'final')
+      return (
+        (tx.state === 'landed' || tx.state === 'processed' || tx.state === 'confirmed') &&
+        tx.landed_slot !== null &&
+        tx.landed_slot <= this.d.chain.finalizedSlot
+      );
     // An included-tip transaction's payer joins the stream's filter only every few slots: read it as before.
     const watching = tx.tip !== 'included' && this.streamWatching();
     switch (tx.state) {
@@ -100,9 +110,17 @@ export class Tracker {
     }
   }
 
-  /** The stream reports a slot finalized (rooted): confirmed transactions up to it are worth a status read. */
+  /**
+   * The stream reports a slot finalized (rooted): confirmed transactions up to it are worth a status read. Under
+   * Alpenglow one certificate confirms and finalizes a slot ~100–150 ms after it is processed (agave PR 10063), well
+   * inside a slot, so the landings it covers are read now rather than at the next slot's pass (which cost up to a
+   * slot of `landed -> finalized`). Under TowerBFT the slot's pass reads them (a rooted slot is ~32 slots old; a
+   * few hundred ms more is noise, and an extra pass per slot is not).
+   */
   onFinalizedSlot(slot: number): void {
+    const advanced = slot > this.d.chain.finalizedSlot;
     this.d.chain.finalized(slot);
+    if (advanced && this.d.chain.consensus.snapshot().kind === 'alpenglow') void this.track('final');
   }
 
   /**
@@ -190,7 +208,7 @@ export class Tracker {
     for (const a of tx.attempts) {
       if (!a.tip_signature || a.leaked || a.stage !== 'failed') continue;
       if (!tipStillLive(a, this.d.chain)) continue;
-      if (kind === 'hint' && !hinted.has(a.tip_signature)) continue;
+      if (isNarrow(kind) && !hinted.has(a.tip_signature)) continue;
       tips.push(a.tip_signature);
     }
     return tips;
@@ -205,7 +223,7 @@ export class Tracker {
     if (tx.state !== 'failed' && tx.state !== 'expired') return [];
     if (tx.nonce_accounts.some((n) => n !== null)) return [];
     if (this.d.chain.slot - tx.enqueued_slot > 2 * TIP_LANDING_HORIZON_SLOTS) return [];
-    if (kind === 'hint' && !tx.signatures.some((s) => hinted.has(s))) return [];
+    if (isNarrow(kind) && !tx.signatures.some((s) => hinted.has(s))) return [];
     return [...tx.signatures];
   }
 
@@ -224,8 +242,8 @@ export class Tracker {
       return;
     }
     this.tracking = true;
-    // A hinted pass reads only what has a bundle out: the slot's pass over everything is still due.
-    if (kind !== 'hint') this.lastTrackedSlot = this.d.chain.slot;
+    // A narrow pass reads only what it was told of: the slot's pass over everything is still due.
+    if (!isNarrow(kind)) this.lastTrackedSlot = this.d.chain.slot;
     const startedAt = this.d.now();
     const hinted = this.hinted;
     this.hinted = new Set();
@@ -317,7 +335,7 @@ export class Tracker {
           .catch((error: unknown) => this.d.log.debug({ err: error }, 'late tip check failed'));
       // Expiry moves with slots: the slot's pass starts it, not every hinted one. It runs beside the passes (one
       // at a time): its RPC reads must not hold the next status pass up.
-      if (kind !== 'hint' && !this.expiryRunning)
+      if (!isNarrow(kind) && !this.expiryRunning)
         this.expiryRunning = this.expiry
           .checkExpiry()
           .catch((error: unknown) => this.d.log.debug({ err: error }, 'expiry check failed'))
@@ -333,7 +351,9 @@ export class Tracker {
       if (again && !this.d.isClosed()) {
         // Under load the stream hints at a landing every few ms: spacing the passes keeps tracking from taking
         // the whole event loop, and costs a hinted landing at most this long.
-        const wait = again === 'hint' ? Math.max(0, startedAt + MIN_HINTED_PASS_GAP_MS - this.d.now()) : 0;
+        const wait = isNarrow(again)
+          ? Math.max(0, startedAt + MIN_HINTED_PASS_GAP_MS - this.d.now())
+          : 0;
         const timer = setTimeout(() => void this.track(again), wait);
         timer.unref();
       }
