@@ -154,11 +154,57 @@ export class ConsensusDetector {
     };
   }
 
+  /**
+   * The migration's vote-only window as seen so far: from the slot after the boundary to the processed tip when
+   * Alpenglow was first seen past it (`last` null while still open); none before the processed tip passes the
+   * boundary. An array: `giveUpSlot` takes any number of windows.
+   */
+  voteOnlyWindows(): SlotSpan[] {
+    if (this.migrationSlot === null || this.processedTip <= this.migrationSlot) return [];
+    const first = this.migrationSlot + 1;
+    if (this.windowEndSlot !== null && this.windowEndSlot < first) return [];
+    return [{ first, last: this.windowEndSlot }];
+  }
+
   /** Whether a slot lies in the migration window (after the boundary, before Alpenglow finalized past it). */
   inMigrationWindow(slot: number): boolean {
     if (this.migrationSlot === null || slot <= this.migrationSlot) return false;
     return this.windowEndSlot === null || slot <= this.windowEndSlot;
   }
+}
+
+/** A run of slots, first to last inclusive; `last` null while it is still going on. */
+export interface SlotSpan {
+  first: number;
+  last: number | null;
+}
+
+/**
+ * Relay's give-up slot for a transaction: the last slot an attempt may be made (`expires_at_slot`, DESIGN §5
+ * `expiry-slots`), not counting the vote-only slots of a consensus migration window that the transaction lived
+ * through (DESIGN §12; issue-31 review m5). Those blocks pack no user transactions (SIMD-0371), so a slot there was
+ * no chance to land and does not use up the transaction's time. Each window slot after its enqueue slot and at or
+ * before the deadline moves the deadline one slot later (a window that starts before the deadline is counted whole,
+ * and a later window is then measured against the moved deadline). A window still open counts up to `slot`, the
+ * current slot, so the deadline is not reached while it lasts.
+ *
+ * This is when relay stops trying, never a proof: `expired` still needs the blockhash dead by block height (DESIGN
+ * §2), whatever this returns. Pure: no clock, no I/O.
+ */
+export function giveUpSlot(
+  tx: { expires_at_slot: number; enqueued_slot: number },
+  windows: readonly SlotSpan[],
+  slot: number,
+): number {
+  let deadline = tx.expires_at_slot;
+  for (const window of [...windows].sort((a, b) => a.first - b.first)) {
+    const first = Math.max(window.first, tx.enqueued_slot + 1);
+    const last = window.last ?? slot;
+    if (last < first) continue;
+    if (first > deadline) break;
+    deadline += last - first + 1;
+  }
+  return deadline;
 }
 
 /**

@@ -1,4 +1,4 @@
-import { ConsensusDetector, FinalizedHeightGuard, LOSS_GRACE, lossGrace } from '../src/consensus';
+import { ConsensusDetector, FinalizedHeightGuard, giveUpSlot, LOSS_GRACE, lossGrace } from '../src/consensus';
 
 /** Feed a slot's processed update, then the finalized updates a cluster would send by then. */
 function towerbft(d: ConsensusDetector, from: number, to: number): void {
@@ -65,6 +65,76 @@ describe('ConsensusDetector', () => {
     expect(d.snapshot().migrationSlot).toBe(60);
     d.observeMigrationSlot(null);
     expect(d.snapshot().migrationSlot).toBeNull();
+  });
+});
+
+describe('ConsensusDetector.voteOnlyWindows', () => {
+  it('is none until the tip passes the boundary, open while the window lasts, closed where Alpenglow was seen', () => {
+    const d = new ConsensusDetector();
+    expect(d.voteOnlyWindows()).toEqual([]);
+    d.observeMigrationSlot(60);
+    towerbft(d, 1, 60);
+    expect(d.voteOnlyWindows()).toEqual([]);
+    towerbft(d, 61, 64);
+    expect(d.voteOnlyWindows()).toEqual([{ first: 61, last: null }]);
+    alpenglow(d, 65, 67, 62);
+    // Closed at the processed tip when Alpenglow was first seen finalizing past the boundary.
+    expect(d.voteOnlyWindows()).toEqual([{ first: 61, last: 65 }]);
+  });
+});
+
+describe('giveUpSlot', () => {
+  const tx = { enqueued_slot: 100, expires_at_slot: 250 };
+
+  it('is the expiry slot when no window is known (TowerBFT or Alpenglow alone)', () => {
+    expect(giveUpSlot(tx, [], 260)).toBe(250);
+  });
+
+  it('moves later by every vote-only slot the transaction lived through', () => {
+    expect(giveUpSlot(tx, [{ first: 201, last: 204 }], 260)).toBe(254);
+  });
+
+  it('counts only the window slots after its enqueue', () => {
+    // Enqueued inside the window at 102: slots 103..104 count, 101..102 do not.
+    expect(giveUpSlot({ enqueued_slot: 102, expires_at_slot: 252 }, [{ first: 101, last: 104 }], 260)).toBe(
+      254,
+    );
+    // Enqueued after the window: nothing.
+    expect(giveUpSlot({ enqueued_slot: 110, expires_at_slot: 260 }, [{ first: 101, last: 104 }], 270)).toBe(
+      260,
+    );
+  });
+
+  it('counts nothing for a window that starts after the deadline (relay had stopped trying already)', () => {
+    expect(giveUpSlot(tx, [{ first: 251, last: 254 }], 260)).toBe(250);
+  });
+
+  it('counts a window that straddles the deadline whole', () => {
+    // Slots 249..256: each keeps the deadline ahead of it.
+    expect(giveUpSlot(tx, [{ first: 249, last: 256 }], 260)).toBe(258);
+  });
+
+  it('measures a later window against the deadline the earlier one moved', () => {
+    // 201..204 moves 250 to 254; 252..253 then lies before it and counts too; order given does not matter.
+    expect(
+      giveUpSlot(
+        tx,
+        [
+          { first: 252, last: 253 },
+          { first: 201, last: 204 },
+        ],
+        260,
+      ),
+    ).toBe(256);
+  });
+
+  it('is never reached while a window that started before it is still open', () => {
+    for (const slot of [250, 251, 300, 1_000]) {
+      const open = [{ first: 240, last: null }];
+      expect(giveUpSlot(tx, open, slot)).toBeGreaterThan(slot);
+    }
+    // Open but started after the deadline: nothing.
+    expect(giveUpSlot(tx, [{ first: 251, last: null }], 300)).toBe(250);
   });
 });
 

@@ -414,6 +414,39 @@ describe('a window lost to a migration is judged by the slots the engine auction
   });
 });
 
+describe("the give-up slot does not count a migration window's vote-only slots (DESIGN §12, review m5)", () => {
+  // Enqueued at SLOT - 30 with its expiry slot at SLOT - 5, lost at SLOT: past the expiry slot as counted in slots.
+  // A migration at SLOT - 20 made SLOT - 19 .. SLOT - 10 vote-only (the window closed when Alpenglow finalized past
+  // the boundary at the processed tip SLOT - 10): ten slots in which nothing could land, so relay gives up at
+  // SLOT + 5, not SLOT - 5.
+  async function lostAfter(migration: boolean) {
+    const r = rig({}, leadersWith([SLOT - 40]));
+    if (migration) {
+      r.ctx.chain.consensus.observeMigrationSlot(SLOT - 20);
+      r.ctx.chain.consensus.observeSlot({ slot: SLOT - 10, status: 'processed', parent: SLOT - 11 });
+      r.ctx.chain.consensus.observeSlot({ slot: SLOT - 11, status: 'finalized' });
+      expect(r.ctx.chain.consensus.voteOnlyWindows()).toEqual([{ first: SLOT - 19, last: SLOT - 10 }]);
+    }
+    const tx = await put(r, 'submitted');
+    await r.store.transition(tx.tx_id, { state: 'submitted' }, { set: { expires_at_slot: SLOT - 5 } });
+    const stored = (await r.store.get('tx_1')) as StoredTx;
+    expect(r.ctx.chain.deadlineOf(stored)).toBe(migration ? SLOT + 5 : SLOT - 5);
+    await r.settle.settleFailed(stored, stored.attempts[0] as StoredAttempt, 'dropped', {
+      countRetry: true,
+      detail: 'window passed',
+    });
+    return (await r.store.get('tx_1')) as StoredTx;
+  }
+
+  test('without a migration, a loss past the expiry slot stops attempts', async () => {
+    expect(await lostAfter(false)).toMatchObject({ state: 'pending', stopped: true, retries: 1 });
+  });
+
+  test('after a vote-only window it lived through, the same loss re-pends it for another attempt', async () => {
+    expect(await lostAfter(true)).toMatchObject({ state: 'pending', stopped: false });
+  });
+});
+
 test('a user transaction that failed on chain fails the transaction only once its block is confirmed', async () => {
   const r = rig();
   await put(r, 'submitted');

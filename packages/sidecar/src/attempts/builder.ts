@@ -97,7 +97,7 @@ export class AttemptBuilder {
           previous_tip_lamports: previous?.tip_lamports ?? null,
           retries: tx.retries,
           slot: this.d.chain.slot,
-          expires_at_slot: tx.expires_at_slot,
+          expires_at_slot: this.d.chain.deadlineOf(tx),
           spent_in_window_lamports: await spentInWindow(this.d.store, now),
           fee_lamports: fee,
         },

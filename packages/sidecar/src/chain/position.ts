@@ -3,7 +3,7 @@
  * and the highest slot reported finalized. Written only by the chain inputs (the facade's `onSlot`,
  * `setBlockHeight`, `onFinalizedSlot`, `onDeadSlot`); read by every stage.
  */
-import { ConsensusDetector, FinalizedHeightGuard } from '@solrelay/core';
+import { ConsensusDetector, FinalizedHeightGuard, giveUpSlot } from '@solrelay/core';
 
 /** Slots the slot time is measured over (about 25 s at 400 ms). */
 const SLOT_TIME_WINDOW = 64;
@@ -69,6 +69,14 @@ export class ChainPosition {
   finalized(slot: number): void {
     if (slot > this.finalizedSlot) this.finalizedSlot = slot;
     this.finalizedReportedAt = this.slot;
+  }
+
+  /**
+   * The last slot an attempt of `tx` may be made: its expiry slot, moved later by the vote-only slots of a consensus
+   * migration window it lived through (DESIGN §12; core `giveUpSlot`). relay's give-up point, never proof of expiry.
+   */
+  deadlineOf(tx: { expires_at_slot: number; enqueued_slot: number }): number {
+    return giveUpSlot(tx, this.consensus.voteOnlyWindows(), this.slot);
   }
 
   /** Records a dead slot; true when it was not known yet. */

@@ -68,7 +68,7 @@ export class FallbackDecider {
             max_tip: tx.max_tip,
             tip: tx.tip,
             enqueue_slot: tx.enqueued_slot,
-            expires_at_slot: tx.expires_at_slot,
+            expires_at_slot: this.d.chain.deadlineOf(tx),
             retries: tx.retries,
           },
           floor,

@@ -267,7 +267,7 @@ export class Packer {
     if (!flying || flying.attempt !== job.attempt || flying.stage !== 'journaled') return false;
     if ((flying.passengers?.length ?? 0) > 0 || flying.tip_lamports > leadTip) return false;
     if (this.d.chain.slot - record.enqueued_slot > PASSENGER_MAX_AGE_SLOTS) return false;
-    return record.expires_at_slot - this.d.chain.slot >= PASSENGER_MIN_SLOTS_LEFT;
+    return this.d.chain.deadlineOf(record) - this.d.chain.slot >= PASSENGER_MIN_SLOTS_LEFT;
   }
 
   /**

@@ -25,7 +25,8 @@ export class Expiry {
       // Through a migration window nothing is expired: blocks after the transition may be rolled back, and a
       // blockhash that looks dead now may be alive on the surviving fork.
       if (this.d.chain.consensus.snapshot().migrating) return;
-      const pastExpiry = this.d.chain.slot > tx.expires_at_slot;
+      // relay's give-up slot, not counting a migration window's vote-only slots the transaction lived through.
+      const pastExpiry = this.d.chain.slot > this.d.chain.deadlineOf(tx);
       if (!tx.stopped && !pastExpiry) continue;
       if (this.d.locks.isBusy(tx.tx_id)) continue; // busy now: look again next slot
       if (finalizedHeight === undefined)
@@ -40,7 +41,11 @@ export class Expiry {
         if (!current || (current.state !== 'pending' && current.state !== 'submitted')) return;
         if (!dead) {
           // No further attempt after the expiry slot; the transaction waits for proof one way or the other.
-          if (!current.stopped && this.d.chain.slot > current.expires_at_slot && !inFlight(current)) {
+          if (
+            !current.stopped &&
+            this.d.chain.slot > this.d.chain.deadlineOf(current) &&
+            !inFlight(current)
+          ) {
             await this.settle.stop(current.tx_id, { state: current.state });
           }
           return;

@@ -314,7 +314,8 @@ export class Settler {
     const retries = tx.retries + (options.countRetry && !inMigration ? 1 : 0);
     const retryable = isRetryableOutcome(outcome);
     const fails = !retryable && options.final !== false;
-    const exhausted = retries > policy['max-retries'] || slot > tx.expires_at_slot;
+    // The give-up slot does not count a migration window's vote-only slots (no user transaction could land there).
+    const exhausted = retries > policy['max-retries'] || slot > this.d.chain.deadlineOf(tx);
     const backToPending =
       !fails && (tx.state === 'submitted' || tx.state === 'pending') && options.final !== false;
     const moves = fails

@@ -11,8 +11,11 @@ export interface MigrationStack {
   url: string;
   /** Every bundle the engine received: the slot and the cluster's consensus phase then. */
   received: Array<{ slot: number; phase: string }>;
-  /** Enqueue a transfer on a blockhash from before the boundary (the finalized one: it survives the migration). */
-  enqueue(lamports: number): Promise<string>;
+  /**
+   * Enqueue a transfer on a blockhash from before the boundary (the finalized one: it survives the migration), with
+   * `fields` added to the request (`expiry_slots`, ...).
+   */
+  enqueue(lamports: number, fields?: Record<string, unknown>): Promise<string>;
   /** The stored record (attempt stages as stored: `journaled` is not shown as `submitted`). */
   stored(txId: string): Promise<StoredTx>;
   /** Step slots until relay knows the boundary (from `getAlpenglowMigrationSlot`), well before the boundary. */
@@ -64,8 +67,8 @@ export async function startMigrationStack(migration: MigrationOptions): Promise<
     stack,
     url,
     received,
-    async enqueue(lamports) {
-      const answer = await post(url, '/tx/enqueue', { transaction: transfer(lamports) });
+    async enqueue(lamports, fields = {}) {
+      const answer = await post(url, '/tx/enqueue', { transaction: transfer(lamports), ...fields });
       if (answer.status !== 202) throw new Error(`enqueue answered ${answer.status}`);
       return answer.body.tx_id as string;
     },
