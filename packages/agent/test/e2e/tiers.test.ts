@@ -145,7 +145,14 @@ test('a runtime switch to cortex takes effect on the next decision: the model de
   expect(JSON.parse(body.messages[0]!.content)).toMatchObject({
     tx_id: first.txId,
     policy: { 'max-tip': 2_000_000 },
+    // Issue 30: the model reads the bundle's requested CU, its contention and reflex's per-CU suggestion.
+    compute_units: MAX_BUILTIN_ALLOCATION_COMPUTE_UNIT_LIMIT + 1_399,
+    contention: { class: expect.stringMatching(/^(contended|uncontended|unknown)$/) },
+    reflex: { pricing: { bid_per_cu: expect.any(Number), tip_per_cu: expect.any(Number) } },
   });
+  // The model's tip went out priced per CU: the lifecycle shows the contention and the cortex signal.
+  expect(first.entry.contention).toEqual(expect.stringMatching(/^(contended|uncontended|unknown)$/));
+  expect(first.entry.priced_by).toMatch(/^cortex: the model's tip over \d+ CU/);
   expect(sent[0]!.headers.authorization).toBe(true);
 }, 30_000);
 
