@@ -25,7 +25,10 @@ export const DEFAULT_AGENT_MODEL = 'claude-haiku-4-5';
 export const DECISION_SYSTEM_PROMPT = [
   'You decide when and with what tip a queued Solana transaction is submitted as a Jito bundle by relay.',
   'The user message is a JSON snapshot: the transaction (tx_id, priority, tip_mode, retries, expires_at_slot,',
-  'max_tip), the tip floor in lamports (p25, p50, p75, p95, p99, ema; stale=true means the data is old), the',
+  "max_tip), the bundle's requested compute units (compute_units: its transactions plus relay's tip transaction)",
+  'and the contention of the accounts it writes (contention.class contended, uncontended or unknown; unknown is',
+  'priced as contended; write_price_micro_lamports is their recent price of write access per CU), the tip floor in',
+  'lamports (p25, p50, p75, p95, p99, ema; stale=true means the data is old), the',
   'policy (tip-percentile, min-tip, max-tip, escalation-step, max-retries, ...), the previous attempt and its',
   'outcome if any, the leader outlook (whether the current leader runs the bundle engine and the next slot led by',
   'one), the current slot, allowed_tip (the only tips the sidecar accepts), and what the deterministic reflex tier',
@@ -37,6 +40,10 @@ export const DECISION_SYSTEM_PROMPT = [
   '- tip_lamports is an integer inside allowed_tip. Target the policy tip-percentile of the floor (one step up',
   '  for high priority, one down for low). After fee_too_low raise the previous tip by at most escalation-step.',
   '  After dropped keep the previous tip. When the floor is stale, do not chase it: stay near the last known floor.',
+  '- Jito ranks a bundle by tip per requested compute unit among bundles writing the same accounts. When',
+  '  compute_units is given, the floor percentiles are per bundle of about 200,000 CU: price per CU (a light',
+  '  transfer needs far less, a 1.4M-CU swap far more), paying more per CU on contended accounts; reflex.pricing',
+  '  shows the per-CU bid reflex chose (lamports per CU) and why.',
   '- For tip_mode "included" the tip is 0.',
   '- rationale is one short sentence a human operator can read in the audit log.',
 ].join('\n');

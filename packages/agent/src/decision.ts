@@ -9,11 +9,13 @@ import {
   leaderViewFromNextSlot,
   tipBounds,
   type AttemptOutcome,
+  type ContentionSignal,
   type DecisionMode,
   type LeaderView,
   type Policy,
   type PolicyViolation,
   type Priority,
+  type ReflexBundle,
   type ReflexDecision,
   type SlotUpdateEvent,
   type TipFloor,
@@ -37,7 +39,16 @@ export interface TrackedTx {
   enqueue_slot: number;
   expires_at_slot: number;
   retries: number;
-  previous: { tip_lamports: number; outcome: AttemptOutcome } | null;
+  /** The last attempt: its tip, outcome and requested CU as sent (null when the sidecar did not say). */
+  previous: { tip_lamports: number; outcome: AttemptOutcome; compute_units?: number | null } | null;
+  /**
+   * The requested CU of the bundle reflex prices (user transactions plus relay's tip transaction at most), from
+   * `tx_enqueued` / `bundle_settled`; null when the sidecar did not say (an older sidecar, an included tip, a record
+   * rebuilt from `/tx/{id}`): reflex then bids the flat percentile.
+   */
+  compute_units: number | null;
+  /** The write set's contention the sidecar last told (enqueue or the last settle); null: none read yet. */
+  contention: ContentionSignal | null;
   status: TrackedStatus;
   /** No new decision before this slot (after a model `hold` or a refused submit). */
   cooldown_until_slot: number;
@@ -71,7 +82,23 @@ export function leaderViewFromSlotUpdate(
   });
 }
 
-/** core's reflex decision for a tracked transaction. */
+/** No contention reading: priced as contended, as the sidecar's fallback prices a write set RPC could not read. */
+const NO_CONTENTION_READING: ContentionSignal = {
+  class: 'unknown',
+  write_price_micro_lamports: null,
+  slots: 0,
+};
+
+/**
+ * The bundle reflex prices per requested CU (DESIGN §11), as the sidecar's fallback builds it: the CU the sidecar
+ * counted and the contention it read (`unknown` without a reading). Null without a CU count (flat percentile).
+ */
+export function bundleFor(tx: Pick<TrackedTx, 'compute_units' | 'contention'>): ReflexBundle | null {
+  if (tx.compute_units === null) return null;
+  return { compute_units: tx.compute_units, contention: tx.contention ?? { ...NO_CONTENTION_READING } };
+}
+
+/** core's reflex decision for a tracked transaction: per requested CU when the sidecar told the bundle's CU. */
 export function reflexFor(tx: TrackedTx, world: DecisionWorld): ReflexDecision {
   return decideReflex({
     tx: {
@@ -87,6 +114,7 @@ export function reflexFor(tx: TrackedTx, world: DecisionWorld): ReflexDecision {
     policy: world.policy,
     previous: tx.previous,
     slot: world.slot,
+    bundle: bundleFor(tx),
   });
 }
 
@@ -148,12 +176,35 @@ export function buildSnapshot(tx: TrackedTx, world: DecisionWorld, reflex: Refle
     expires_at_slot: tx.expires_at_slot,
     retries: tx.retries,
     ...(tx.max_tip !== null ? { max_tip: tx.max_tip } : {}),
+    ...bundleSnapshot(tx),
     allowed_tip: allowedTipRange(tx, world.policy),
     reflex: {
       action: reflex.action,
       ...(reflex.action === 'submit' ? { tip_lamports: reflex.tip_lamports } : {}),
+      ...(reflex.action === 'submit' && reflex.pricing
+        ? {
+            pricing: {
+              tip_per_cu: reflex.pricing.tip_per_cu,
+              bid_per_cu: reflex.pricing.bid_per_cu,
+              signal: reflex.pricing.signal,
+            },
+          }
+        : {}),
       reason: reflex.reason,
       hard_reasons: [...reflex.hard_reasons],
+    },
+  };
+}
+
+/** The bundle's requested CU and its write set's contention, as reflex priced them (nothing without a CU count). */
+function bundleSnapshot(tx: TrackedTx): Pick<DecisionSnapshot, 'compute_units' | 'contention'> {
+  const bundle = bundleFor(tx);
+  if (!bundle) return {};
+  return {
+    compute_units: bundle.compute_units,
+    contention: {
+      class: bundle.contention.class,
+      write_price_micro_lamports: bundle.contention.write_price_micro_lamports,
     },
   };
 }

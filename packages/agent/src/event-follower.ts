@@ -85,13 +85,16 @@ export class EventFollower {
       expires_at_slot: e.expires_at_slot,
       retries: 0,
       previous: null,
+      compute_units: e.compute_units ?? null,
+      contention: e.contention ?? null,
       status: 'pending',
       cooldown_until_slot: 0,
       cycle_started_ms: ctx.clock.now(),
     };
     ctx.txs.set(tx.tx_id, tx);
     ctx.log.line(
-      `enqueued ${tx.tx_id} priority=${tx.priority} tip=${tx.tip} max_tip=${tx.max_tip ?? 'none'} expires_at_slot=${tx.expires_at_slot}`,
+      `enqueued ${tx.tx_id} priority=${tx.priority} tip=${tx.tip} max_tip=${tx.max_tip ?? 'none'} expires_at_slot=${tx.expires_at_slot}` +
+        ` cu=${tx.compute_units ?? 'unknown'} contention=${tx.contention?.class ?? 'unread'}`,
     );
     ctx.kick(tx.tx_id);
   }
@@ -105,7 +108,14 @@ export class EventFollower {
       ctx.forget(e.tx_id);
       return;
     }
-    tx.previous = { tip_lamports: e.tip_lamports, outcome: e.failure_type ?? 'dropped' };
+    tx.previous = {
+      tip_lamports: e.tip_lamports,
+      outcome: e.failure_type ?? 'dropped',
+      compute_units: e.attempt_compute_units ?? null,
+    };
+    // The sidecar's newer counts win; without them (an older sidecar) what enqueue told stands.
+    tx.compute_units = e.compute_units ?? tx.compute_units;
+    tx.contention = e.contention ?? tx.contention;
     tx.retries = e.retries;
     tx.status = 'pending';
     tx.cooldown_until_slot = 0;

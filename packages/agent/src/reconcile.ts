@@ -4,7 +4,7 @@
  * check against the world as it is after the model thought); otherwise reflex's decision is submitted and the
  * trace says why. Pure: the agent does the I/O (`submit.ts` sends the plan).
  */
-import type { DecisionMode } from '@solrelay/core';
+import type { DecisionMode, SubmitRequest } from '@solrelay/core';
 import {
   allowedTipRange,
   checkModelAnswer,
@@ -35,6 +35,31 @@ export interface SubmitPlan {
   fallback: string | null;
   trace: AgentDecisionTrace;
   model_latency_ms: number | null;
+  /** How the tip was priced per requested CU (DESIGN §11), sent as the submit's `pricing`; absent when it was not. */
+  pricing?: NonNullable<SubmitRequest['pricing']>;
+}
+
+/** Reflex's per-CU pricing as the submit's `pricing` (the sidecar counts the CU itself). */
+function reflexPricing(reflex: SubmittingReflex): Pick<SubmitPlan, 'pricing'> {
+  const p = reflex.pricing;
+  return p ? { pricing: { bid_per_cu: p.bid_per_cu, contention: p.contention, signal: p.signal } } : {};
+}
+
+/**
+ * The model's tip as the submit's `pricing`, when reflex priced per CU: its bid is the model's tip over the bundle's
+ * requested CU (so a pack never takes a rider under what the model chose), with the contention reflex read.
+ */
+function modelPricing(tip: number, reflex: SubmittingReflex): Pick<SubmitPlan, 'pricing'> {
+  const p = reflex.pricing;
+  if (!p) return {};
+  const signal = `cortex: the model's tip over ${p.compute_units} CU; reflex bid ${p.bid_per_cu} lamports/CU (${p.signal})`;
+  return {
+    pricing: {
+      bid_per_cu: tip / Math.max(1, p.compute_units),
+      contention: p.contention,
+      signal: signal.slice(0, 2_000),
+    },
+  };
 }
 
 /** What the model's answer comes to: hold (it said so, validly), or a plan to submit. */
@@ -55,6 +80,7 @@ export function reflexPlan(
     fallback: choice.unavailable,
     model_latency_ms: null,
     trace: reflexTrace(choice, snapshot, reflex),
+    ...reflexPricing(reflex),
   };
 }
 
@@ -101,6 +127,7 @@ export function reconcileModelAnswer(
         fallback: null,
         model_latency_ms: result.latency_ms,
         trace: modelTrace(consultation, { toolInput, rationale: answer.rationale, fallbackReason: null }),
+        ...modelPricing(answer.tip_lamports, reflex),
       },
     };
   }
@@ -115,6 +142,7 @@ export function reconcileModelAnswer(
       fallback,
       model_latency_ms: result.latency_ms,
       trace: modelTrace(consultation, { toolInput, rationale: reflex.reason, fallbackReason: fallback }),
+      ...reflexPricing(reflex),
     },
   };
 }

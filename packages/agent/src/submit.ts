@@ -75,10 +75,12 @@ export async function submitPlan(ctx: SubmitContext, tx: TrackedTx, plan: Submit
       escalated: plan.escalated,
       decision_mode: plan.decidedBy,
       trace: plan.trace,
+      ...(plan.pricing ? { pricing: plan.pricing } : {}),
     });
     const latency = Math.max(0, ctx.clock.now() - tx.cycle_started_ms);
     ctx.log.line(
       `submit ${tx.tx_id} tip=${plan.tip} tier=${plan.tier} escalated=${plan.escalated} latency_ms=${latency}` +
+        `${plan.pricing ? ` contention=${plan.pricing.contention} bid_per_cu=${plan.pricing.bid_per_cu}` : ''}` +
         `${plan.model_latency_ms === null ? '' : ` model_ms=${plan.model_latency_ms}`}` +
         `${plan.fallback ? ` fallback=${plan.fallback.split(':')[0]}` : ''}` +
         ` bundle=${shortBundleId(response.bundle_id)} reason=${oneLine(reason)}`,

@@ -18,7 +18,7 @@ export type AgentDecisionTrace = AiDecisionTrace & {
   escalated: boolean;
   inputs: DecisionSnapshot;
   cache_hit?: boolean;
-  reflex?: { tip_lamports: number; reason: string };
+  reflex?: { tip_lamports: number; reason: string; tip_per_cu?: number; bid_per_cu?: number };
 };
 
 /** Reflex's decision when it would submit: the reference every trace carries. */
@@ -72,7 +72,13 @@ export function modelTrace(
       ? { usage: { ...result.usage }, cache_hit: result.usage.cache_read_input_tokens > 0 }
       : {}),
     inputs: snapshot,
-    reflex: { tip_lamports: reflex.tip_lamports, reason: reflex.reason },
+    reflex: {
+      tip_lamports: reflex.tip_lamports,
+      reason: reflex.reason,
+      ...(reflex.pricing
+        ? { tip_per_cu: reflex.pricing.tip_per_cu, bid_per_cu: reflex.pricing.bid_per_cu }
+        : {}),
+    },
     ...(outcome.toolInput === undefined ? {} : { tool_input: outcome.toolInput }),
     rationale: outcome.rationale,
     fallback_reason: outcome.fallbackReason,

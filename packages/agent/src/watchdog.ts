@@ -111,7 +111,11 @@ export function trackedFromRecord(record: TxRecord, needsDecision: boolean, nowM
   for (let i = record.attempts.length - 1; i >= 0; i--) {
     const attempt = record.attempts[i]!;
     if (attempt.outcome) {
-      previous = { tip_lamports: attempt.tip_lamports, outcome: attempt.outcome };
+      previous = {
+        tip_lamports: attempt.tip_lamports,
+        outcome: attempt.outcome,
+        compute_units: attempt.compute_units ?? null,
+      };
       break;
     }
   }
@@ -124,6 +128,10 @@ export function trackedFromRecord(record: TxRecord, needsDecision: boolean, nowM
     expires_at_slot: record.expires_at_slot,
     retries: record.retries,
     previous,
+    // `/tx/{id}` does not say the next bundle's CU nor its contention: reflex bids the flat percentile until an
+    // event tells them.
+    compute_units: null,
+    contention: null,
     status: needsDecision ? 'pending' : 'submitted',
     cooldown_until_slot: 0,
     cycle_started_ms: nowMs,

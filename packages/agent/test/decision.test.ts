@@ -1,6 +1,7 @@
-import { DEFAULT_POLICY, type Policy } from '@solrelay/core';
+import { DEFAULT_POLICY, decideReflex, escalationCeiling, type Policy } from '@solrelay/core';
 import fc from 'fast-check';
 import {
+  buildSnapshot,
   checkModelAnswer,
   chooseTier,
   leaderViewFromSlotUpdate,
@@ -9,6 +10,7 @@ import {
   type DecisionWorld,
   type TrackedTx,
 } from '../src';
+import { reflexPlan } from '../src/reconcile';
 
 const FLOOR = {
   p25: 5_000,
@@ -30,6 +32,8 @@ function tx(extra: Partial<TrackedTx> = {}): TrackedTx {
     expires_at_slot: 250,
     retries: 0,
     previous: null,
+    compute_units: null,
+    contention: null,
     status: 'pending',
     cooldown_until_slot: 0,
     cycle_started_ms: 0,
@@ -303,4 +307,122 @@ test('property: a reflex submit never breaks the policy the sidecar checks', () 
     ),
     { numRuns: 500 },
   );
+});
+
+describe('pricing per requested CU (issue 30: the agent prices as the sidecar fallback does)', () => {
+  // relay's tip transaction at most (sidecar TIP_TX_MAX_COMPUTE_UNITS), added to every bundle reflex prices.
+  const TIP_TX_CU = 1_399;
+  const quiet = { class: 'uncontended', write_price_micro_lamports: 0, slots: 150 } as const;
+  const busy = { class: 'contended', write_price_micro_lamports: 50_000, slots: 150 } as const;
+  const cheap = { policy: { 'min-tip': 100 } };
+
+  test('a light 3k-CU transfer bids far below a 1.4M-CU contended swap at the same percentile', () => {
+    const transfer = reflexFor(tx({ compute_units: 3_000 + TIP_TX_CU, contention: quiet }), world(cheap));
+    const swap = reflexFor(tx({ compute_units: 1_400_000 + TIP_TX_CU, contention: busy }), world(cheap));
+    const flat = reflexFor(tx(), world(cheap));
+    if (transfer.action !== 'submit' || swap.action !== 'submit' || flat.action !== 'submit')
+      throw new Error('expected submits');
+    expect(transfer.percentile).toBe(swap.percentile);
+    // Without the bundle both bid the flat p75 floor (40,000): the CU is what tells them apart.
+    expect(flat.tip_lamports).toBe(40_000);
+    expect(flat.pricing ?? null).toBeNull();
+    expect(transfer.tip_lamports * 100).toBeLessThan(swap.tip_lamports);
+    expect(transfer.tip_lamports).toBeLessThan(flat.tip_lamports);
+    expect(swap.tip_lamports).toBeGreaterThan(flat.tip_lamports);
+    expect(transfer.pricing).toMatchObject({ compute_units: 3_000 + TIP_TX_CU, contention: 'uncontended' });
+    expect(swap.pricing).toMatchObject({ compute_units: 1_400_000 + TIP_TX_CU, contention: 'contended' });
+    expect(transfer.pricing!.bid_per_cu).toBeLessThan(swap.pricing!.bid_per_cu);
+  });
+
+  test('the same inputs give the same decision core gives the fallback (decideReflex with the bundle)', () => {
+    const t = tx({ compute_units: 200_000 + TIP_TX_CU, contention: busy });
+    const w = world(cheap);
+    const expected = decideReflex({
+      tx: {
+        priority: t.priority,
+        max_tip: t.max_tip,
+        tip: t.tip,
+        enqueue_slot: t.enqueue_slot,
+        expires_at_slot: t.expires_at_slot,
+        retries: t.retries,
+      },
+      floor: w.floor,
+      leaders: w.leaders,
+      policy: w.policy,
+      previous: null,
+      slot: w.slot,
+      bundle: { compute_units: 200_000 + TIP_TX_CU, contention: busy },
+    });
+    expect(reflexFor(t, w)).toEqual(expected);
+  });
+
+  test('no contention reading yet: priced as unknown (as contended), still per CU', () => {
+    const unread = reflexFor(tx({ compute_units: 3_000 + TIP_TX_CU }), world(cheap));
+    const contended = reflexFor(
+      tx({
+        compute_units: 3_000 + TIP_TX_CU,
+        contention: { class: 'contended', write_price_micro_lamports: 0, slots: 150 },
+      }),
+      world(cheap),
+    );
+    if (unread.action !== 'submit' || contended.action !== 'submit') throw new Error('expected submits');
+    expect(unread.pricing).toMatchObject({ compute_units: 3_000 + TIP_TX_CU, contention: 'unknown' });
+    expect(unread.tip_lamports).toBe(contended.tip_lamports);
+  });
+
+  test('a retry reprices from the previous attempt tip per CU over its CU', () => {
+    const previous = { tip_lamports: 10_000, outcome: 'dropped' as const, compute_units: 10_000 };
+    const policy: Policy = { ...DEFAULT_POLICY, 'min-tip': 100, 'max-tip': 10_000_000 };
+    const retry = reflexFor(
+      tx({ retries: 1, previous, compute_units: 20_000, contention: quiet }),
+      world({ policy }),
+    );
+    if (retry.action !== 'submit') throw new Error('expected a submit');
+    // 1 lamport per CU over twice the CU (the previous attempt's rank kept), under the escalation ceiling.
+    expect(retry.tip_lamports).toBe(Math.min(20_000, escalationCeiling(10_000, policy)));
+    expect(retry.tip_lamports).toBeGreaterThan(10_000);
+  });
+
+  test('the snapshot the model reads carries the CU, the contention and reflex per-CU suggestion', () => {
+    const t = tx({ compute_units: 1_400_000 + TIP_TX_CU, contention: busy });
+    const w = world(cheap);
+    const reflex = reflexFor(t, w);
+    if (reflex.action !== 'submit' || !reflex.pricing) throw new Error('expected a per-CU submit');
+    const snapshot = buildSnapshot(t, w, reflex);
+    expect(snapshot).toMatchObject({
+      compute_units: 1_400_000 + TIP_TX_CU,
+      contention: { class: 'contended', write_price_micro_lamports: 50_000 },
+      reflex: {
+        tip_lamports: reflex.tip_lamports,
+        pricing: {
+          tip_per_cu: reflex.pricing.tip_per_cu,
+          bid_per_cu: reflex.pricing.bid_per_cu,
+          signal: reflex.pricing.signal,
+        },
+      },
+    });
+    // Without a CU count the snapshot says nothing of it (and reflex no per-CU pricing).
+    const flat = buildSnapshot(tx(), w, reflexFor(tx(), w));
+    expect(flat.compute_units).toBeUndefined();
+    expect(flat.contention).toBeUndefined();
+    expect(flat.reflex.pricing).toBeUndefined();
+  });
+
+  test('the submit plan carries the pricing; the trace records the inputs', () => {
+    const t = tx({ compute_units: 3_000 + TIP_TX_CU, contention: quiet });
+    const w = world(cheap);
+    const reflex = reflexFor(t, w);
+    if (reflex.action !== 'submit' || !reflex.pricing) throw new Error('expected a per-CU submit');
+    const choice = chooseTier('reflex', reflex, false);
+    const plan = reflexPlan(choice, buildSnapshot(t, w, reflex), reflex);
+    expect(plan.pricing).toEqual({
+      bid_per_cu: reflex.pricing.bid_per_cu,
+      contention: 'uncontended',
+      signal: reflex.pricing.signal,
+    });
+    expect(plan.trace.inputs).toMatchObject({
+      compute_units: 3_000 + TIP_TX_CU,
+      contention: { class: 'uncontended' },
+    });
+  });
 });

@@ -1,6 +1,7 @@
 import type { TipFloorView } from './oracle';
 import type { AttemptOutcome } from './outcomes';
 import type { Policy, PolicyKey, PolicyProblem } from './policy';
+import type { ContentionSignal } from './pricing';
 import type { TxState } from './states';
 import type { DecisionMode, Priority, TipMode } from './vocabulary';
 
@@ -64,6 +65,15 @@ export interface BundleSettledEvent extends EventBase {
   tip_lamports: number;
   /** The transaction's retries counted so far. */
   retries: number;
+  /**
+   * The settled attempt's requested CU as sent (a pack's when packed), when it was counted: what a retry reprices
+   * from (reflex's `previous.compute_units`). Only when the transaction goes back to be decided again.
+   */
+  attempt_compute_units?: number;
+  /** The next attempt's requested CU, as on `tx_enqueued`. Only when the transaction goes back to be decided again. */
+  compute_units?: number;
+  /** The write set's contention, as on `tx_enqueued`. Only when the transaction goes back to be decided again. */
+  contention?: ContentionSignal;
 }
 
 /** A new highest processed slot. */
@@ -87,6 +97,18 @@ export interface TxEnqueuedEvent extends EventBase {
   /** The caller's tip cap, or null. */
   max_tip: number | null;
   tip: TipMode;
+  /**
+   * The requested CU of the bundle reflex prices (DESIGN §11): the user transactions' plus the most relay's tip
+   * transaction requests. Absent for a caller-included tip (reflex bids no tip) or bytes the sidecar could not count.
+   * Older agents ignore it; with it the agent's reflex prices per CU as the sidecar's fallback does.
+   */
+  compute_units?: number;
+  /**
+   * The contention of the bundle's write set (signers left out), when the sidecar held a reading of the last ~5 slots
+   * as it built the event; it never makes an RPC call for it on the enqueue path. Absent: no reading yet (the agent
+   * prices it as `unknown`, i.e. as contended, the fallback's reading when RPC cannot answer).
+   */
+  contention?: ContentionSignal;
 }
 
 /** A submission was requested through `POST /internal/submit`. */

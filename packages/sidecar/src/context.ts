@@ -7,6 +7,7 @@ import { Announcer } from './events/announce';
 import type { EventHub } from './events/hub';
 import type { LifecycleLog } from './lifecycle/log';
 import type { Metrics } from './metrics';
+import { ContentionReader } from './chain/pricing';
 import type { TxStore } from './store/store';
 import type { EngineRegions } from './upstream/engine-regions';
 import type { SolanaRpc } from './upstream/solana-rpc';
@@ -57,6 +58,11 @@ export interface RelayPorts extends Omit<RelayOptions, 'now'> {
   readonly chain: ChainPosition;
   readonly blockhashes: BlockhashChecks;
   readonly announce: Announcer;
+  /**
+   * Write-set contention readings (DESIGN §11), one cache per relay: the fallback decider reads through it, and the
+   * events that hand a transaction to the agent carry what it holds (no RPC call on their paths).
+   */
+  readonly contention: ContentionReader;
   /** When each transaction was accepted (performance.now()), until its first attempt: decision latency. */
   readonly enqueuedAt: Map<string, number>;
   readonly lastErrors: { engine: string | null };
@@ -87,6 +93,7 @@ export function createPorts(o: RelayOptions): { ports: RelayPorts; close: () => 
       () => chain.finalizedSlot,
     ),
     announce,
+    contention: new ContentionReader({ rpc: o.rpc, now }),
     enqueuedAt,
     lastErrors: { engine: null },
     isClosed: () => closed,

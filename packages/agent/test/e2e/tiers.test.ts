@@ -1,4 +1,5 @@
 import { RelayClient, type LifecycleEntry } from '@solrelay/client';
+import { MAX_BUILTIN_ALLOCATION_COMPUTE_UNIT_LIMIT } from '@solrelay/core';
 import type { Sidecar } from '@solrelay/sidecar';
 import { waitUntil, type Stack } from '@solrelay/testkit';
 import { agentFor, startAgentStack, type TestAgent } from '../helpers/agent';
@@ -76,6 +77,31 @@ test('reflex mode: the transaction finalizes with decision_mode reflex and a ref
   expect(submit).toMatchObject({ tier: 'reflex', escalated: false, fallback_reason: null });
 }, 20_000);
 
+test('issue 30: the agent prices per requested CU: tx_enqueued tells the CU, the submit carries the pricing', async () => {
+  const { txId, entry } = await landOne();
+  // One System transfer requests 3,000 CU (SIMD-0170's builtin default); the bundle reflex prices adds relay's tip
+  // transaction at most (the sidecar's TIP_TX_MAX_COMPUTE_UNITS, 1,399), as the sidecar's fallback counts it.
+  const priced = MAX_BUILTIN_ALLOCATION_COMPUTE_UNIT_LIMIT + 1_399;
+  expect(agent.lines).toContainEqual(expect.stringMatching(new RegExp(`^enqueued ${txId} .* cu=${priced} `)));
+  const trace = entry.ai_decision_trace as Trace;
+  const inputs = trace.inputs as { compute_units?: number; contention?: { class: string } };
+  expect(inputs.compute_units).toBe(priced);
+  expect(['contended', 'uncontended', 'unknown']).toContain(inputs.contention?.class);
+  expect(entry).toMatchObject({ tx_id: txId, decision_mode: 'reflex' });
+  // The sidecar counted the bundle as sent: the same transfer plus the tip transaction it built (450..1,399 CU).
+  expect(entry.compute_units).toBeGreaterThanOrEqual(MAX_BUILTIN_ALLOCATION_COMPUTE_UNIT_LIMIT + 450);
+  expect(entry.compute_units).toBeLessThanOrEqual(priced);
+  // The submit's pricing reached the lifecycle: the contention the agent priced with and reflex's per-CU signal.
+  // Without it the sidecar records contention null and "agent: a tip not priced per CU".
+  expect(entry.contention).toBe(inputs.contention?.class);
+  expect(entry.priced_by).not.toMatch(/not priced per CU/);
+  const record = await relay.tx(txId);
+  const attempt = record.attempts.find((a) => a.bundle_id === entry.bundle_id);
+  // Reflex's bid per CU (the submit's pricing.bid_per_cu), not the tip over the sidecar's own count.
+  expect(attempt?.bid_per_cu).toBeDefined();
+  expect(attempt?.bid_per_cu).not.toBe(attempt?.tip_per_cu);
+}, 20_000);
+
 test('a runtime switch to cortex takes effect on the next decision: the model decides, the trace is complete', async () => {
   await relay.setMode('cortex');
   await waitUntil(() => agent.agent.mode === 'cortex', 3_000, 'mode cortex at the agent');
@@ -119,7 +145,14 @@ test('a runtime switch to cortex takes effect on the next decision: the model de
   expect(JSON.parse(body.messages[0]!.content)).toMatchObject({
     tx_id: first.txId,
     policy: { 'max-tip': 2_000_000 },
+    // Issue 30: the model reads the bundle's requested CU, its contention and reflex's per-CU suggestion.
+    compute_units: MAX_BUILTIN_ALLOCATION_COMPUTE_UNIT_LIMIT + 1_399,
+    contention: { class: expect.stringMatching(/^(contended|uncontended|unknown)$/) },
+    reflex: { pricing: { bid_per_cu: expect.any(Number), tip_per_cu: expect.any(Number) } },
   });
+  // The model's tip went out priced per CU: the lifecycle shows the contention and the cortex signal.
+  expect(first.entry.contention).toEqual(expect.stringMatching(/^(contended|uncontended|unknown)$/));
+  expect(first.entry.priced_by).toMatch(/^cortex: the model's tip over \d+ CU/);
   expect(sent[0]!.headers.authorization).toBe(true);
 }, 30_000);
 

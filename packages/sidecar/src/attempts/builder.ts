@@ -21,7 +21,7 @@ import type { FirstSends } from '../send/first-send';
 import type { SendQueue } from '../send/queue';
 import { inFlight, lastSettled } from '../store/queries';
 import type { AttemptDecision, AttemptPricing, StoredAttempt, StoredTx } from '../store/records';
-import { bundleFacts, wireComputeUnits } from '../send/pricing';
+import { bundleFacts, wireComputeUnits } from '../chain/pricing';
 import { ROLLING_HOUR_MS, spentInWindow } from '../store/spend';
 import { SpendLimitReached } from '../store/store';
 

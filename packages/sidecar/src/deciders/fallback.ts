@@ -1,9 +1,14 @@
-import { decideReflex, effectivePriority, targetPercentile, type ReflexBundle } from '@solrelay/core';
+import {
+  decideReflex,
+  effectivePriority,
+  targetPercentile,
+  type ReflexBundle,
+  type TipPercentile,
+} from '@solrelay/core';
 import type { AttemptBuilder } from '../attempts/builder';
 import type { RelayPorts } from '../context';
 import type { Settler } from '../settle/settle';
-import { TIP_TX_MAX_COMPUTE_UNITS } from '../engine/tip-tx';
-import { bundleFacts, ContentionReader } from '../send/pricing';
+import { bundleToPrice } from '../chain/pricing';
 import { inFlight, lastSettled } from '../store/queries';
 import type { StoredTx } from '../store/records';
 
@@ -15,31 +20,22 @@ export class FallbackDecider {
   constructor(
     private readonly d: Pick<
       RelayPorts,
-      'chain' | 'leaders' | 'locks' | 'log' | 'now' | 'policy' | 'rpc' | 'store'
+      'chain' | 'contention' | 'leaders' | 'locks' | 'log' | 'policy' | 'store'
     >,
     private readonly attempts: AttemptBuilder,
     private readonly settle: Pick<Settler, 'stop'>,
-  ) {
-    this.contention = new ContentionReader(d);
-  }
-
-  private readonly contention: ContentionReader;
+  ) {}
 
   /**
-   * The bundle reflex prices (DESIGN §11): its user transactions' requested CU plus the most a tip transaction of
-   * relay's requests, and the contention of its write set. Null for a caller-included tip or bytes that do not parse
-   * (reflex then bids the flat percentile).
+   * The bundle reflex prices (DESIGN §11, `bundleToPrice`) with the contention of its write set read now (an RPC
+   * call unless a reading of the last ~5 slots is cached). Null when reflex bids the flat percentile.
    */
-  private async bundleOf(
-    tx: StoredTx,
-    percentile: Parameters<ContentionReader['read']>[1],
-  ): Promise<ReflexBundle | null> {
-    if (tx.tip === 'included' || !tx.wires) return null;
-    const facts = bundleFacts(tx.wires);
-    if (!facts) return null;
+  private async bundleOf(tx: StoredTx, percentile: TipPercentile): Promise<ReflexBundle | null> {
+    const bundle = bundleToPrice(tx);
+    if (!bundle) return null;
     return {
-      compute_units: facts.computeUnits + TIP_TX_MAX_COMPUTE_UNITS,
-      contention: await this.contention.read(facts.contendedWriteSet, percentile),
+      compute_units: bundle.computeUnits,
+      contention: await this.d.contention.read(bundle.writeSet, percentile),
     };
   }
 

@@ -9,6 +9,7 @@ import {
   policyViolationError,
   PRIORITIES,
   PRIORITY_RANK,
+  targetPercentile,
   type EnqueueResponse,
   type Policy,
   type Priority,
@@ -19,6 +20,7 @@ import { SEND_PACING } from '../upstream/engine-regions';
 import type { BypassDecider } from '../deciders/bypass';
 import { statusEvent } from '../events/announce';
 import type { StoredTx } from '../store/records';
+import { announcedPricing, bundleToPrice } from '../chain/pricing';
 import { newUlid } from '../util/ids';
 import { SlidingWindow } from '../util/rate';
 import {
@@ -51,6 +53,7 @@ export class Intake {
       | 'bundleEngineRps'
       | 'bypass'
       | 'chain'
+      | 'contention'
       | 'crashPoint'
       | 'engine'
       | 'enqueuedAt'
@@ -248,6 +251,8 @@ export class Intake {
     const accepting = this.acceptsInFlight;
     this.acceptsInFlight++;
     let rateReserved = false;
+    const wires = parsed.map((p) => Buffer.from(p.wire).toString('base64'));
+    const bundle = bundleToPrice({ tip: request.tip, wires });
     try {
       const { active } = await this.d.store.counts();
       if (active + accepting >= policy['max-queue']) {
@@ -262,6 +267,9 @@ export class Intake {
       }
       this.rateWindow.add(now); // reserve the slot; released if the enqueue fails below
       rateReserved = true;
+      // What the agent will price (DESIGN §11): the write set's contention is read in the background, never awaited
+      // here (an RPC call); `tx_enqueued` carries it only when a reading is cached by the time it is built.
+      if (bundle && !this.d.bypass.enabled) this.d.contention.warm(bundle.writeSet);
       await this.admitAgainstCapacity(policy, request.priority, request.expiry_slots ?? null);
       const nonces = parsed.map((tx) => durableNonceAccount(tx));
       for (let i = 0; i < parsed.length; i++) {
@@ -292,7 +300,7 @@ export class Intake {
           ? { enqueued_block_height: this.d.chain.blockHeight }
           : {}),
         expires_at_slot: expiresAtSlot(slot, policy, request.expiry_slots ?? null),
-        wires: parsed.map((p) => Buffer.from(p.wire).toString('base64')),
+        wires,
         signatures,
         blockhashes: parsed.map((p) => p.recentBlockhash),
         nonce_accounts: nonces,
@@ -316,6 +324,11 @@ export class Intake {
             expires_at_slot: tx.expires_at_slot,
             max_tip: tx.max_tip,
             tip: tx.tip,
+            ...announcedPricing(
+              bundle,
+              targetPercentile(policy['tip-percentile'], effectivePriority(policy, tx.priority)),
+              this.d.contention,
+            ),
             ts: now,
           },
         },

@@ -11,7 +11,7 @@ import { inFlight } from '../store/queries';
 import { diagnoseUserTransactions } from '../operator/diagnose';
 import { attemptKey, type StoredAttempt, type StoredTx } from '../store/records';
 import { isWritableIndex, parseTransaction } from '../wire/transaction';
-import { bundleFacts, wireComputeUnits } from './pricing';
+import { bundleFacts, wireComputeUnits } from '../chain/pricing';
 import type { SendJob, SendQueue } from './queue';
 
 /** Waiting bundles looked at (and simulated) for one pack: the most valuable ones, in the queue's order. */

@@ -1,15 +1,19 @@
 import {
   isRetryableOutcome,
+  effectivePriority,
   isTerminalTxState,
   relayErrorJson,
+  targetPercentile,
   txTransitionPath,
   type AttemptOutcome,
   type BundleStage,
+  type RelayEventMap,
   type TxHistoryEntry,
   type TxState,
 } from '@solrelay/core';
 import type { RelayPorts } from '../context';
 import { lifecycleEntry, statusEvent } from '../events/announce';
+import { announcedPricing, bundleToPrice } from '../chain/pricing';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import type { TxEvent } from '../store/store';
 import { SettleSignals } from './signals';
@@ -35,7 +39,7 @@ export class Settler {
   constructor(
     private readonly d: Pick<
       RelayPorts,
-      'chain' | 'leaders' | 'log' | 'metrics' | 'now' | 'oracle' | 'policy' | 'store'
+      'chain' | 'contention' | 'leaders' | 'log' | 'metrics' | 'now' | 'oracle' | 'policy' | 'store'
     >,
   ) {}
 
@@ -252,6 +256,7 @@ export class Settler {
     failure: AttemptOutcome | null,
     retries: number,
     ts: number,
+    decidedAgain = false,
   ): TxEvent {
     return {
       kind: 'bundle_settled',
@@ -262,8 +267,26 @@ export class Settler {
         tx_id: tx.tx_id,
         tip_lamports: attempt.tip_lamports,
         retries,
+        ...(decidedAgain ? this.repricing(tx, attempt) : {}),
         ts,
       },
+    };
+  }
+
+  /**
+   * What the agent prices the next attempt on (DESIGN §11), as `tx_enqueued` tells it: the settled attempt's CU (a
+   * retry reprices from its tip per CU), the next bundle's CU and the contention the sidecar holds (no RPC call).
+   */
+  private repricing(tx: StoredTx, attempt: StoredAttempt): Partial<RelayEventMap['bundle_settled']> {
+    const policy = this.d.policy();
+    const sent = attempt.decision.pricing?.compute_units;
+    return {
+      ...(sent === undefined ? {} : { attempt_compute_units: sent }),
+      ...announcedPricing(
+        bundleToPrice(tx),
+        targetPercentile(policy['tip-percentile'], effectivePriority(policy, tx.priority)),
+        this.d.contention,
+      ),
     };
   }
 
@@ -346,7 +369,7 @@ export class Settler {
     );
     events.push(
       { kind: 'lifecycle', entry: lifecycleEntry({ ...tx, ...set }, { ...attempt, ...attemptSet }) },
-      this.bundleSettled(tx, attempt, outcome, retries, now),
+      this.bundleSettled(tx, attempt, outcome, retries, now, backToPending && !exhausted && !options.stop),
     );
     await this.d.store.transition(
       tx.tx_id,

@@ -56,6 +56,21 @@ describe.each(['jsonrpc', 'grpc'] as const)('fee_too_low then an escalated retry
       .map((m) => JSON.parse(m.data))
       .find((d) => d.bundle_id === first.body.bundle_id);
     expect(settled).toMatchObject({ stage: 'failed', failure_type: 'fee_too_low', tx_id: txId, retries: 1 });
+    // Issue 30: what the agent prices the retry on. One System transfer requests 3,000 CU; the bundle reflex prices
+    // adds relay's tip transaction at most (1,399), as tx_enqueued said; the settled attempt's CU is as it was sent
+    // (its tip transaction requests 450..1,399).
+    const told = events
+      .events('tx_enqueued')
+      .map((m) => JSON.parse(m.data))
+      .find((d) => d.tx_id === txId);
+    expect(told.compute_units).toBe(3_000 + 1_399);
+    expect(settled.compute_units).toBe(3_000 + 1_399);
+    expect(settled.attempt_compute_units).toBeGreaterThanOrEqual(3_000 + 450);
+    expect(settled.attempt_compute_units).toBeLessThanOrEqual(3_000 + 1_399);
+    for (const d of [told, settled]) {
+      if (d.contention === undefined) continue; // no reading cached when the event was built: never awaited
+      expect(['contended', 'uncontended', 'unknown']).toContain(d.contention.class);
+    }
     const afterFirst = await get(url, `/tx/${txId}`);
     expect(afterFirst.body.state).toBe('pending');
     expect(afterFirst.body.retries).toBe(1);
