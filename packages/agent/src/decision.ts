@@ -6,6 +6,7 @@ import {
   checkSubmitAgainstPolicy,
   decideReflex,
   escalationCeiling,
+  giveUpSlot,
   leaderViewFromNextSlot,
   tipBounds,
   type AttemptOutcome,
@@ -17,6 +18,7 @@ import {
   type Priority,
   type ReflexBundle,
   type ReflexDecision,
+  type SlotSpan,
   type SlotUpdateEvent,
   type TipFloor,
   type TipMode,
@@ -64,6 +66,8 @@ export interface DecisionWorld {
   leader: { identity: string | null; bundle_engine: boolean | null; next_bundle_engine_slot: number | null };
   floor: TipFloor;
   policy: Policy;
+  /** The consensus migration's vote-only slots the sidecar reported (`slot_update`), if any: they move deadlines. */
+  vote_only_windows?: readonly SlotSpan[];
 }
 
 /**
@@ -98,6 +102,19 @@ export function bundleFor(tx: Pick<TrackedTx, 'compute_units' | 'contention'>): 
   return { compute_units: tx.compute_units, contention: tx.contention ?? { ...NO_CONTENTION_READING } };
 }
 
+/**
+ * The last slot an attempt of `tx` may be made: its expiry slot moved past the vote-only slots of a migration window
+ * it lived through, as the sidecar moves it (core `giveUpSlot`, DESIGN §12).
+ */
+export function deadlineOf(
+  tx: Pick<TrackedTx, 'expires_at_slot' | 'enqueue_slot'>,
+  world: Pick<DecisionWorld, 'vote_only_windows' | 'slot'>,
+): number {
+  const windows = world.vote_only_windows ?? [];
+  if (windows.length === 0) return tx.expires_at_slot;
+  return giveUpSlot({ expires_at_slot: tx.expires_at_slot, enqueued_slot: tx.enqueue_slot }, windows, world.slot);
+}
+
 /** core's reflex decision for a tracked transaction: per requested CU when the sidecar told the bundle's CU. */
 export function reflexFor(tx: TrackedTx, world: DecisionWorld): ReflexDecision {
   return decideReflex({
@@ -106,7 +123,7 @@ export function reflexFor(tx: TrackedTx, world: DecisionWorld): ReflexDecision {
       max_tip: tx.max_tip,
       tip: tx.tip,
       enqueue_slot: tx.enqueue_slot,
-      expires_at_slot: tx.expires_at_slot,
+      expires_at_slot: deadlineOf(tx, world),
       retries: tx.retries,
     },
     floor: world.floor,
@@ -173,7 +190,7 @@ export function buildSnapshot(tx: TrackedTx, world: DecisionWorld, reflex: Refle
       next_bundle_engine_leader_slot: world.leader.next_bundle_engine_slot,
     },
     slot: world.slot,
-    expires_at_slot: tx.expires_at_slot,
+    expires_at_slot: deadlineOf(tx, world),
     retries: tx.retries,
     ...(tx.max_tip !== null ? { max_tip: tx.max_tip } : {}),
     ...bundleSnapshot(tx),
@@ -269,7 +286,7 @@ export function violationOf(tip: number, tx: TrackedTx, world: DecisionWorld): P
       previous_tip_lamports: tx.previous?.tip_lamports ?? null,
       retries: tx.retries,
       slot: world.slot,
-      expires_at_slot: tx.expires_at_slot,
+      expires_at_slot: deadlineOf(tx, world),
     },
     world.policy,
   );

@@ -101,6 +101,8 @@ export class SidecarState {
       bundle_engine: e.bundle_engine_leader,
       next_bundle_engine_slot: e.next_bundle_engine_slot,
     };
+    // Once seen, a window stays (a later update of an older sidecar without the field does not erase it).
+    if (e.vote_only_windows) world.vote_only_windows = e.vote_only_windows;
     return true;
   }
 

@@ -426,3 +426,17 @@ describe('pricing per requested CU (issue 30: the agent prices as the sidecar fa
     });
   });
 });
+
+test('a migration window the sidecar reported moves the deadline: reflex submits past the stored expiry slot', () => {
+  // Stored expiry 250, now 260: without the window the transaction is past its give-up slot.
+  const late = world({ slot: 260 });
+  expect(reflexFor(tx(), late).action).toBe('stop');
+  // The sidecar saw vote-only slots 200..219 (20 slots of no user transactions): the deadline is 270.
+  const moved: DecisionWorld = { ...late, vote_only_windows: [{ first: 200, last: 219 }] };
+  expect(reflexFor(tx(), moved).action).toBe('submit');
+  expect(violationOf(10_000, tx(), moved)).toBeNull();
+  expect(buildSnapshot(tx(), moved, reflexFor(tx(), moved)).expires_at_slot).toBe(270);
+  // Past the moved deadline it stops again; a window still open keeps it from being reached.
+  expect(reflexFor(tx(), { ...moved, slot: 271 }).action).toBe('stop');
+  expect(reflexFor(tx(), { ...late, vote_only_windows: [{ first: 200, last: null }] }).action).toBe('submit');
+});

@@ -1,4 +1,5 @@
 import type { TipFloorView } from './oracle';
+import type { SlotSpan } from './consensus';
 import type { AttemptOutcome } from './outcomes';
 import type { Policy, PolicyKey, PolicyProblem } from './policy';
 import type { ContentionSignal } from './pricing';
@@ -85,6 +86,12 @@ export interface SlotUpdateEvent extends EventBase {
   bundle_engine_leader: boolean | null;
   /** The first slot from this one (within the sidecar's lookahead) led by a bundle-engine validator, or null. */
   next_bundle_engine_slot: number | null;
+  /**
+   * The vote-only slots of a consensus migration window the sidecar has seen (DESIGN §12; `last` null while it is
+   * open), present only once one began. A decider moves each transaction's give-up slot past them (core
+   * `giveUpSlot`), as the sidecar does: blocks there carry no user transactions, so they use up no one's time.
+   */
+  vote_only_windows?: SlotSpan[];
 }
 
 /** A transaction was accepted. */

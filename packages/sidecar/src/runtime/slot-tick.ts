@@ -45,11 +45,13 @@ export class SlotTick {
     d.leaders.advance(slot);
     d.metrics.slot.set(slot);
     const view = d.leaders.leaderView(slot);
+    const voteOnly = d.chain.consensus.voteOnlyWindows();
     d.hub.publish('slot_update', {
       slot,
       leader: view.leader,
       bundle_engine_leader: view.bundle_engine[0] ?? null,
       next_bundle_engine_slot: d.leaders.nextBundleEngineSlot(slot, 64),
+      ...(voteOnly.length > 0 ? { vote_only_windows: voteOnly } : {}),
       ts: d.now(),
     });
     // Each slot's work runs beside the stream; a failure is logged and the next slot tries again.
