@@ -51,7 +51,9 @@ export interface FaultSettings {
   /** Solana JSON-RPC: how far behind the tip a lagging node is, in slots (with `rpcLaggingShare`). */
   rpcLagSlots: number;
   /** Solana JSON-RPC: the share of HTTP requests (a batch counts as one) answered by a node `rpcLagSlots` behind, as
-   * behind a load balancer: lower `context.slot`, recent signatures null, blockhashes it has not seen invalid. */
+   * behind a load balancer: lower `context.slot`, recent signatures null, blockhashes it has not seen invalid,
+   * balances, accounts and simulations as they were at its slot (from undo logs the chain keeps while
+   * `rpcLagSlots` is non-zero: set it before the writes such a node should not see yet). */
   rpcLaggingShare: number;
   /** Yellowstone: cut every open Subscribe stream (as `cutStreams`) every this many ms while non-zero. */
   streamCutIntervalMs: number;

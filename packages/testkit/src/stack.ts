@@ -163,8 +163,8 @@ export function inProcessCluster(options: SimnetOptions = {}): () => Promise<Sim
 
 /** A stack on an in-process simnet: `startRelayStack`'s, plus what tests do with the simnet at hand. */
 export interface Stack<S extends SidecarLike> extends RelayStack<Simnet, S> {
-  /** A signed transfer from the funded payer (or `from`), base64, on a fresh confirmed blockhash. */
-  transfer(lamports?: number, from?: Keypair): string;
+  /** A signed transfer from the funded payer (or `from`), base64, on a fresh confirmed blockhash (or `blockhash`). */
+  transfer(lamports?: number, from?: Keypair, blockhash?: string): string;
   connection(): Connection;
   /** Put the auction back as the stack started it (the clearing tip pins it started with, no pinned regime). */
   resetAuction(): void;
@@ -237,8 +237,11 @@ export async function startStack<S extends SidecarLike>(options: StackOptions<S>
   });
   const { simnet, payer } = stack;
   return Object.assign(stack, {
-    transfer(lamports = 1000, from = payer) {
-      const { blockhash } = simnet.cluster.latestBlockhash('confirmed');
+    transfer(
+      lamports = 1000,
+      from = payer,
+      blockhash = simnet.cluster.latestBlockhash('confirmed').blockhash,
+    ) {
       const tx = new Transaction({ feePayer: from.publicKey, recentBlockhash: blockhash });
       // Above the rent-exempt minimum so the new recipient account is valid.
       tx.add(

@@ -188,9 +188,14 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     const carrierPayer = stack.simnet.fundedKeypair(100_000_000);
     const riderPayer = stack.simnet.fundedKeypair(100_000_000);
     const packsBefore = await counterValue(url, 'relay_packed_bundles_total');
-    const alone = await post(url, '/tx/enqueue', { transaction: stack.transfer(110, first) });
-    const carrier = await post(url, '/tx/enqueue', { transaction: stack.transfer(210, carrierPayer) });
-    const riderWire = stack.transfer(310, riderPayer);
+    // On a blockhash the lagging node below knows: it simulates on its own bank (40 slots behind), where a fresh
+    // blockhash is BlockhashNotFound and nothing could be packed (as on a real node that far behind).
+    const { cluster } = stack.simnet;
+    const builtAt = cluster.slot;
+    const old = cluster.latestBlockhash('finalized').blockhash;
+    const alone = await post(url, '/tx/enqueue', { transaction: stack.transfer(110, first, old) });
+    const carrier = await post(url, '/tx/enqueue', { transaction: stack.transfer(210, carrierPayer, old) });
+    const riderWire = stack.transfer(310, riderPayer, old);
     const rider = await post(url, '/tx/enqueue', { transaction: riderWire });
     for (const r of [alone, carrier, rider]) expect(r.status).toBe(202);
     const carrierId = carrier.body.tx_id as string;
@@ -227,7 +232,9 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
       "the rider's own bytes landed outside relay",
     );
     // relay's RPC lags (a node behind a load balancer): for a while it still shows the rider unprocessed, so the rider
-    // passes relay's checks and rides; the engine, at the tip of the chain, refuses the pack.
+    // passes relay's checks and rides; the engine, at the tip of the chain, refuses the pack. Its bank (40 slots
+    // behind) must have reached the finalized block of `builtAt` (32 behind it) to know the blockhash.
+    await waitUntil(() => cluster.slot >= builtAt + 8, 15_000, 'the lagging bank to reach the blockhash');
     stack.simnet.faults.set({ rpcLagSlots: 40, rpcLaggingShare: 1 });
     const rejectedBefore = await rejectedSends(url);
     for (const id of [alone.body.tx_id as string, carrierId, riderId])

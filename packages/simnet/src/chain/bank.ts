@@ -15,6 +15,8 @@ export interface ExecutionResult {
 
 /** Account state captured before a write, so a bundle or a dead slot can put it back. null = did not exist. */
 export type AccountSnapshot = Map<string, Account | null>;
+/** One captured account (LiteSVM's). */
+export type BankAccount = Account;
 
 export interface AccountData {
   lamports: number;
@@ -105,14 +107,7 @@ export class Bank {
 
   getAccount(address: string): AccountData | null {
     const account = this.svm.getAccount(this.key(address));
-    if (!account) return null;
-    return {
-      lamports: Number(account.lamports()),
-      owner: account.owner(),
-      data: account.data(),
-      executable: account.executable(),
-      rentEpoch: Number(account.rentEpoch()),
-    };
+    return account ? accountData(account) : null;
   }
 
   /** Credit lamports out of thin air (the faucet and prefunded accounts). */
@@ -154,6 +149,17 @@ export class Bank {
     }
     return key;
   }
+}
+
+/** A LiteSVM account (a captured snapshot entry, say) as plain data. */
+export function accountData(account: Account): AccountData {
+  return {
+    lamports: Number(account.lamports()),
+    owner: account.owner(),
+    data: account.data(),
+    executable: account.executable(),
+    rentEpoch: Number(account.rentEpoch()),
+  };
 }
 
 function toResult(outcome: FailedTransactionMetadata | { logs(): string[]; computeUnitsConsumed(): bigint }) {

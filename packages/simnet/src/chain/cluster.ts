@@ -4,7 +4,7 @@ import bs58 from 'bs58';
 import { Faults } from '../faults';
 import { Rng } from '../rng';
 import { MAINNET_TIP_ACCOUNTS } from '../tip-accounts';
-import { Bank, type AccountSnapshot } from './bank';
+import { accountData, Bank, type AccountData, type AccountSnapshot, type BankAccount } from './bank';
 import { isRecordedError } from './errors';
 import { decodeMessage, extractMemo, feeDetails } from './message';
 import { createValidators, LeaderSchedule, type Validator } from './leaders';
@@ -138,6 +138,11 @@ interface Block {
   prioritizationFees: { min: number | null; writable: Map<string, number> };
   /** A unique id per block produced (Yellowstone's bank id); 0 for genesis. */
   bankId?: number;
+  /**
+   * Undo log, for lagging RPC nodes (`behind`): the state before this block of every account it wrote (and of every
+   * airdrop it records). Kept only while `rpcLagSlots` is on, for the lag plus the finalized depth; absent otherwise.
+   */
+  undo?: AccountSnapshot;
 }
 
 interface StatusEntry {
@@ -181,6 +186,8 @@ const STATUS_CACHE_SLOTS = 300;
 const STATUS_HISTORY_SLOTS = 20_000;
 /** Blocks kept for `block()` lookups; older ones are finalized and only their statuses remain. */
 const BLOCK_HISTORY_SLOTS = 1_000;
+/** Slots of undo logs kept beyond `rpcLagSlots` + `finalizationSlots` (a lagging node's oldest bank). */
+const UNDO_MARGIN_SLOTS = 8;
 
 /**
  * The simulated chain: a slot clock, a seeded leader schedule, a LiteSVM bank, blocks with Solana's commitment
@@ -248,6 +255,13 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
   private landedTransactionCount = 0;
   /** The slot being produced (0 between blocks). */
   private producingSlot = 0;
+  /**
+   * The state before each airdrop credited since the last block (airdrops credit at once and are recorded in the next
+   * block): the start of that block's undo log. Airdrops are rare, so this is kept whether or not a node lags.
+   */
+  private pendingUndo: AccountSnapshot = new Map();
+  /** Blocks holding an undo log, oldest first (pruned to the lag window). */
+  private readonly undoBlocks: Block[] = [];
   /** Accounts created (balance 0 to more) per slot, kept while `engineBankLagSlots` is on (`createdAtSlot`). */
   private readonly created = new Map<string, number>();
   private readonly onExpireBlockhashes = (): void => {
@@ -427,7 +441,42 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
         const tip = at('processed').slot;
         return this.signaturesForAddress(address).filter((entry) => entry.slot <= tip);
       },
+      getBalance: (address, c = 'processed') => {
+        const past = this.accountAsOf(address, at(c));
+        return past === undefined ? this.bank.getBalance(address) : Number(past?.lamports() ?? 0n);
+      },
+      getAccount: (address, c = 'processed') => {
+        const past = this.accountAsOf(address, at(c));
+        if (past === undefined) return this.getAccount(address);
+        return past ? accountStateOf(accountData(past)) : null;
+      },
+      simulateTransaction: (wire, options, c = 'processed') => this.simulateOn(at(c), wire, options, true),
     };
+  }
+
+  /**
+   * `address` as it was in `block` (a bank on the current fork), from the undo logs of the blocks after it and of the
+   * airdrops not yet in a block: undefined when none of them wrote it (the current bank holds its state then), null
+   * when it did not exist. The walk stops at a block without a log (produced before `rpcLagSlots` was set, or
+   * pruned): past it the simnet has no record, and the answer is the oldest state it can rebuild.
+   */
+  private accountAsOf(address: string, block: Block): BankAccount | null | undefined {
+    let found: BankAccount | null | undefined = this.pendingUndo.get(address);
+    for (let b: Block | null = this.tip; b && b.slot > block.slot; b = b.parent) {
+      if (!b.undo) break;
+      if (b.undo.has(address)) found = b.undo.get(address) ?? null;
+    }
+    return found;
+  }
+
+  /** Every account written since `block` (as `accountAsOf`), with its state in `block`. */
+  private stateAsOf(block: Block): AccountSnapshot {
+    const state: AccountSnapshot = new Map(this.pendingUndo);
+    for (let b: Block | null = this.tip; b && b.slot > block.slot; b = b.parent) {
+      if (!b.undo) break;
+      for (const [address, account] of b.undo) state.set(address, account);
+    }
+    return state;
   }
 
   /**
@@ -637,9 +686,25 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     return { ok: true, signature };
   }
 
+  /** On the current bank at every commitment (the simnet keeps one bank); a node `behind` simulates on its own. */
   simulateTransaction(
     wire: Uint8Array,
     options: { sigVerify?: boolean; replaceRecentBlockhash?: boolean } = {},
+  ): { err: TransactionErrorJson | null; logs: string[]; unitsConsumed: number } {
+    return this.simulateOn(this.tip, wire, options, false);
+  }
+
+  /**
+   * Simulate on the bank of `block`: the tip's is the current bank; an older one (a lagging node's) is rebuilt from
+   * the undo logs for the simulation (the accounts written since are set back, then restored), and its blockhash
+   * queue is the one that block knew. `lagging`: a node behind, which has not seen the airdrops credited since the
+   * tip either.
+   */
+  private simulateOn(
+    block: Block,
+    wire: Uint8Array,
+    options: { sigVerify?: boolean; replaceRecentBlockhash?: boolean } = {},
+    lagging: boolean,
   ): { err: TransactionErrorJson | null; logs: string[]; unitsConsumed: number } {
     let parsed: ParsedTransaction;
     try {
@@ -652,28 +717,31 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     let input = parsed.wire;
     if (options.replaceRecentBlockhash) {
       input = Uint8Array.from(parsed.wire);
-      input.set(bs58.decode(this.tip.blockhash), parsed.blockhashOffset);
-    } else if (!this.isBlockhashValid(parsed.recentBlockhash)) {
+      input.set(bs58.decode(block.blockhash), parsed.blockhashOffset);
+    } else if (!this.isBlockhashKnownAt(parsed.recentBlockhash, block)) {
       return { err: 'BlockhashNotFound', logs: [], unitsConsumed: 0 };
     }
     // Signatures were checked above when asked; a replaced blockhash would fail the SVM's own check.
-    return this.bank.simulate(input, false);
+    if (!lagging) return this.bank.simulate(input, false);
+    const past = this.stateAsOf(block);
+    const now: AccountSnapshot = new Map();
+    this.bank.capture(past.keys(), now);
+    this.bank.restore(past);
+    try {
+      return this.bank.simulate(input, false);
+    } finally {
+      this.bank.restore(now);
+    }
   }
 
+  /** The current bank's balance at every commitment (one bank); a node `behind` answers from its own slot. */
   getBalance(address: string): number {
     return this.bank.getBalance(address);
   }
 
   getAccount(address: string): AccountState | null {
     const account = this.bank.getAccount(address);
-    if (!account || (account.lamports === 0 && account.data.length === 0)) return null;
-    return {
-      lamports: account.lamports,
-      owner: bs58.encode(account.owner),
-      data: account.data,
-      executable: account.executable,
-      rentEpoch: account.rentEpoch,
-    };
+    return account ? accountStateOf(account) : null;
   }
 
   /**
@@ -686,6 +754,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       throw new Error('airdrop lamports must be a positive integer');
     if (this.faults.current.engineBankLagSlots > 0 && this.bank.getBalance(address) === 0)
       this.created.set(address, Math.max(this.slot, this.clockSlot));
+    this.bank.capture([address], this.pendingUndo);
     this.bank.credit(address, lamports);
     // A block about to die restores what it wrote; fold the credit into that restore point so it survives.
     const snapshot = this.tip.doom?.snapshot;
@@ -745,6 +814,14 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       this.migration?.boundaryForkAbandoned === true && slot === this.migration.boundarySlot;
     const snapshot: AccountSnapshot | null =
       willDie || uncleDrawn || orphanDrawn || boundaryAbandoned ? new Map() : null;
+    // A lagging node's reads rebuild older banks from undo logs: recorded only while one may lag. A vote-only block
+    // writes nothing and records no airdrop, so the airdrops' log waits for the next block.
+    const undo: AccountSnapshot | undefined = !this.recordsUndo()
+      ? undefined
+      : voteOnly
+        ? new Map()
+        : this.pendingUndo;
+    if (!voteOnly) this.pendingUndo = new Map();
 
     const parent = this.tip;
     const height = parent.height + 1;
@@ -759,7 +836,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     const landedBundles: Array<{ bundleId: string; transactions: ParsedTransaction[] }> = [];
     if (leader.bundleEngine && this.source && !voteOnly) {
       for (const candidate of this.source.bundlesForSlot(context)) {
-        const outcome = this.executeBundle(candidate, slot, height, inBlock, snapshot);
+        const outcome = this.executeBundle(candidate, slot, height, inBlock, snapshot, undo);
         bundleResults.push(outcome.result);
         if (outcome.result.landed) {
           landedBundles.push({ bundleId: candidate.bundleId, transactions: outcome.transactions });
@@ -786,6 +863,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
       if (!this.isBlockhashUsableAt(parsed.recentBlockhash, height)) continue;
       if (inBlock.has(parsed.signature) || this.statuses.has(parsed.signature)) continue;
       if (snapshot) this.bank.capture(parsed.writableKeys, snapshot);
+      if (undo) this.bank.capture(parsed.writableKeys, undo);
       const execution = this.drifts() ? this.executeDrifted(parsed) : this.executeWithMeta(parsed);
       const { err } = execution;
       if (err !== null && !isRecordedError(err)) continue;
@@ -809,6 +887,11 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     };
     if (!voteOnly) this.faucetCredits = [];
     block.bankId = this.nextBankId++;
+    if (undo) {
+      block.undo = undo;
+      this.undoBlocks.push(block);
+    }
+    this.pruneUndo(slot);
     block.prioritizationFees = mergePrioritizationFees(
       prioritizationFeesOf(block.transactions),
       this.source?.backgroundPrioritizationFees?.(slot) ?? null,
@@ -899,6 +982,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     height: number,
     inBlock: Set<string>,
     blockSnapshot: AccountSnapshot | null,
+    blockUndo: AccountSnapshot | undefined,
   ): { result: BundleExecution; transactions: ParsedTransaction[]; executions: Execution[] } {
     const transactions: ParsedTransaction[] = [];
     const executions: Execution[] = [];
@@ -942,9 +1026,10 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
         return refuse(index, err);
       }
     }
-    if (blockSnapshot)
-      for (const [address, account] of bundleSnapshot)
-        if (!blockSnapshot.has(address)) blockSnapshot.set(address, account);
+    for (const target of [blockSnapshot, blockUndo])
+      if (target)
+        for (const [address, account] of bundleSnapshot)
+          if (!target.has(address)) target.set(address, account);
     for (const parsed of transactions) inBlock.add(parsed.signature);
     return {
       result: { bundleId: candidate.bundleId, landed: true, slot, signatures },
@@ -1003,6 +1088,41 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
 
   createdAtSlot(address: string): number | null {
     return this.created.get(address) ?? null;
+  }
+
+  /** Whether blocks record undo logs: while lagging nodes answer (`rpcLagSlots`). */
+  private recordsUndo(): boolean {
+    return this.faults.current.rpcLagSlots > 0;
+  }
+
+  /** Drop undo logs older than a lagging node's oldest bank (its finalized one), all of them once no node lags. */
+  private pruneUndo(slot: number): void {
+    const lag = this.faults.current.rpcLagSlots;
+    const keep = lag > 0 ? lag + this.finalizationSlots + UNDO_MARGIN_SLOTS : -1;
+    while (this.undoBlocks.length > 0 && (this.undoBlocks[0] as Block).slot < slot - keep)
+      (this.undoBlocks.shift() as Block).undo = undefined;
+  }
+
+  /**
+   * Blocks leave the fork (`blocks`, newest first): their writes are undone or were none, except airdrops, which are
+   * handed on to the next block. The state before them becomes the start of the next block's undo log (the oldest
+   * capture of an address wins); without their logs the pending one is dropped (no record reaches back).
+   */
+  private forgetUndo(blocks: Block[]): void {
+    const merged: AccountSnapshot = new Map();
+    for (const block of [...blocks].reverse()) {
+      if (!block.undo) {
+        this.pendingUndo = new Map();
+        return;
+      }
+      for (const [address, account] of block.undo) if (!merged.has(address)) merged.set(address, account);
+    }
+    for (const [address, account] of this.pendingUndo) if (!merged.has(address)) merged.set(address, account);
+    for (const block of blocks) {
+      block.undo = undefined;
+      removeBlock(this.undoBlocks, block);
+    }
+    this.pendingUndo = merged;
   }
 
   /** Creations older than any lag a test sets (a few hundred slots) are forgotten, so the record stays small. */
@@ -1076,6 +1196,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     const parent = block.parent;
     if (!doom || !parent) return;
     this.bank.restore(doom.snapshot);
+    this.forgetUndo([block]);
     this.unindexBlock(block, 'newest');
     const forgotten = block.signatures.filter((s) => !block.faucetCredits.some((c) => c.signature === s));
     for (const signature of block.signatures) this.statuses.delete(signature);
@@ -1211,6 +1332,7 @@ export class SimCluster extends EventEmitter<ClusterEvents> implements Cluster {
     const deleted: Block[] = [];
     for (let b: Block | null = this.tip; b && b.slot > genesis.slot; b = b.parent) deleted.push(b);
     if (boundary && boundary.block.status !== 'dead') this.bank.restore(boundary.snapshot);
+    this.forgetUndo(deleted);
     for (const block of deleted) {
       const signatures = block.signatures.filter((s) => !block.faucetCredits.some((c) => c.signature === s));
       this.unindexBlock(block, 'newest');
@@ -1280,6 +1402,18 @@ function walkBack(from: Block, maxSlot: number): Block {
   let block = from;
   while (block.slot > maxSlot && block.parent) block = block.parent;
   return block;
+}
+
+/** An account as `getAccount` shows it: null for one with no lamports and no data (LiteSVM keeps those). */
+function accountStateOf(account: AccountData): AccountState | null {
+  if (account.lamports === 0 && account.data.length === 0) return null;
+  return {
+    lamports: account.lamports,
+    owner: bs58.encode(account.owner),
+    data: account.data,
+    executable: account.executable,
+    rentEpoch: account.rentEpoch,
+  };
 }
 
 function blockhashOf(block: Block): BlockhashInfo {

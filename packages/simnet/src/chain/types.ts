@@ -239,7 +239,7 @@ export interface BlockSummary {
 /**
  * What one RPC node sees of the chain: reads evaluated at the bank of the asked commitment. A node some slots behind
  * (`SimCluster.behind`) answers from older banks: lower slots, blockhashes it has not seen yet invalid, recent
- * signatures unknown.
+ * signatures unknown, balances, accounts and simulations as they were at its bank's slot.
  */
 export interface ChainRead {
   slotAt(commitment: Commitment): number;
@@ -271,6 +271,22 @@ export interface ChainRead {
    * (static keys and lookup-table addresses), oldest first: block order within a slot.
    */
   signaturesForAddress(address: string): readonly AddressSignature[];
+  /**
+   * Lamports of `address` in the bank at `commitment`. The cluster itself answers from its one current bank at every
+   * commitment; a node behind (`SimCluster.behind`) answers from the state as it was at its bank's slot.
+   */
+  getBalance(address: string, commitment?: Commitment): number;
+  /**
+   * Full account state (getAccountInfo) in the bank at `commitment` (as `getBalance`); null when the account does not
+   * exist there. Optional so fakes may omit it.
+   */
+  getAccount?(address: string, commitment?: Commitment): AccountState | null;
+  /** Execute without committing (simulateTransaction) on the bank at `commitment` (as `getBalance`). */
+  simulateTransaction(
+    wire: Uint8Array,
+    options?: { sigVerify?: boolean; replaceRecentBlockhash?: boolean },
+    commitment?: Commitment,
+  ): { err: TransactionErrorJson | null; logs: string[]; unitsConsumed: number };
 }
 
 export interface Cluster extends ChainRead {
@@ -299,15 +315,6 @@ export interface Cluster extends ChainRead {
   /** Queue a transaction (wire bytes) for the next block produced, any leader. Validation errors come back at once
    * (bad signature, unknown / expired blockhash, already processed); execution errors are recorded in the block. */
   submitTransaction(wire: Uint8Array): SubmitResult;
-  /** Execute without committing (simulateTransaction). */
-  simulateTransaction(
-    wire: Uint8Array,
-    options?: { sigVerify?: boolean; replaceRecentBlockhash?: boolean },
-  ): { err: TransactionErrorJson | null; logs: string[]; unitsConsumed: number };
-
-  getBalance(address: string): number;
-  /** Full account state (getAccountInfo); null when the account does not exist. Optional so fakes may omit it. */
-  getAccount?(address: string): AccountState | null;
   /** Credit lamports from the faucet; returns the airdrop transaction's signature. */
   airdrop(address: string, lamports: number): string;
   /**

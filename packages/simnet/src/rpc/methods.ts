@@ -46,6 +46,7 @@ interface Config {
   minContextSlot?: number;
   encoding?: string;
   skipPreflight?: boolean;
+  preflightCommitment?: string;
   sigVerify?: boolean;
   replaceRecentBlockhash?: boolean;
   searchTransactionHistory?: boolean;
@@ -277,8 +278,9 @@ function preflightError(err: TransactionErrorJson, logs: string[], unitsConsumed
 
 /**
  * Solana JSON-RPC methods over a `Cluster`, in the shapes Agave returns and @solana/web3.js v1 validates
- * (stream-rpc.md §4). Balances and accounts are the bank's current (processed) state at every commitment: the
- * simnet keeps one bank, not one per commitment level.
+ * (stream-rpc.md §4). Balances, accounts and simulations are the bank's current (processed) state at every commitment:
+ * the simnet keeps one bank, not one per commitment level. A lagging node (`Cluster.behind`) answers them from the
+ * state as it was at its own bank's slot for the commitment asked.
  */
 export class RpcMethods {
   /**
@@ -325,11 +327,11 @@ export class RpcMethods {
     return value(commitment);
   }
 
-  /** An account as getAccountInfo shows it; null when it does not exist. */
-  private accountJson(address: string, encoding: string) {
-    const account = this.cluster.getAccount?.(address) ?? null;
+  /** An account as getAccountInfo shows it, in the answering node's bank at `commitment`; null when it does not exist. */
+  private accountJson(address: string, encoding: string, commitment: Commitment) {
+    const account = this.read.getAccount?.(address, commitment) ?? null;
     if (!account) {
-      const lamports = this.cluster.getBalance(address);
+      const lamports = this.read.getBalance(address, commitment);
       return lamports > 0
         ? {
             lamports,
@@ -411,20 +413,20 @@ export class RpcMethods {
     },
     getBalance: (params) => {
       const address = addressParam(params, 0);
-      return this.withContext(params, 1, () => this.cluster.getBalance(address));
+      return this.withContext(params, 1, (c) => this.read.getBalance(address, c));
     },
     getAccountInfo: (params) => {
       const address = addressParam(params, 0);
       const config = configAt(params, 1);
       const encoding = config.encoding ?? 'base58';
-      return this.withContext(params, 1, () => this.accountJson(address, encoding));
+      return this.withContext(params, 1, (c) => this.accountJson(address, encoding, c));
     },
     getMultipleAccounts: (params) => {
       const addresses = addressListParam(params[0], MAX_MULTIPLE_ACCOUNTS);
       const config = configAt(params, 1);
       const encoding = config.encoding ?? 'base64';
-      return this.withContext(params, 1, () =>
-        addresses.map((address) => this.accountJson(address, encoding)),
+      return this.withContext(params, 1, (c) =>
+        addresses.map((address) => this.accountJson(address, encoding, c)),
       );
     },
     getTransaction: (params) => {
@@ -663,7 +665,11 @@ export class RpcMethods {
       const config = configAt(params, 1);
       const wire = decodeTransaction(params, config);
       if (!config.skipPreflight) {
-        const simulated = this.cluster.simulateTransaction(wire, { sigVerify: true });
+        // Agave preflights on the answering node's bank at `preflightCommitment` (and `minContextSlot`). Default here:
+        // processed, as the simnet's reads (Agave's default is finalized).
+        const commitment = parseCommitment(config.preflightCommitment, 'processed');
+        this.context(commitment, config);
+        const simulated = this.read.simulateTransaction(wire, { sigVerify: true }, commitment);
         if (transactionErrorName(simulated.err ?? '') === 'SanitizeFailure') {
           throw invalidParams('invalid transaction: failed to deserialize');
         }
@@ -687,10 +693,15 @@ export class RpcMethods {
       const wire = decodeTransaction(params, config);
       const commitment = parseCommitment(config.commitment);
       const context = this.context(commitment, config);
-      const simulated = this.cluster.simulateTransaction(wire, {
-        sigVerify: config.sigVerify ?? false,
-        replaceRecentBlockhash: config.replaceRecentBlockhash ?? false,
-      });
+      // On the answering node's bank: a lagging node simulates on the state at its own slot.
+      const simulated = this.read.simulateTransaction(
+        wire,
+        {
+          sigVerify: config.sigVerify ?? false,
+          replaceRecentBlockhash: config.replaceRecentBlockhash ?? false,
+        },
+        commitment,
+      );
       if (transactionErrorName(simulated.err ?? '') === 'SanitizeFailure') {
         throw invalidParams('invalid transaction: failed to deserialize');
       }
