@@ -112,7 +112,11 @@ export function deadlineOf(
 ): number {
   const windows = world.vote_only_windows ?? [];
   if (windows.length === 0) return tx.expires_at_slot;
-  return giveUpSlot({ expires_at_slot: tx.expires_at_slot, enqueued_slot: tx.enqueue_slot }, windows, world.slot);
+  return giveUpSlot(
+    { expires_at_slot: tx.expires_at_slot, enqueued_slot: tx.enqueue_slot },
+    windows,
+    world.slot,
+  );
 }
 
 /** core's reflex decision for a tracked transaction: per requested CU when the sidecar told the bundle's CU. */

@@ -351,9 +351,7 @@ export class Tracker {
       if (again && !this.d.isClosed()) {
         // Under load the stream hints at a landing every few ms: spacing the passes keeps tracking from taking
         // the whole event loop, and costs a hinted landing at most this long.
-        const wait = isNarrow(again)
-          ? Math.max(0, startedAt + MIN_HINTED_PASS_GAP_MS - this.d.now())
-          : 0;
+        const wait = isNarrow(again) ? Math.max(0, startedAt + MIN_HINTED_PASS_GAP_MS - this.d.now()) : 0;
         const timer = setTimeout(() => void this.track(again), wait);
         timer.unref();
       }
