@@ -93,7 +93,7 @@ export class ConsensusDetector {
   /** Alpenglow finalized a slot past the boundary (the window is over). */
   private alpenglowAfterBoundary = false;
   private lastRollbackSlot: number | null = null;
-  /** The last slot of the window once it closed: the processed tip when Alpenglow was first seen past it. */
+  /** The last slot of the window once it closed (see `closeWindow`). */
   private windowEndSlot: number | null = null;
 
   /** One slot update from the stream (processed, confirmed, finalized; others are ignored). */
@@ -116,28 +116,49 @@ export class ConsensusDetector {
     this.streak =
       this.streak?.kind === seen ? { kind: seen, count: this.streak.count + 1 } : { kind: seen, count: 1 };
     if (this.streak.count >= CONSENSUS_EVIDENCE_SLOTS) this.kind = seen;
+    // A slot Alpenglow finalized past the boundary is an Alpenglow block: the vote-only blocks ended before it.
     if (seen === 'alpenglow' && this.migrationSlot !== null && update.slot > this.migrationSlot)
-      this.closeWindow();
+      this.closeWindow(Math.min(this.processedTip, update.slot - 1));
   }
 
   /** `getAlpenglowMigrationSlot`: the boundary slot, null (none planned), or undefined (the node cannot say). */
   observeMigrationSlot(slot: number | null | undefined): void {
     if (slot === undefined) return;
     this.migrationSlot = slot === null || slot <= 0 ? null : slot;
+    // Learned after the first Alpenglow block (a sidecar started after the switch): the window is long closed.
+    if (this.migrationSlot !== null && this.genesisSlot !== null && this.processedTip > this.genesisSlot)
+      this.closeWindow(this.genesisSlot - 1);
   }
 
   /** `getAgGenesisCert`: the first Alpenglow block's slot, null (not migrated), or undefined (the node cannot say). */
   observeGenesisSlot(slot: number | null | undefined): void {
     if (slot === undefined || slot === null) return;
     this.genesisSlot = slot;
-    if (this.migrationSlot !== null && this.processedTip > slot) this.closeWindow();
+    if (this.migrationSlot !== null && this.processedTip > slot) this.closeWindow(slot - 1);
   }
 
-  /** The cluster runs Alpenglow past the boundary: the window closed at the processed tip seen then. */
-  private closeWindow(): void {
-    if (this.alpenglowAfterBoundary) return;
+  /**
+   * The cluster runs Alpenglow past the boundary: the window is closed. The first Alpenglow block (`getAgGenesisCert`)
+   * is exact: the window ends the slot before it, whatever was guessed before. Without it, the lowest bound the evidence
+   * gives: a slot Alpenglow finalized, and a rollback past the boundary (the first block built after the deleted ones),
+   * each bound it from above, and only move it earlier; the processed tip when Alpenglow was first seen is the last
+   * resort. (Before, the window always ended at that tip, so a sidecar started long after the switch counted every
+   * slot since the boundary as vote-only: issue-31 final review M1.)
+   */
+  private closeWindow(end: number): void {
     this.alpenglowAfterBoundary = true;
-    this.windowEndSlot = this.processedTip;
+    if (this.genesisSlot !== null && this.migrationSlot !== null && this.genesisSlot > this.migrationSlot) {
+      this.windowEndSlot = this.genesisSlot - 1;
+      return;
+    }
+    let last = Math.min(end, this.processedTip);
+    if (
+      this.migrationSlot !== null &&
+      this.lastRollbackSlot !== null &&
+      this.lastRollbackSlot > this.migrationSlot
+    )
+      last = Math.min(last, this.lastRollbackSlot - 1);
+    this.windowEndSlot = this.windowEndSlot === null ? last : Math.min(this.windowEndSlot, last);
   }
 
   snapshot(): ConsensusSnapshot {

@@ -78,8 +78,40 @@ describe('ConsensusDetector.voteOnlyWindows', () => {
     towerbft(d, 61, 64);
     expect(d.voteOnlyWindows()).toEqual([{ first: 61, last: null }]);
     alpenglow(d, 65, 67, 62);
-    // Closed at the processed tip when Alpenglow was first seen finalizing past the boundary.
-    expect(d.voteOnlyWindows()).toEqual([{ first: 61, last: 65 }]);
+    // Closed the slot before the first block Alpenglow finalized past the boundary (65, also where the rollback
+    // showed): 65 is an Alpenglow block, not a vote-only one.
+    expect(d.voteOnlyWindows()).toEqual([{ first: 61, last: 64 }]);
+    // The first Alpenglow block from getAgGenesisCert is exact, and wins over the guess.
+    d.observeGenesisSlot(63);
+    expect(d.voteOnlyWindows()).toEqual([{ first: 61, last: 62 }]);
+  });
+
+  it('a detector started long after the switch does not count every slot since the boundary as vote-only', () => {
+    // A sidecar restarted at slot 500 of a cluster that migrated at boundary 60, Alpenglow from block 65.
+    const fresh = () => {
+      const d = new ConsensusDetector();
+      d.observeSlot({ slot: 500, status: 'processed', parent: 499 });
+      return d;
+    };
+    // The poll's two answers (handed over together): closed at once, at the genesis block.
+    const polled = fresh();
+    polled.observeMigrationSlot(60);
+    polled.observeGenesisSlot(65);
+    expect(polled.voteOnlyWindows()).toEqual([{ first: 61, last: 64 }]);
+    expect(polled.snapshot()).toMatchObject({ migrating: false, holdSends: false });
+    // The genesis answer first, then the boundary: the same.
+    const reversed = fresh();
+    reversed.observeGenesisSlot(65);
+    reversed.observeMigrationSlot(60);
+    expect(reversed.voteOnlyWindows()).toEqual([{ first: 61, last: 64 }]);
+    // A node without getAgGenesisCert: the stream's Alpenglow finality closes it at the best bound it gives (the slot
+    // before 501, the first it saw finalized), and the genesis, once known, makes it exact.
+    const streamOnly = fresh();
+    streamOnly.observeMigrationSlot(60);
+    alpenglow(streamOnly, 501, 503);
+    expect(streamOnly.voteOnlyWindows()).toEqual([{ first: 61, last: 500 }]);
+    streamOnly.observeGenesisSlot(65);
+    expect(streamOnly.voteOnlyWindows()).toEqual([{ first: 61, last: 64 }]);
   });
 });
 

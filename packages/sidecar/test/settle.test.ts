@@ -1,11 +1,11 @@
-import { DEFAULT_POLICY, LeaderBuffer, emptyTimeline, type Policy } from '@solrelay/core';
-import { createPorts, type RelayOptions, type RelayPorts } from '../src/context';
-import { Metrics } from '../src/metrics';
+import { LeaderBuffer, emptyTimeline, type Policy } from '@solrelay/core';
+import { createPorts, type RelayPorts } from '../src/context';
 import { Settler } from '../src/settle/settle';
 import { Evaluator } from '../src/track/evaluate';
 import { FaultApplier } from '../src/track/fault';
 import type { StoredAttempt, StoredTx } from '../src/store/records';
 import { InMemoryTxStore } from '../src/store/store';
+import { unitPortOptions } from './helpers/unit-ports';
 
 /**
  * Settlement on its own: the only writer of a transaction's state, over the in-memory store (the store's real
@@ -36,8 +36,7 @@ function rig(policy: Partial<Policy> = {}, leaders?: LeaderBuffer) {
     publish: (name: string, data: Record<string, unknown>) => events.push({ name, data }),
   };
   const lifecycle: Array<{ bundle_id: string; stage: string; failure: string | null }> = [];
-  const log = { error: jest.fn(), warn: jest.fn(), info: jest.fn(), debug: jest.fn() };
-  const options = {
+  const options = unitPortOptions({
     store,
     hub,
     lifecycle: {
@@ -51,15 +50,9 @@ function rig(policy: Partial<Policy> = {}, leaders?: LeaderBuffer) {
     oracle: { ingestLandedTip: jest.fn() },
     leaders: leaders ?? forbidden('leaders'),
     tippers: forbidden('tippers'),
-    policy: () => ({ ...DEFAULT_POLICY, ...policy }) as Policy,
-    metrics: new Metrics(),
-    log,
+    policy,
     now: () => NOW,
-    bypass: { enabled: true, tipLamports: 5000 },
-    initialMode: 'reflex',
-    agentGraceMs: 0,
-    bundleEngineRps: 1,
-  } as unknown as RelayOptions;
+  });
   const ctx: RelayPorts = createPorts(options).ports;
   ctx.chain.advance(SLOT);
   const settle = new Settler(ctx);
@@ -416,15 +409,15 @@ describe('a window lost to a migration is judged by the slots the engine auction
 
 describe("the give-up slot does not count a migration window's vote-only slots (DESIGN §12, review m5)", () => {
   // Enqueued at SLOT - 30 with its expiry slot at SLOT - 5, lost at SLOT: past the expiry slot as counted in slots.
-  // A migration at SLOT - 20 made SLOT - 19 .. SLOT - 10 vote-only (the window closed when Alpenglow finalized past
-  // the boundary at the processed tip SLOT - 10): ten slots in which nothing could land, so relay gives up at
-  // SLOT + 5, not SLOT - 5.
+  // A migration at SLOT - 20 made SLOT - 19 .. SLOT - 10 vote-only (the window closed when Alpenglow finalized SLOT - 9,
+  // its first block past the boundary): ten slots in which nothing could land, so relay gives up at SLOT + 5, not
+  // SLOT - 5.
   async function lostAfter(migration: boolean) {
     const r = rig({}, leadersWith([SLOT - 40]));
     if (migration) {
       r.ctx.chain.consensus.observeMigrationSlot(SLOT - 20);
-      r.ctx.chain.consensus.observeSlot({ slot: SLOT - 10, status: 'processed', parent: SLOT - 11 });
-      r.ctx.chain.consensus.observeSlot({ slot: SLOT - 11, status: 'finalized' });
+      r.ctx.chain.consensus.observeSlot({ slot: SLOT - 9, status: 'processed', parent: SLOT - 10 });
+      r.ctx.chain.consensus.observeSlot({ slot: SLOT - 9, status: 'finalized' });
       expect(r.ctx.chain.consensus.voteOnlyWindows()).toEqual([{ first: SLOT - 19, last: SLOT - 10 }]);
     }
     const tx = await put(r, 'submitted');

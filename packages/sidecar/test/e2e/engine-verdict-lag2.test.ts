@@ -139,3 +139,24 @@ test("funded in block s, enqueued at s, the engine's bank and relay's RPC node b
   expect(record.attempts[0]).toMatchObject({ stage: 'failed', outcome: 'dropped' });
   expect((record.landed_slot ?? 0) - s).toBeLessThanOrEqual(20);
 }, 120_000);
+
+/**
+ * The other half of the issue's case: a transaction that truly cannot execute (its payer never existed) fails within
+ * a few slots, as fast as before the re-check: the engine fails it on its lagging bank, relay's own RPC reproduces
+ * the failure at a context slot at least the verdict's, and the transaction is `failed` with no second attempt.
+ */
+test("a payer that never existed, the engine's bank two slots behind: reproduced on relay's RPC, failed within a few slots", async () => {
+  const { cluster, faults } = stack.simnet;
+  faults.reset();
+  faults.set({ engineBankLagSlots: 2 });
+  const reproducedBefore = await rechecks('reproduced');
+  const s = cluster.slot;
+  const stored = await sendDuringSlot(stack.transfer(1_000, Keypair.generate()), s);
+  await stepSlotsUntil(stack, async () => (await stored()).state === 'failed', 60_000, 'failed');
+  const record = await stored();
+  expect(record.attempts).toHaveLength(1);
+  expect(record.failure).toBe('insufficient_funds');
+  expect(await rechecks('reproduced')).toBeGreaterThan(reproducedBefore);
+  const failedAt = record.history.find((h) => h.state === 'failed')?.slot ?? Number.POSITIVE_INFINITY;
+  expect(failedAt - s).toBeLessThanOrEqual(4);
+}, 120_000);
