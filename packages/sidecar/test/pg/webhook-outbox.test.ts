@@ -207,11 +207,15 @@ test('m1: a done() UPDATE that fails is re-issued at the next renew; the row is 
   await insert({ txId: 'tx_g', webhookId: 'msg_tx_g_s0' });
   const errors: string[] = [];
   const r = receiver();
-  // Leases of 300 ms: renewed every 100 ms. Were the row forgotten, its lease would run out and it would be leased and
-  // delivered again.
-  await start('a:1', 2, r.fetch, { leaseMs: 300, onError: (error) => errors.push((error as Error).message) });
+  // Leases of 1.5 s: renewed every 500 ms. Were the row forgotten, its lease would run out and it would be leased and
+  // delivered again within the 3.2 s waited (shorter leases let a loaded machine's late renew lapse one: 300 ms
+  // leases failed once beside other suites).
+  await start('a:1', 2, r.fetch, {
+    leaseMs: 1_500,
+    onError: (error) => errors.push((error as Error).message),
+  });
   await waitUntil(() => r.took.length === 1, 5_000, 'the row delivered');
-  await new Promise((resolve) => setTimeout(resolve, 800));
+  await new Promise((resolve) => setTimeout(resolve, 3_200));
   expect(r.calls).toEqual(['msg_tx_g_s0']);
   expect(errors).toContain('done refused for the test');
   expect(await table()).toEqual([{ webhook_id: 'msg_tx_g_s0', outcome: null, lease_host: 'a:1' }]);
