@@ -4,6 +4,7 @@
  * per-run summary (landed, time to land in slots and ms, lamports per landed from balance deltas).
  */
 import type { SimnetChild } from './processes';
+import type { EngineTally } from './simnet-process';
 import { percentile, round } from './stats';
 
 export interface TxOutcome {
@@ -65,6 +66,48 @@ export interface StrategyRun {
   slotTimes: Map<number, number>;
   notes: string[];
   extra?: Record<string, unknown>;
+  /** What the strategy's own simnet counted over the run (see {@link engineSide}). */
+  engineSide?: EngineSide;
+}
+
+/** Counted by the simnet's block engine, not by the client: one client per simnet child, so they are its own. */
+export interface EngineSide {
+  /** Requests the engine answered 429 / -32097, from the simnet's start (warm-up, getTipAccounts and all). */
+  rateLimited: number;
+  /** Lamports the tip accounts gained on chain from the first arrival to the end of the run: the tips paid. */
+  tipLamports: number;
+  /** The published tip floor's `landed_tips_75th_percentile` (lamports) just before the first arrival. */
+  floorP75Lamports: number | null;
+}
+
+/** The engine's tally and the tip floor before the first arrival; hand it to {@link engineSide} at the end. */
+export async function engineSideStart(
+  simnet: SimnetChild,
+): Promise<{ tally: EngineTally; floorP75Lamports: number | null }> {
+  const tally = await simnet.request<EngineTally>({ op: 'engineTally' });
+  let floorP75Lamports: number | null = null;
+  try {
+    const floor = (await (await fetch(simnet.started.tipFloorUrl)).json()) as Array<{
+      landed_tips_75th_percentile?: number;
+    }>;
+    const p75 = floor[0]?.landed_tips_75th_percentile;
+    if (typeof p75 === 'number') floorP75Lamports = Math.round(p75 * 1e9);
+  } catch {
+    // No floor answer: the row that needs it says so.
+  }
+  return { tally, floorP75Lamports };
+}
+
+export async function engineSide(
+  simnet: SimnetChild,
+  start: { tally: EngineTally; floorP75Lamports: number | null },
+): Promise<EngineSide> {
+  const end = await simnet.request<EngineTally>({ op: 'engineTally' });
+  return {
+    rateLimited: end.rateLimited,
+    tipLamports: end.tipAccountLamports - start.tally.tipAccountLamports,
+    floorP75Lamports: start.floorP75Lamports,
+  };
 }
 
 export interface StrategySummary {
@@ -87,6 +130,12 @@ export interface StrategySummary {
   engine_requests: number;
   engine_requests_per_landed: number;
   engine_429s: number;
+  /** 429s the strategy's simnet engine answered (its own count); null when not recorded. */
+  engine_429s_at_engine: number | null;
+  /** Tips paid (the tip accounts' on-chain gain) over landed; null when not recorded. */
+  tip_lamports_per_landed: number | null;
+  /** The tip floor's p75 (lamports) just before the first arrival; null when not recorded. */
+  tip_floor_p75_lamports: number | null;
   observed_slot_ms: number;
 }
 
@@ -175,6 +224,10 @@ export function summarize(run: StrategyRun): StrategySummary {
     engine_requests: run.counters.engineRequests,
     engine_requests_per_landed: landed.length ? round(run.counters.engineRequests / landed.length, 2) : 0,
     engine_429s: run.counters.engine429s,
+    engine_429s_at_engine: run.engineSide?.rateLimited ?? null,
+    tip_lamports_per_landed:
+      run.engineSide && landed.length ? Math.round(run.engineSide.tipLamports / landed.length) : null,
+    tip_floor_p75_lamports: run.engineSide?.floorP75Lamports ?? null,
     observed_slot_ms: round(slotMs, 1),
   };
 }

@@ -21,6 +21,8 @@ import { Connection } from '@solana/web3.js';
 import { Rng, TestKeypair } from '@solrelay/simnet';
 import { JitoJsonRpcClient } from 'jito-js-rpc';
 import {
+  engineSide,
+  engineSideStart,
   landedSlots,
   newOutcome,
   sleep,
@@ -85,6 +87,7 @@ export async function runBaseline(
     if (tipAccounts.length === 0) await sleep(1_000);
   }
 
+  const side0 = await engineSideStart(simnet);
   const open: OpenTx[] = [];
   let tipCounter = 0;
   async function start(arrivalMs: number): Promise<void> {
@@ -176,6 +179,7 @@ export async function runBaseline(
     outcomes.map((o) => o.signature),
   );
   for (const o of outcomes) o.landedSlot = landed.get(o.signature) ?? null;
+  const side = await engineSide(simnet, side0);
   const after = await simnet.request<number[]>({ op: 'balances', addresses: wallets });
   return {
     strategy: kind,
@@ -183,6 +187,7 @@ export async function runBaseline(
     counters,
     lamportsSpent: spentLamports(before, after, outcomes),
     slotTimes: await slotTimeline(simnet),
+    engineSide: side,
     notes: [],
   };
 }

@@ -6,7 +6,16 @@
  */
 import { Connection } from '@solana/web3.js';
 import type { StrategyRun, TxOutcome } from './e2e-run';
-import { landedSlots, newOutcome, pinAndWarmUp, sleep, slotTimeline, spentLamports } from './e2e-run';
+import {
+  engineSide,
+  engineSideStart,
+  landedSlots,
+  newOutcome,
+  pinAndWarmUp,
+  sleep,
+  slotTimeline,
+  spentLamports,
+} from './e2e-run';
 import { SseReader } from './sse';
 import { distribution } from './stats';
 import { benchPolicy, startRelayStack } from './stack';
@@ -18,6 +27,8 @@ export interface RelayRunOptions {
   regions: number;
   regime: 'calm' | 'busy' | 'spike' | null;
   kind: UserTxKind;
+  /** Funded fee payers the transactions rotate over (default 32; 1: every transaction from one wallet). */
+  payers?: number;
   arrivalsMs: readonly number[];
   /** Slots of the pinned regime before the first arrival (see pinAndWarmUp). */
   warmupSlots: number;
@@ -62,6 +73,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
     await pinned;
     const factory = new UserTxFactory(options.kind, options.seed, {
       hotAccounts: started.hotAccounts ?? [],
+      ...(options.payers !== undefined ? { payers: options.payers } : {}),
     });
     const payers = factory.payers.map((p) => p.publicKey);
     await stack.simnet.request({ op: 'fund', addresses: payers, lamports: 10_000_000_000_000 });
@@ -115,6 +127,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       }
     }
 
+    const side0 = await engineSideStart(stack.simnet);
     const store0 = await stack.store.sample();
     const t0 = Date.now();
     const sends: Array<Promise<void>> = [];
@@ -145,6 +158,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       outcomes.map((o) => o.signature),
     );
     for (const o of outcomes) o.landedSlot = landed.get(o.signature) ?? null;
+    const side = await engineSide(stack.simnet, side0);
     const metrics = await (await fetch(`${url}/metrics`)).text();
     const byResult: Record<string, number> = {};
     let requests = 0;
@@ -168,6 +182,7 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
       },
       lamportsSpent: spentLamports(before, after, outcomes),
       slotTimes: await slotTimeline(stack.simnet),
+      engineSide: side,
       notes: [],
       extra: {
         engine_requests_by_result: byResult,

@@ -40,6 +40,14 @@ export interface SimnetStarted {
   hotAccounts: string[] | null;
 }
 
+/** `engineTally`: what the simnet's block engine counted (see the op). */
+export interface EngineTally {
+  /** Requests the engine answered 429 / -32097 since the simnet started (every region; one client per child). */
+  rateLimited: number;
+  /** Sum of the tip accounts' on-chain balances. */
+  tipAccountLamports: number;
+}
+
 export type SimnetRequest =
   | { op: 'start'; options: SimnetChildOptions }
   | { op: 'fund'; addresses: string[]; lamports: number }
@@ -49,6 +57,7 @@ export type SimnetRequest =
   | { op: 'llmLatency'; ms: number }
   | { op: 'balances'; addresses: string[] }
   | { op: 'slotTimes' }
+  | { op: 'engineTally' }
   | { op: 'stop' };
 
 let simnet: Simnet | null = null;
@@ -105,6 +114,17 @@ async function handle(request: SimnetRequest): Promise<unknown> {
       return null;
     case 'balances':
       return request.addresses.map((address) => need().cluster.getBalance(address));
+    case 'engineTally': {
+      // What the engine itself saw: its 429s (the per-IP limiter's refusals and any injected storm), and the
+      // lamports the tip accounts hold on chain (the background market is modelled, not executed, so a change in
+      // them is the tips of the transactions sent to this simnet).
+      const s = need();
+      const tally: EngineTally = {
+        rateLimited: s.engine.rateLimiter.refused + s.faults.injected.engineRateLimited,
+        tipAccountLamports: s.engine.tipAccounts.reduce((sum, a) => sum + s.cluster.getBalance(a), 0),
+      };
+      return tally;
+    }
     case 'slotTimes':
       return [...slotSeenAt.entries()];
     case 'stop':

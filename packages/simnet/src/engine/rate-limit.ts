@@ -42,6 +42,8 @@ export class RateLimiter {
   uuidRps: number;
   enabled: boolean;
   penaltyMs: number;
+  /** Requests this limiter refused since it was made (every region and IP): the 429s the engine answered. */
+  refused = 0;
   private readonly now: () => number;
   private readonly buckets = new Map<string, Bucket>();
 
@@ -65,12 +67,14 @@ export class RateLimiter {
     bucket.updatedMs = now;
     this.buckets.set(key, bucket);
     if (now < bucket.penaltyUntilMs) {
+      this.refused++;
       return { allowed: false, retryAfterMs: Math.ceil(bucket.penaltyUntilMs - now), limit };
     }
     if (bucket.tokens >= 1) {
       bucket.tokens -= 1;
       return { allowed: true };
     }
+    this.refused++;
     if (this.buckets.size > 10_000) {
       this.buckets.clear();
       this.buckets.set(key, bucket);
