@@ -49,7 +49,8 @@ test('killed and restarted, the agent process re-registers and its watchdog pick
     state: 'finalized',
   });
   expect(await first.waitForLine(new RegExp(`^submit ${landed.tx_id} tip=\\d+ tier=reflex `))).toMatch(
-    / escalated=false latency_ms=\d+ bundle=[0-9a-f]{12} reason=/,
+    // The agent prices per requested CU (issue 30): the contention and the bid per CU it priced at are in the line.
+    / escalated=false latency_ms=\d+ contention=\w+ bid_per_cu=[0-9.]+ bundle=[0-9a-f]{12} reason=first attempt at [0-9.]+ lamports\/CU x \d+ CU/,
   );
 
   first.child.kill('SIGKILL');
