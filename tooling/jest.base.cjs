@@ -23,8 +23,9 @@ module.exports = function jestConfig(packageDir, overrides = {}) {
     // a hang, not a timing assertion (a test that means a bound asserts it).
     testTimeout: 30_000,
     // Two test files at once (jest's default is one fewer than the cores: 1 on CI's 2-core VM). The e2e files spend
-    // most of their time waiting on simulated slots, so two overlap well: the sidecar's files took 470 s one at a time
-    // and 262 s two at a time on the project VM, with every test passing.
+    // most of their time waiting on simulated slots, so two overlap well (simnet 65 s -> 39 s on the project VM).
+    // Packages whose tests measure load (the sidecar's PostgreSQL outage test, the browser test, the reliability long
+    // suite) set 1 in their own config.
     maxWorkers: 2,
     setupFiles: [path.join(__dirname, 'jest.seed.cjs')],
     reporters: ['default', path.join(__dirname, 'jest-counts-reporter.cjs')],
