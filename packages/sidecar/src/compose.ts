@@ -36,7 +36,7 @@ export interface RelayStages {
   tracker: Tracker;
   settler: Settler;
   recovery: Recovery;
-  /** After a database outage: no new tip until every tip of before it is proven landed or dead. */
+  /** After a database outage: no new tip until the database holds every tip relay sent, or the rest are settled. */
   outage: OutageGate;
   slotTick: SlotTick;
   /** Stop sending and tracking; timers end. */

@@ -76,7 +76,7 @@ export class Relay {
     return this.s.tippers.paused;
   }
 
-  /** Why new tips are held after a database outage (until every tip of before it is landed or dead), or null. */
+  /** Why new tips are held after a database outage (see `OutageGate`), or null. */
   get tipsHeld(): string | null {
     return this.s.outage.held;
   }

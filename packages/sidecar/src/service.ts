@@ -251,7 +251,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   });
 
   // The database going away and coming back (PostgreSQL only): said once each way in the log, and the relay holds new
-  // tips from the first failure until every tip of before it is proven landed or dead (recovery/outage.ts).
+  // tips from the first failure until it is back and holds every tip relay sent (recovery/outage.ts).
   if (store instanceof PgTxStore) {
     store.onMaintenanceError = (error) =>
       log.warn(

@@ -19,8 +19,9 @@ import { attempt, tx } from './helpers/store-records';
  * The write-ahead rule when a COMMIT's answer is lost (DESIGN §10, "No second tip" (1)): nothing is sent on the
  * strength of a write whose outcome is unknown. The worst case is played: the write did commit, and relay was told
  * `RELAY_E_DB_COMMIT_UNKNOWN`. The attempt builder queues nothing; the sender sends nothing then; what goes out later
- * is what the store holds, re-read (the same committed bytes); and after the outage no new tip is built until the
- * committed one is landed or dead.
+ * is what the store holds, re-read (the same committed bytes). After the outage no new tip is built until the
+ * in-flight work is re-read and the database holds every tip relay sent; one it lost (a failover) holds new tips
+ * until it is landed or dead.
  */
 
 const log = pino({ level: 'silent' });
@@ -45,6 +46,16 @@ class LostAnswerStore extends InMemoryTxStore {
     this.gets++;
     if (txId === this.unresolved) return Promise.reject(lost(txId, 'transition'));
     return super.get(txId);
+  }
+
+  /** Tips "the database" lost: kept in memory (what the process sent) but not held by `heldTips`. */
+  readonly lostTips = new Set<string>();
+
+  override async heldTips(...args: Parameters<InMemoryTxStore['heldTips']>): Promise<Set<string>> {
+    if (this.unresolved !== null) throw lost(this.unresolved, 'transition');
+    const held = await super.heldTips(...args);
+    for (const tip of this.lostTips) held.delete(tip);
+    return held;
   }
 
   /** Lists of the live records so far (the outage gate's re-read after the database is back). */
@@ -197,20 +208,7 @@ test('an attempt whose COMMIT answer is lost is neither queued nor sent; after t
   gate.onAvailability({ kind: 'up', url: 'postgres://relay:***@db/relay', downMs: 1, at: 1 });
   await waitFor(() => queued.length === 1);
   expect(queued).toEqual([{ txId: 'tx_a', attempt: 1 }]);
-  // No new tip while the committed one is unsettled: another transaction waits for it.
-  expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
-    'RELAY_E_NOT_READY',
-  );
-  expect(gate.held).toMatch(/1 unsettled tip/);
-  // Once it landed, new tips resume.
-  await store.transition(
-    'tx_a',
-    { state: 'pending' },
-    {
-      set: { state: 'landed', landed_slot: 1_012 },
-      attempts: [{ n: 1, set: { stage: 'landed', slot_landed: 1_012 } }],
-    },
-  );
+  // The database holds the committed tip (it is followed as before the outage): new tips resume at once.
   await waitFor(() => gate.held === null);
   expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
     'resolved',
@@ -289,25 +287,31 @@ test('while the outcome of a lost commit is still unknown to the store, the send
   store.unresolved = null;
   await waitFor(() => queued.length === 3);
   expect(queued[2]).toEqual({ txId: 'tx_a', attempt: 1 });
-  expect(gate.held).toMatch(/1 unsettled tip/);
+  await waitFor(() => gate.held === null);
   await sender.sendOne(job, 0);
   expect(sent).toHaveLength(1);
   expect(sent[0]?.[sent[0].length - 1]).toBe('VElQ');
   gate.stop();
 });
 
-test('after an outage, a tip whose attempt failed holds new tips until its blockhash is dead (with the late-landing margin)', async () => {
+test('after an outage, a tip the database does not hold (a lost commit) holds new tips until its blockhash is dead (with the late-landing margin)', async () => {
   const { store, chain, gate, builder } = rig();
   await store.accept(tx('tx_a', signature()));
   await store.accept(tx('tx_b', signature(), { expires_at_slot: 2_000 }));
-  // Attempt 1 of tx_a was committed before the outage; its tip's blockhash lives to block height 1,050.
+  await store.accept(tx('tx_c', signature(), { expires_at_slot: 2_000 }));
+  // Attempt 1 of tx_a was committed and sent before the outage; its tip's blockhash lives to block height 1,050. The
+  // database came back without it (a failover lost the commit); tx_c's tip it holds.
   await store.addAttempt(
     'tx_a',
     attempt(1, 'bundle-a', { stage: 'submitted', tip_last_valid_block_height: 1_050 }),
   );
+  await store.addAttempt('tx_c', attempt(1, 'bundle-c', { stage: 'submitted' }));
+  store.lostTips.add('tip-bundle-a');
   gate.onAvailability({ kind: 'down', url: 'postgres://relay:***@db/relay', reason: 'gone', at: 0 });
   gate.onAvailability({ kind: 'up', url: 'postgres://relay:***@db/relay', downMs: 1, at: 1 });
-  await waitFor(() => gate.held !== null && /1 unsettled tip/.test(gate.held));
+  await waitFor(
+    () => gate.held !== null && /1 tip\(s\) relay sent that the database does not hold/.test(gate.held),
+  );
   // Judged lost after the outage: not proof that its tip cannot land while its blockhash lives.
   await store.transition(
     'tx_a',
@@ -318,7 +322,7 @@ test('after an outage, a tip whose attempt failed holds new tips until its block
   // Re-read twice since (a whole re-check after the change), and still held.
   const reads = store.gets;
   await waitFor(() => store.gets >= reads + 2);
-  expect(gate.held).toMatch(/1 unsettled tip/);
+  expect(gate.held).toMatch(/1 tip\(s\) relay sent that the database does not hold/);
   expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
     'RELAY_E_NOT_READY',
   );

@@ -249,6 +249,18 @@ describe.each(stores)('%s', (_name, open) => {
     expect(await h.store.spentSince(0)).toBe(0);
   });
 
+  test('heldTips names the tips it holds on that attempt with that signature', async () => {
+    await h.store.accept(tx('tx_a', 'sig-a'));
+    await h.store.addAttempt('tx_a', attempt(1, 'b1'));
+    const held = await h.store.heldTips([
+      { txId: 'tx_a', attempt: 1, tipSignature: 'tip-b1' },
+      { txId: 'tx_a', attempt: 1, tipSignature: 'tip-elsewhere' },
+      { txId: 'tx_a', attempt: 2, tipSignature: 'tip-b1' },
+      { txId: 'tx_none', attempt: 1, tipSignature: 'tip-none' },
+    ]);
+    expect([...held]).toEqual(['tip-b1']);
+  });
+
   test('named queries: live, awaiting an attempt, landed in a slot, followed, counts', async () => {
     await h.store.accept(tx('tx_wait', 'sig-1', { priority: 'high' }));
     await h.store.accept(tx('tx_stopped', 'sig-2', { stopped: true }));

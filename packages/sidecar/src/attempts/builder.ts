@@ -62,8 +62,8 @@ export class AttemptBuilder {
     /** Where an attempt built here is recorded as not sent yet (its first send may re-sign or pack it). */
     private readonly firstSends: Pick<FirstSends, 'built'>,
     /**
-     * Whether a new tip may be built now (throws why not): after a database outage, not until every tip of before it
-     * is proven landed or dead (recovery/outage.ts). Asked before a tip is built and again just before it is committed.
+     * Whether a new tip may be built now (throws why not): after a database outage, not until in-flight work is
+     * re-read and any tip relay sent that the database lost is proven landed or dead (recovery/outage.ts). Asked before a tip is built and again just before it is committed.
      */
     private readonly tipGate: TipGate = { assertMayTip: () => undefined },
   ) {}

@@ -7,9 +7,15 @@ import type { DatabaseAvailability } from '../store/pg-store';
 import { DATABASE_RETRY_AFTER_S } from '../store/pg-store';
 import { inFlight } from '../store/queries';
 import type { StoredAttempt } from '../store/records';
+import type { TipRef } from '../store/store';
 
 /** While new tips wait on the tips of before an outage, they are re-read this often. */
 const RECHECK_MS = 500;
+
+/** A tip waited on: what this process held of its attempt when the database came back. */
+interface WaitingTip extends TipRef {
+  held: StoredAttempt;
+}
 
 /** Stages in which an attempt's bundle (its tip with it) is on chain. */
 const LANDED_STAGES: ReadonlySet<StoredAttempt['stage']> = new Set([
@@ -21,22 +27,34 @@ const LANDED_STAGES: ReadonlySet<StoredAttempt['stage']> = new Set([
 
 /**
  * After the database went away (DESIGN §10, "Operating PostgreSQL"): no new tip while it is away (the store could
- * not commit one anyway, and nothing is sent that is not committed), and once it is back, none until every tip that
- * was unsettled then is re-read from the database and proven landed or dead. A restart or a failover may have lost
- * what relay believed committed, or committed what relay was told was unknown; the database is the truth, and a new
- * tip is built only against what it says once nothing older can still land. Meanwhile what was committed is resent
- * as it is (its bytes, never new ones) and tracked as usual, so the held tips settle and the gate opens.
+ * not commit one anyway, and nothing is sent that is not committed). Once it is back, every tip this process holds
+ * unsettled is looked up in the database itself: a restart or a failover may have lost what relay believed committed,
+ * or committed what relay was told was unknown (those records are re-read first), and the database is the truth.
+ *
+ * - A tip the database holds on that attempt is known again: it is followed, settled and reported as before the
+ *   outage, and a transaction's next tip goes out only in a bundle with its own user transaction, which can land
+ *   once. Nothing waits on it.
+ * - A tip this process sent that the database does not hold (an acknowledged commit the server lost) is one nothing
+ *   else follows: no new tip is built, for any transaction, until it is proven landed or dead.
+ *
+ * Meanwhile what was committed is resent as it is (its bytes, never new ones) and tracked as usual.
+ *
+ * Where this departs from DESIGN §10 ("no new tips until every unsettled tip is proven dead or landed"): proving
+ * every tip dead holds all new tips for up to a blockhash's life plus the late-landing margin (~73 s at 400 ms
+ * slots), longer than a user transaction accepted meanwhile lives (150 blocks from its enqueue); a 2 s restart of
+ * the database expired every transaction accepted around it. The hold is kept for the tips it exists for.
  *
  * A tip is *landed* when its attempt reached `landed` or later, or its tip was seen landing alone (`leaked`); *dead*
- * when its attempt failed and its blockhash is past its last valid block height with the margin a late landing needs
- * to be confirmed (`tipStillLive`: the tracker watches such tips until then, and marks a landing leaked). A record
- * retention deleted is settled.
+ * when its blockhash is past its last valid block height with the margin a late landing needs to be confirmed
+ * (`tipStillLive`).
  */
 export class OutageGate {
   private state: 'open' | 'down' | 'rereading' = 'open';
   private outage: { url: string; reason: string } | null = null;
-  /** The unsettled tips of when the database came back that are not yet proven landed or dead. */
-  private waiting: Array<{ txId: string; attempt: number }> = [];
+  /** Tips this process sent that the database did not hold when it came back, not yet proven landed or dead. */
+  private waiting: WaitingTip[] = [];
+  /** Whether `waiting` is listed for the latest return of the database. */
+  private listed = false;
   /** Bumped at each change: a re-read begun before the latest change stops. */
   private generation = 0;
   private timer: NodeJS.Timeout | null = null;
@@ -51,6 +69,7 @@ export class OutageGate {
   onAvailability(change: DatabaseAvailability): void {
     this.generation++;
     this.stopTimer();
+    this.listed = false;
     if (change.kind === 'down') {
       this.state = 'down';
       this.outage = { url: change.url, reason: change.reason };
@@ -83,7 +102,8 @@ export class OutageGate {
   get held(): string | null {
     if (this.state === 'open') return null;
     if (this.state === 'down') return 'database: new tips held until the database is back';
-    return `database: back after an outage; new tips held until ${this.waiting.length} unsettled tip(s) of before it are proven landed or dead`;
+    if (!this.listed) return 'database: back after an outage; new tips held until in-flight work is re-read';
+    return `database: back after an outage; new tips held until ${this.waiting.length} tip(s) relay sent that the database does not hold are proven landed or dead`;
   }
 
   stop(): void {
@@ -92,20 +112,26 @@ export class OutageGate {
   }
 
   /**
-   * The database is back: resend what is committed and unsent (the same bytes), list the unsettled tips, and re-read
-   * them until each is landed or dead. A failure (the database gone again) ends this re-read: the next `up` starts
+   * The database is back: resend what is committed and unsent (the same bytes), list the unsettled tips, ask the
+   * database which it holds, and wait on the others until each is landed or dead. A failure (the database gone again) ends this re-read: the next `up` starts
    * another; any other failure tries again shortly.
    */
   private async reread(generation: number): Promise<void> {
     try {
       const live = await this.d.store.live();
       if (generation !== this.generation) return;
-      const waiting: Array<{ txId: string; attempt: number }> = [];
+      const unsettled: WaitingTip[] = [];
       let resent = 0;
       for (const tx of live) {
         const flying = inFlight(tx);
         if (!flying) continue;
-        if (flying.tip_signature !== null) waiting.push({ txId: tx.tx_id, attempt: flying.attempt });
+        if (flying.tip_signature !== null)
+          unsettled.push({
+            txId: tx.tx_id,
+            attempt: flying.attempt,
+            tipSignature: flying.tip_signature,
+            held: flying,
+          });
         // Committed and maybe never sent (its send was cut off, or its commit's answer was lost): the same bytes.
         if (
           flying.stage === 'journaled' &&
@@ -117,10 +143,16 @@ export class OutageGate {
           resent++;
         }
       }
-      this.waiting = waiting;
-      this.d.log.info(
-        { unsettled_tips: waiting.length, resent },
-        'database back: re-read in-flight work; new tips wait until the unsettled ones are proven landed or dead',
+      // Which of them the database itself holds (read from it now, not from what this process holds).
+      const known = await this.d.store.heldTips(unsettled);
+      if (generation !== this.generation) return;
+      this.waiting = unsettled.filter((tip) => !known.has(tip.tipSignature));
+      this.listed = true;
+      this.d.log[this.waiting.length > 0 ? 'warn' : 'info'](
+        { unsettled_tips: unsettled.length, not_in_database: this.waiting.length, resent },
+        this.waiting.length > 0
+          ? 'database back without tips relay sent: new tips wait until those are proven landed or dead'
+          : 'database back: re-read in-flight work; every unsettled tip is in the database',
       );
       await this.recheck(generation);
     } catch {
@@ -134,15 +166,17 @@ export class OutageGate {
     }
   }
 
-  /** Re-read the tips still waiting; open the gate once none is, else look again shortly. */
+  /** Look again at the tips still waiting; open the gate once none is, else look again shortly. */
   private async recheck(generation: number): Promise<void> {
     if (generation !== this.generation || this.d.isClosed()) return;
-    const still: Array<{ txId: string; attempt: number }> = [];
+    const still: WaitingTip[] = [];
     try {
       for (const entry of this.waiting) {
-        const tx = await this.d.store.get(entry.txId);
-        const attempt = tx?.attempts.find((a) => a.attempt === entry.attempt);
-        if (attempt && !this.settled(attempt)) still.push(entry);
+        // What the store holds of it now (the database may have it by now, settled), else what this process sent.
+        const stored = (await this.d.store.get(entry.txId))?.attempts.find(
+          (a) => a.attempt === entry.attempt && a.tip_signature === entry.tipSignature,
+        );
+        if (!this.settled(stored ?? entry.held)) still.push(entry);
       }
     } catch {
       if (generation !== this.generation) return;
@@ -157,12 +191,13 @@ export class OutageGate {
     }
     this.state = 'open';
     this.outage = null;
-    this.d.log.info('database: every tip of before the outage is landed or dead; new tips resume');
+    this.d.log.info('database: new tips resume');
   }
 
+  /** Landed, or its blockhash dead (with the late-landing margin) whatever relay last judged of its bundle. */
   private settled(attempt: StoredAttempt): boolean {
     if (LANDED_STAGES.has(attempt.stage) || attempt.leaked) return true;
-    return attempt.stage === 'failed' && !tipStillLive(attempt, this.d.chain);
+    return !tipStillLive(attempt, this.d.chain);
   }
 
   private later(generation: number): void {

@@ -34,6 +34,7 @@ import {
   mayAddAttempt,
   type SpendLimit,
   type StoreCounts,
+  type TipRef,
   type TxChange,
   type TxEvent,
   type TxExpectation,
@@ -493,6 +494,17 @@ export class PgTxStore implements TxStore {
   async awaitingAttempt(): Promise<StoredTx[]> {
     await this.settle();
     return awaitingAttemptOf(this.owned.records.values());
+  }
+
+  async heldTips(tips: readonly TipRef[]): Promise<Set<string>> {
+    if (tips.length === 0) return new Set();
+    const { rows } = await this.statement<{ tip_signature: string }>(
+      `SELECT a.tip_signature FROM attempts a
+       JOIN unnest($1::text[], $2::int[], $3::text[]) AS w(tx_id, attempt, tip_signature)
+         ON a.tx_id = w.tx_id AND a.attempt = w.attempt AND a.tip_signature = w.tip_signature`,
+      [tips.map((t) => t.txId), tips.map((t) => t.attempt), tips.map((t) => t.tipSignature)],
+    );
+    return new Set(rows.map((r) => r.tip_signature));
   }
 
   async landedIn(slot: number): Promise<StoredTx[]> {

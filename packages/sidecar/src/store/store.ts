@@ -83,12 +83,25 @@ export interface TxQueries {
   followed(sinceSlot: number): Promise<{ live: StoredTx[]; ended: StoredTx[] }>;
   /** Every retained record, terminal ones included (recovery, tipper loads). */
   all(): Promise<StoredTx[]>;
+  /**
+   * Which of these tips the store itself holds on that attempt, read from where it keeps them (a database: read from
+   * it now, not from what this process holds). After a database outage, a tip this process sent that the database
+   * does not hold (a failover that lost an acknowledged commit) is one nothing else would follow (see `OutageGate`).
+   */
+  heldTips(tips: readonly TipRef[]): Promise<Set<string>>;
   /** What admission and metrics count. */
   counts(): Promise<StoreCounts>;
   /** Lamports reserved or paid at or after `cutoff` (ms): what `spend-limit` is checked against. */
   spentSince(cutoff: number): Promise<number>;
   /** Whether any spend reservation is older than `before` (due for pruning). */
   hasSpendOlderThan(before: number): Promise<boolean>;
+}
+
+/** One attempt's tip, by the signature it was sent with. */
+export interface TipRef {
+  txId: string;
+  attempt: number;
+  tipSignature: string;
 }
 
 export interface StoreCounts {
@@ -369,6 +382,15 @@ abstract class TableTxStore implements TxStore {
 
   awaitingAttempt(): Promise<StoredTx[]> {
     return Promise.resolve(awaitingAttemptOf(this.state.records.values()));
+  }
+
+  heldTips(tips: readonly TipRef[]): Promise<Set<string>> {
+    const held = new Set<string>();
+    for (const tip of tips) {
+      const attempt = this.state.records.get(tip.txId)?.attempts.find((a) => a.attempt === tip.attempt);
+      if (attempt?.tip_signature === tip.tipSignature) held.add(tip.tipSignature);
+    }
+    return Promise.resolve(held);
   }
 
   landedIn(slot: number): Promise<StoredTx[]> {

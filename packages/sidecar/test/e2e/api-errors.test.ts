@@ -210,17 +210,20 @@ test('the per-transaction stream of an already-terminal transaction sends its st
   expect((await post(url, '/internal/submit', { tx_id, tip_lamports: 200_000, reason: 'x' })).status).toBe(
     202,
   );
+  // Finalized (~32 slots of 60 ms after it lands); on a loaded machine give it time, and say where it stopped.
   await waitUntil(
     async () => (await get(url, `/tx/${tx_id}`)).body.state === 'finalized',
-    30_000,
+    60_000,
     'finalized',
-  );
+  ).catch(async (error: Error) => {
+    throw new Error(`${error.message}: ${JSON.stringify((await get(url, `/tx/${tx_id}`)).body)}`);
+  });
   const reader = await SseReader.open(`${url}/tx/events/${tx_id}`);
   await reader.waitFor((r) => r.ended, 5000);
   expect(reader.messages).toHaveLength(1);
   expect(reader.messages[0]!.event).toBe('tx_status_changed');
   expect(JSON.parse(reader.messages[0]!.data)).toMatchObject({ tx_id, state: 'finalized' });
-}, 40_000);
+}, 80_000);
 
 test('Last-Event-ID resumes the global stream; an unknown id gets resync', async () => {
   const first = await SseReader.open(`${url}/internal/events`);

@@ -315,6 +315,11 @@ test.each(cases)(
     expect(downs.length - downsBefore).toBe(1);
     expect(downs[downs.length - 1]?.database).toMatch(/^postgres:\/\/relay:\*\*\*@/);
     expect(logLines.filter((l) => l.msg === 'database back')).toHaveLength(downs.length);
+    // The server restarted on its own data (synchronous_commit on): it holds every tip relay had sent, so no new tip
+    // waited on a tip's blockhash to die (recovery/outage.ts).
+    const reread = logLines.filter((l) => l.msg.startsWith('database back:'));
+    expect(reread).toHaveLength(downs.length);
+    expect(reread.every((l) => l.not_in_database === 0)).toBe(true);
   },
   300_000,
 );

@@ -281,6 +281,26 @@ test('the partial unique index refuses a second unsettled attempt even when the 
   expect((await store.addAttempt('tx_a', attempt(2, 'b2'))).attempts.map((a) => a.attempt)).toEqual([1, 2]);
 });
 
+test('heldTips answers from the database, not from what the store holds: a tip whose row the server lost is not held', async () => {
+  const store = await openStore();
+  await store.accept(tx('tx_a', 'sig-a'));
+  await store.accept(tx('tx_b', 'sig-b'));
+  await store.addAttempt('tx_a', attempt(1, 'ba'));
+  await store.addAttempt('tx_b', attempt(1, 'bb'));
+  const tips = [
+    { txId: 'tx_a', attempt: 1, tipSignature: 'tip-ba' },
+    { txId: 'tx_b', attempt: 1, tipSignature: 'tip-bb' },
+    // Another signature on a held attempt (a tip re-signed elsewhere) is not this tip.
+    { txId: 'tx_b', attempt: 1, tipSignature: 'tip-other' },
+  ];
+  expect([...(await store.heldTips(tips))].sort()).toEqual(['tip-ba', 'tip-bb']);
+  // The server loses tx_a's attempt (as a failover that lost an acknowledged commit would); the store still holds it.
+  await sql().query(`DELETE FROM attempts WHERE tx_id = 'tx_a'`);
+  expect((await store.get('tx_a'))?.attempts).toHaveLength(1);
+  expect([...(await store.heldTips(tips))]).toEqual(['tip-bb']);
+  expect(await store.heldTips([])).toEqual(new Set());
+});
+
 test("a change's events and lifecycle entries commit with it; a refused one writes none", async () => {
   const store = await openStore({ hostId: 'box:7777' });
   await store.accept(tx('tx_a', 'sig-a'), [status('tx_a', 'pending')]);
