@@ -38,12 +38,28 @@ export interface PackCandidate<T> {
   bidPerCu?: number;
   /** Whether one of its transactions carries the `jitodontfront` marker (it never rides). */
   dontFront?: boolean;
+  /** Lamports it would tip alone (what a raised pack tip may take from it; see {@link PackTip.maxLamports}). */
+  tipLamports?: number;
 }
 
 /** The pack's one tip and what the bundle requests besides the user transactions (the tip transaction's CU). */
 export interface PackTip {
+  /** The lead's own tip: the pack's tip is never below it. */
   tipLamports: number;
   overheadCu: number;
+  /**
+   * The most the pack's tip may be raised to so that riders keep their rank (the lead's `max-tip` bound). Absent: the
+   * tip stays the lead's and only riders that rank under it join. A raise never passes what the members would tip
+   * alone together (the lead's tip plus each rider's {@link PackCandidate.tipLamports}): a pack costs no more than
+   * sending each alone, and saves their tip transactions' CU and the engine's bundle budget.
+   */
+  maxLamports?: number;
+}
+
+/** The riders chosen and the pack's tip: the lead's, or raised to rank every member at its own bid. */
+export interface PackPlan<T> {
+  passengers: T[];
+  tipLamports: number;
 }
 
 /** Whether `tip` over `computeUnits` ranks at least `bidPerCu` (tip per requested CU). */
@@ -57,13 +73,31 @@ export function choosePassengers<T>(
   maxTransactions: number = MAX_USER_TRANSACTIONS,
   tip: PackTip | null = null,
 ): T[] {
+  return planPack(lead, candidates, maxTransactions, tip).passengers;
+}
+
+/**
+ * {@link choosePassengers}, and the pack's tip: with a {@link PackTip} whose `maxLamports` allows it, a rider that
+ * the lead's tip cannot rank joins when the tip raised to `ceil(rank × pack CU)` stays within `maxLamports` and
+ * within the members' own tips together; the plan's tip is the highest such raise (the lead's tip when none).
+ */
+export function planPack<T>(
+  lead: Pick<PackCandidate<T>, 'transactions' | 'writeLocks' | 'lookups' | 'computeUnits' | 'bidPerCu'>,
+  candidates: ReadonlyArray<PackCandidate<T>>,
+  maxTransactions: number = MAX_USER_TRANSACTIONS,
+  tip: PackTip | null = null,
+): PackPlan<T> {
   const limit = Math.min(MAX_USER_TRANSACTIONS, maxTransactions);
-  if (lead.lookups || lead.transactions >= limit) return [];
-  if (tip && (lead.computeUnits === undefined || lead.bidPerCu === undefined)) return [];
+  const none: PackPlan<T> = { passengers: [], tipLamports: tip?.tipLamports ?? 0 };
+  if (lead.lookups || lead.transactions >= limit) return none;
+  if (tip && (lead.computeUnits === undefined || lead.bidPerCu === undefined)) return none;
   const locked = new Set(lead.writeLocks);
   let count = lead.transactions;
   let packCu = (lead.computeUnits ?? 0) + (tip?.overheadCu ?? 0);
   let rank = lead.bidPerCu ?? 0;
+  let tipLamports = tip?.tipLamports ?? 0;
+  /** What the members chosen so far would tip alone, together. */
+  let ownTips = tipLamports;
   const chosen: T[] = [];
   for (const candidate of candidates) {
     if (count >= limit) break;
@@ -73,13 +107,22 @@ export function choosePassengers<T>(
     if (tip) {
       if (candidate.computeUnits === undefined || candidate.bidPerCu === undefined) continue;
       const need = Math.max(rank, candidate.bidPerCu);
-      if (!ranksAtLeast(tip.tipLamports, packCu + candidate.computeUnits, need)) continue;
-      packCu += candidate.computeUnits;
+      const cu = packCu + candidate.computeUnits;
+      let next = tipLamports;
+      if (!ranksAtLeast(tipLamports, cu, need)) {
+        const ceiling = Math.min(tip.maxLamports ?? tip.tipLamports, ownTips + (candidate.tipLamports ?? 0));
+        const raised = Math.ceil(need * cu);
+        if (raised > ceiling || !ranksAtLeast(raised, cu, need)) continue;
+        next = raised;
+      }
+      packCu = cu;
       rank = need;
+      tipLamports = next;
+      ownTips += candidate.tipLamports ?? 0;
     }
     for (const key of candidate.writeLocks) locked.add(key);
     count += candidate.transactions;
     chosen.push(candidate.item);
   }
-  return chosen;
+  return { passengers: chosen, tipLamports };
 }

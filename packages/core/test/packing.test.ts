@@ -1,4 +1,4 @@
-import { choosePassengers, ranksAtLeast, type PackCandidate } from '../src/packing';
+import { choosePassengers, planPack, ranksAtLeast, type PackCandidate } from '../src/packing';
 
 const c = (item: string, writeLocks: string[], transactions = 1, lookups = false): PackCandidate<string> => ({
   item,
@@ -132,5 +132,101 @@ describe('choosePassengers keeps every member rank (tip per requested CU)', () =
       ),
     ).toEqual([]);
     expect(choosePassengers(lead, [c('unpriced', ['payerB'])], 4, tip)).toEqual([]);
+  });
+});
+
+describe('planPack raises the pack tip so every member keeps its rank, within max-tip and the members own tips', () => {
+  /** A rider bidding `bidPerCu` alone: its own tip is that bid over its CU and its own tip transaction's. */
+  const rider = (
+    item: string,
+    payer: string,
+    computeUnits: number,
+    bidPerCu: number,
+  ): PackCandidate<string> => ({
+    item,
+    writeLocks: [payer],
+    transactions: 1,
+    lookups: false,
+    computeUnits,
+    bidPerCu,
+    tipLamports: Math.ceil(bidPerCu * (computeUnits + 1_400)),
+  });
+  // A 200k-CU lead bidding 0.05 per CU alone: 10,070 lamports over its 201,400 CU.
+  const lead = {
+    transactions: 1,
+    writeLocks: ['payerA'],
+    lookups: false,
+    computeUnits: 200_000,
+    bidPerCu: 0.05,
+  };
+  const leadTip = Math.ceil(0.05 * 201_400);
+
+  test('riders at the same bid join and the tip rises to rank the whole pack at that bid', () => {
+    const plan = planPack(
+      lead,
+      [
+        rider('b', 'payerB', 300_000, 0.05),
+        rider('c', 'payerC', 300_000, 0.05),
+        rider('d', 'payerD', 300_000, 0.05),
+      ],
+      4,
+      { tipLamports: leadTip, overheadCu: 1_400, maxLamports: 10_000_000 },
+    );
+    expect(plan.passengers).toEqual(['b', 'c', 'd']);
+    const packCu = 200_000 + 1_400 + 3 * 300_000;
+    expect(plan.tipLamports).toBe(Math.ceil(0.05 * packCu));
+    expect(ranksAtLeast(plan.tipLamports, packCu, 0.05)).toBe(true);
+    // Cheaper than four bundles at the same bid: the riders' tip transactions' CU are not paid for.
+    const alone = leadTip + 3 * Math.ceil(0.05 * 301_400);
+    expect(plan.tipLamports).toBeLessThan(alone);
+  });
+
+  test('without maxLamports the tip stays the lead and a rider it cannot rank stays out (the old rule)', () => {
+    const plan = planPack(lead, [rider('b', 'payerB', 300_000, 0.05)], 4, {
+      tipLamports: leadTip,
+      overheadCu: 1_400,
+    });
+    expect(plan).toEqual({ passengers: [], tipLamports: leadTip });
+  });
+
+  test('the raise stops at max-tip: the riders that would pass it stay out', () => {
+    const maxLamports = Math.ceil(0.05 * (201_400 + 300_000));
+    const plan = planPack(
+      lead,
+      [rider('b', 'payerB', 300_000, 0.05), rider('c', 'payerC', 300_000, 0.05)],
+      4,
+      { tipLamports: leadTip, overheadCu: 1_400, maxLamports },
+    );
+    expect(plan.passengers).toEqual(['b']);
+    expect(plan.tipLamports).toBeLessThanOrEqual(maxLamports);
+  });
+
+  test('the raise never passes what the members would tip alone: a rider outbidding the pack pays its own rank', () => {
+    // A contended rider bids 0.5 per CU; ranking the lead's 200k CU at 0.5 too would cost more than both alone.
+    const contended = rider('hot', 'payerH', 10_000, 0.5);
+    const plan = planPack(lead, [contended], 4, {
+      tipLamports: leadTip,
+      overheadCu: 1_400,
+      maxLamports: 10_000_000,
+    });
+    expect(plan).toEqual({ passengers: [], tipLamports: leadTip });
+    // A rider with no own tip known gives nothing to raise with.
+    const unknown = { ...rider('u', 'payerU', 300_000, 0.05), tipLamports: undefined };
+    expect(
+      planPack(lead, [unknown], 4, { tipLamports: leadTip, overheadCu: 1_400, maxLamports: 10_000_000 }),
+    ).toEqual({
+      passengers: [],
+      tipLamports: leadTip,
+    });
+  });
+
+  test('a rider the lead tip already ranks joins without a raise', () => {
+    const rich = { ...lead, bidPerCu: 0.001 };
+    const plan = planPack(rich, [rider('b', 'payerB', 4_000, 0.001)], 4, {
+      tipLamports: 10_000,
+      overheadCu: 1_400,
+      maxLamports: 10_000_000,
+    });
+    expect(plan).toEqual({ passengers: ['b'], tipLamports: 10_000 });
   });
 });

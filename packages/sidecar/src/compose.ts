@@ -73,8 +73,12 @@ export function composeRelay(o: RelayOptions): RelayStages {
     onHeld: () => ports.metrics.sendsHeldForMigration.inc(),
   });
   const firstSends = new FirstSends(ports, (tipper) => tippers.signerOf(tipper));
-  const packer = new Packer(ports, queue, o.packMaxTransactions ?? 1, (txId, n) =>
-    firstSends.isUnsent(txId, n),
+  const packer = new Packer(
+    ports,
+    queue,
+    o.packMaxTransactions ?? 1,
+    (txId, n) => firstSends.isUnsent(txId, n),
+    tippers,
   );
   // Relay's own tip transaction failing is an operator fault: its tipper is held, the user's transaction waits.
   const tipFailed = (attempt: StoredAttempt, detail: string) => tippers.tipFailed(attempt, detail);

@@ -68,6 +68,11 @@ export class Metrics {
     help: 'Transactions that rode in another transaction’s bundle (packing)',
     registers: [this.registry],
   });
+  readonly packTipsRaised = new Counter({
+    name: 'relay_pack_tips_raised_total',
+    help: 'Packed bundles whose tip was raised (and signed again before the first send) so that every member keeps its rank per CU',
+    registers: [this.registry],
+  });
   readonly engineRequests = new Counter({
     name: 'relay_engine_requests_total',
     help: 'sendBundle requests per regional block engine, by answer: accepted (an id), rejected (a verdict on the bundle), transport (429, 5xx, timeouts)',

@@ -165,6 +165,44 @@ describe.each(stores)('%s', (_name, open) => {
     ).resolves.toMatchObject({ tx_id: 'tx_d' });
   });
 
+  test('a raised reservation replaces the one counted; its increase is checked against spend-limit as it commits', async () => {
+    for (const id of ['tx_a', 'tx_b']) await h.store.accept(tx(id, `sig-${id}`));
+    await h.store.addAttempt('tx_a', attempt(1, 'b-a'));
+    await h.store.addAttempt('tx_b', attempt(1, 'b-b'));
+    expect(await h.store.spentSince(T0)).toBe(30_000);
+    const limit = { limit: 50_000, since: T0 };
+    const raise = (id: string, lamports: number) =>
+      h.store.transition(
+        id,
+        { attempt: { n: 1, stage: 'journaled' } },
+        {
+          attempts: [{ n: 1, set: { tip_lamports: lamports - 5_000, reserved_lamports: lamports } }],
+          spendLimit: limit,
+        },
+      );
+    // Two raises of 15,000 each at once: the limit takes one (30,000 + 15,000), however the commits interleave.
+    const results = await Promise.allSettled([raise('tx_a', 30_000), raise('tx_b', 30_000)]);
+    const refused = results.filter((r) => r.status === 'rejected');
+    expect(refused).toHaveLength(1);
+    expect((refused[0] as PromiseRejectedResult).reason).toBeInstanceOf(SpendLimitReached);
+    expect((refused[0] as PromiseRejectedResult).reason).toMatchObject({ limit: 50_000, actual: 60_000 });
+    expect(await h.store.spentSince(T0)).toBe(45_000);
+    const raised = results.findIndex((r) => r.status === 'fulfilled') === 0 ? 'tx_a' : 'tx_b';
+    expect((await h.store.get(raised))?.attempts[0]).toMatchObject({
+      reserved_lamports: 30_000,
+      tip_lamports: 25_000,
+    });
+    // The refused one is unchanged; released, the raised one counts nothing.
+    const other = raised === 'tx_a' ? 'tx_b' : 'tx_a';
+    expect((await h.store.get(other))?.attempts[0]?.reserved_lamports).toBe(15_000);
+    await h.store.transition(
+      raised,
+      {},
+      { attempts: [{ n: 1, set: { stage: 'failed', outcome: 'dropped', released: true } }] },
+    );
+    expect(await h.store.spentSince(T0)).toBe(15_000);
+  });
+
   test('addAttempt refuses a record that does not match its expectation', async () => {
     await h.store.accept(tx('tx_a', 'sig-a', { stopped: true }));
     await expect(

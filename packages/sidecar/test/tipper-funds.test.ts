@@ -175,6 +175,26 @@ describe('the pool', () => {
     expect(pool.reserve(TIP).pubkey).toBe(keys[0]);
   });
 
+  test("a pack's raise is reserved on the carrier's own tipper only if it covers it beside what it holds", async () => {
+    const { pool, keys, fund } = rig(2);
+    await fund([RENT_EXEMPT_MINIMUM + tipCost(TIP) + 30_000, 10e9]);
+    const first = pool.reserve(TIP);
+    expect(first.pubkey).toBe(keys[0]);
+    first.journaled();
+    // 30,000 more fits on that tipper (and no other tipper is asked); a second 30,000 does not.
+    const raise = pool.raise(keys[0] as string, 30_000);
+    expect(raise?.pubkey).toBe(keys[0]);
+    expect(pool.raise(keys[0] as string, 1)).toBeNull();
+    // Cancelled before it is journaled: the lamports are free again. Counted once as a tip in flight.
+    raise?.cancel();
+    expect(pool.raise(keys[0] as string, 30_000)).not.toBeNull();
+    expect(pool.status()[0]).toMatchObject({ in_flight: 1 });
+    // An unknown or held tipper is never raised on.
+    expect(pool.raise('unknown', 1)).toBeNull();
+    pool.tipFailed(attempt({ tipper: keys[1] as string, stage: 'failed' }), 'simulation failed');
+    expect(pool.raise(keys[1] as string, 1)).toBeNull();
+  });
+
   test('a short tipper is passed over; the pool pauses only when none can pay', async () => {
     const { pool, keys, fund } = rig(2);
     await fund([RENT_EXEMPT_MINIMUM + 1000, 10e9]);

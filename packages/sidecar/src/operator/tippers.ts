@@ -44,6 +44,8 @@ interface Tipper {
 interface Live {
   tipper: Tipper;
   lamports: number;
+  /** Tips in flight it adds (0 for a raise of one already counted). */
+  count: number;
   journaled: boolean;
 }
 
@@ -191,7 +193,7 @@ export class TipperPool {
     }
     const tipper = chosen;
     tipper.lastUsed = ++this.uses;
-    const live: Live = { tipper, lamports: need, journaled: false };
+    const live: Live = { tipper, lamports: need, count: 1, journaled: false };
     this.live.add(live);
     tipper.liveLamports += need;
     tipper.liveCount++;
@@ -204,6 +206,31 @@ export class TipperPool {
         live.journaled = true;
       },
       // Once journaled, the attempt is in the records: it stays counted until a scan sees it there.
+      cancel: () => {
+        if (!live.journaled && this.drop(live)) this.refresh();
+      },
+    };
+  }
+
+  /**
+   * Reserve `extraLamports` more on the tipper `pubkey` (a pack's tip raised before its first send, signed by the same
+   * tipper): null when that tipper is held, unread or cannot cover it beside what it has reserved (the tip is then not
+   * raised). `journaled()` once the raised attempt is, `cancel()` if not.
+   */
+  raise(pubkey: string, extraLamports: number): TipReservation | null {
+    const tipper = this.byKey.get(pubkey);
+    if (!tipper || tipper.balance === null || tipper.hold) return null;
+    if (availableOf(tipper.balance, this.reservedOf(tipper)) < extraLamports) return null;
+    // Counted in lamports only: the attempt it raises is already one of the tipper's tips in flight.
+    const live: Live = { tipper, lamports: extraLamports, count: 0, journaled: false };
+    this.live.add(live);
+    tipper.liveLamports += extraLamports;
+    return {
+      pubkey,
+      signer: tipper.signer,
+      journaled: () => {
+        live.journaled = true;
+      },
       cancel: () => {
         if (!live.journaled && this.drop(live)) this.refresh();
       },
@@ -327,7 +354,7 @@ export class TipperPool {
   private drop(live: Live): boolean {
     if (!this.live.delete(live)) return false;
     live.tipper.liveLamports -= live.lamports;
-    live.tipper.liveCount--;
+    live.tipper.liveCount -= live.count;
     return true;
   }
 

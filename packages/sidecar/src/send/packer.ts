@@ -1,6 +1,7 @@
 import {
   choosePassengers,
   deriveBundleId,
+  planPack,
   isTerminalTxState,
   tipPerCu,
   type PackCandidate,
@@ -13,6 +14,9 @@ import { attemptKey, type StoredAttempt, type StoredTx } from '../store/records'
 import { isWritableIndex, parseTransaction } from '../wire/transaction';
 import { bundleFacts, wireComputeUnits } from '../chain/pricing';
 import type { SendJob, SendQueue } from './queue';
+import type { TipReservation } from '../operator/tippers';
+import { SpendLimitReached } from '../store/store';
+import { ROLLING_HOUR_MS } from '../store/spend';
 
 /** Waiting bundles looked at (and simulated) for one pack: the most valuable ones, in the queue's order. */
 const CANDIDATES_PER_PACK = 8;
@@ -50,8 +54,10 @@ const LANDED_STAGES: ReadonlySet<string> = new Set(['landed', 'processed', 'conf
  *
  * The passenger model keeps every money rule of a single bundle:
  * - only the lead's attempt changes: its bundle gains the passengers' transactions (journaled with their bytes
- *   before the send, so a resend after a crash sends the same pack). The tip is the lead's, checked against policy
- *   and reserved as it was; a passenger's own attempt stays journaled and unsent, its tip reserved.
+ *   before the send, so a resend after a crash sends the same pack). The tip is the lead's, or raised so that the
+ *   pack's tip per CU ranks every member at its own bid (DESIGN §11): signed again by the same tipper on the same
+ *   blockhash, within the lead's max-tip and the members' own tips together, its increase reserved on the tipper and
+ *   against spend-limit as it is journaled. A passenger's own attempt stays journaled and unsent, its tip reserved.
  * - a passenger's own bundle is held (out of the queue) while the pack can land. If the pack lands, the passenger's
  *   transactions landed with it and its own attempt settles as "landed in another bundle" without paying a tip. If
  *   the pack fails, the passengers are released and go out alone. Either way at most one of the two bundles can land:
@@ -72,13 +78,24 @@ export class Packer {
   constructor(
     private readonly d: Pick<
       RelayPorts,
-      'blockhashes' | 'chain' | 'crashPoint' | 'isClosed' | 'log' | 'metrics' | 'now' | 'rpc' | 'store'
+      | 'blockhashes'
+      | 'chain'
+      | 'crashPoint'
+      | 'isClosed'
+      | 'log'
+      | 'metrics'
+      | 'now'
+      | 'policy'
+      | 'rpc'
+      | 'store'
     >,
     private readonly queue: SendQueue,
     /** Most user transactions per bundle (1: no packing). */
     readonly maxTransactions: number,
     /** Whether an attempt's bytes have never gone to an engine (the attempt builder knows). */
     private readonly isUnsent: (txId: string, attempt: number) => boolean,
+    /** The tipper pool: a pack's tip is raised on the lead's tipper (null: never raised). */
+    private readonly tips: TipRaiser | null = null,
   ) {}
 
   get enabled(): boolean {
@@ -137,16 +154,26 @@ export class Packer {
     const tipCu = safeComputeUnits(attempt.tip_tx);
     if (tipCu === null || lead.computeUnits === undefined) return attempt;
     lead.bidPerCu = ownBidPerCu(attempt, lead.computeUnits + tipCu);
-    const packTip: PackTip = { tipLamports: attempt.tip_lamports, overheadCu: tipCu };
+    // The pack's tip may be raised (on the lead's tipper, within its max-tip) so that riders keep their rank.
+    const maxLamports = this.raiseCeiling(tx, attempt);
+    const packTip: PackTip = {
+      tipLamports: attempt.tip_lamports,
+      overheadCu: tipCu,
+      ...(maxLamports !== null ? { maxLamports } : {}),
+    };
+    // A rider's own tip bounds nothing when the tip can be raised (its rank per CU is what joins it, below).
+    const leadTip = maxLamports !== null ? Number.POSITIVE_INFINITY : attempt.tip_lamports;
     // The records of the jobs that might ride, read first; then the best of those that may are taken from the queue.
     const ready = this.queue.peekReady((job) => this.mayRideAtAll(job));
     const records = await this.recordsOf(ready);
     const jobs = this.queue.takeReady(
-      (job) => this.mayRide(job, records.get(job.txId), attempt.tip_lamports),
+      (job) => this.mayRide(job, records.get(job.txId), leadTip),
       CANDIDATES_PER_PACK,
     );
     if (jobs.length === 0) return attempt;
     let chosen: SendJob[];
+    let tipLamports = attempt.tip_lamports;
+    let raise: TipReservation | null = null;
     try {
       const candidates: Array<PackCandidate<SendJob>> = [];
       for (const job of jobs) {
@@ -159,43 +186,61 @@ export class Packer {
             item: job,
             ...profile,
             bidPerCu: ownBidPerCu(own, profile.computeUnits + ownTipCu),
+            tipLamports: own.tip_lamports,
           });
       }
       const passing = await this.simulateAll(tx, candidates, records);
       // The simulations took time: a candidate may have landed, expired or been retired meanwhile.
       const now = await this.recordsOf(passing?.map((c) => c.item) ?? []);
       for (const [id, record] of now) records.set(id, record);
-      const still =
-        passing?.filter((c) => this.mayRide(c.item, now.get(c.item.txId), attempt.tip_lamports)) ?? [];
-      chosen = choosePassengers(lead, still, this.maxTransactions, packTip);
+      const still = passing?.filter((c) => this.mayRide(c.item, now.get(c.item.txId), leadTip)) ?? [];
+      const plan = planPack(lead, still, this.maxTransactions, packTip);
+      chosen = plan.passengers;
+      if (plan.tipLamports > attempt.tip_lamports) {
+        // The tipper must cover the raise beside what it has reserved; if not, only riders the lead's tip ranks.
+        raise = this.tips?.raise(attempt.tipper as string, plan.tipLamports - attempt.tip_lamports) ?? null;
+        if (raise) tipLamports = plan.tipLamports;
+        else
+          chosen = choosePassengers(lead, still, this.maxTransactions, {
+            ...packTip,
+            maxLamports: undefined,
+          });
+      }
     } catch (error) {
       this.d.log.debug({ err: error, tx_id: tx.tx_id }, 'packing skipped');
       chosen = [];
     }
     // Whatever does not ride goes back to the queue as it was (if it still waits).
     for (const job of jobs) if (!chosen.includes(job)) void this.requeueIfWaiting(job);
-    if (chosen.length === 0) return attempt;
+    if (chosen.length === 0) {
+      raise?.cancel();
+      return attempt;
+    }
     const riders = chosen.map((job) => records.get(job.txId) as StoredTx);
     const passengers = riders.map((r) => ({ tx_id: r.tx_id, signatures: [...r.signatures] }));
     const passengerWires = riders.flatMap((r) => r.wires ?? []);
+    // A raised tip: the same tipper signs the same transfer for more, on the same blockhash (the attempt is unsent, so
+    // the old bytes never left relay; the compare-and-set below replaces them before anything goes out).
+    const tip = raise ? this.resign(attempt, raise, tipLamports) : null;
     const bundleSignatures = [
       ...tx.signatures,
       ...passengers.flatMap((p) => p.signatures),
-      attempt.tip_signature as string,
+      tip?.signature ?? (attempt.tip_signature as string),
     ];
     const bundleId = deriveBundleId(bundleSignatures);
     const packCu =
       (lead.computeUnits ?? 0) +
       tipCu +
       riders.reduce((sum, r) => sum + (bundleFacts(r.wires ?? [])?.computeUnits ?? 0), 0);
+    const raised = tip ? `, its tip raised from ${attempt.tip_lamports} to ${tipLamports} lamports` : '';
     const decision = {
       ...attempt.decision,
       pricing: {
         compute_units: packCu,
-        tip_per_cu: tipPerCu(attempt.tip_lamports, packCu),
+        tip_per_cu: tipPerCu(tipLamports, packCu),
         bid_per_cu: lead.bidPerCu,
         contention: attempt.decision.pricing?.contention ?? null,
-        signal: `${attempt.decision.pricing?.signal ?? 'a tip not priced per CU'}; packed with ${riders.length} rider(s), the pack's tip per CU at least every member's bid`,
+        signal: `${attempt.decision.pricing?.signal ?? 'a tip not priced per CU'}; packed with ${riders.length} rider(s)${raised}, the pack's tip per CU at least every member's bid`,
       },
     };
     // Held before the journal write: nothing else may send a passenger from here on.
@@ -221,15 +266,39 @@ export class Packer {
                 passengers,
                 passenger_wires: passengerWires,
                 decision,
+                ...(tip
+                  ? {
+                      tip_tx: tip.wire,
+                      tip_signature: tip.signature,
+                      tip_lamports: tipLamports,
+                      reserved_lamports: attempt.reserved_lamports + (tipLamports - attempt.tip_lamports),
+                    }
+                  : {}),
               },
             },
           ],
+          // The raise is reserved against spend-limit as it commits, with every other reservation.
+          ...(tip
+            ? { spendLimit: { limit: this.d.policy()['spend-limit'], since: this.d.now() - ROLLING_HOUR_MS } }
+            : {}),
         },
       );
     } catch (error) {
       this.release(tx.tx_id, attempt.attempt);
+      raise?.cancel();
+      // Over spend-limit with the raise: the lead goes as it was, alone; its riders go back to the queue.
+      if (error instanceof SpendLimitReached) {
+        for (const job of chosen) void this.requeueIfWaiting(job);
+        this.d.log.debug(
+          { tx_id: tx.tx_id, err: error },
+          'pack not sent: its raised tip would pass spend-limit',
+        );
+        return attempt;
+      }
       throw error;
     }
+    raise?.journaled();
+    if (tip) this.d.metrics.packTipsRaised.inc();
     this.d.crashPoint?.('pack.journaled');
     for (const p of passengers) this.rode(p.tx_id, bundleId);
     this.d.metrics.packedBundles.inc();
@@ -239,6 +308,29 @@ export class Packer {
       'bundle packed',
     );
     return packed.attempts.find((a) => a.attempt === attempt.attempt) ?? attempt;
+  }
+
+  /**
+   * The most a pack's tip may be raised to: the lead's `max-tip` (policy, and the caller's own), when its tip can be
+   * signed again (a relay tip of a known tipper and tip account, on a blockhash read from its bytes); else null.
+   */
+  private raiseCeiling(tx: StoredTx, attempt: StoredAttempt): number | null {
+    if (!this.tips || !attempt.tipper || !attempt.tip_account || !attempt.tip_tx) return null;
+    if (!this.tips.signerOf(attempt.tipper)) return null;
+    const policy = this.d.policy();
+    const ceiling = tx.max_tip === null ? policy['max-tip'] : Math.min(policy['max-tip'], tx.max_tip);
+    return ceiling > attempt.tip_lamports ? ceiling : null;
+  }
+
+  /** The lead's tip signed again for `lamports` by its tipper, to its tip account, on the blockhash it had. */
+  private resign(
+    attempt: StoredAttempt,
+    raise: TipReservation,
+    lamports: number,
+  ): { wire: string; signature: string } {
+    const blockhash = parseTransaction(Buffer.from(attempt.tip_tx as string, 'base64')).recentBlockhash;
+    const tip = raise.signer.build({ tipAccount: attempt.tip_account as string, lamports, blockhash });
+    return { wire: Buffer.from(tip.wire).toString('base64'), signature: tip.signature };
   }
 
   /** The records of `jobs`' transactions, by id (those still stored). */
@@ -480,4 +572,10 @@ function lockProfile(wires: readonly string[]): Omit<PackCandidate<never>, 'item
   } catch {
     return null;
   }
+}
+
+/** What packing asks of the tipper pool: a raise of a tip on its tipper, and that tipper's signer. */
+export interface TipRaiser {
+  raise(pubkey: string, extraLamports: number): TipReservation | null;
+  signerOf(pubkey: string | null): { build: TipReservation['signer']['build'] } | null;
 }

@@ -16,6 +16,7 @@ import {
   dropPayload,
   forgetRecord,
   patchedRecord,
+  reservationIncrease,
   spendEffects,
   storeCodec,
   type SpendEffect,
@@ -340,12 +341,14 @@ export class PgTxStore implements TxStore {
   }
 
   transition(txId: string, expect: TxExpectation, change: TxChange): Promise<StoredTx> {
-    const { events = [], ...op } = change;
+    const { events = [], spendLimit, ...op } = change;
+    const limit = spendLimit && spendLimit.limit > 0 ? spendLimit : undefined;
     return this.writes.run(txId, async () => {
       for (let tries = 1; ; tries++) {
         const mine = await this.mine(txId);
         if (!mine || !matches(mine.tx, expect)) throw new StoreConflict(txId, expect, mine?.tx);
-        const next = await this.persist('transition', mine.tx, mine.version, op, events);
+        const checked = limit && reservationIncrease(mine.tx, op) > 0 ? limit : undefined;
+        const next = await this.persist('transition', mine.tx, mine.version, op, events, checked);
         if (next) {
           this.changes.emit(next, events);
           return next;
@@ -671,7 +674,13 @@ export class PgTxStore implements TxStore {
     const values = this.changeParams(next, effects, changed, { version, evicted: op.evicted }, events);
     // One host: checked as the journal checks it, against the held ledger and the reservations being committed now
     // (a commit applies to the ledger only once acknowledged: two checks in between must both see the other).
-    const reserving = spendLimit && this.options.sole ? (op.attempt?.reserved_lamports ?? 0) : 0;
+    // What this change reserves: a new attempt's reservation, or what it adds to ones the record has (a raised tip).
+    const adding = op.attempt
+      ? op.attempt.released
+        ? 0
+        : op.attempt.reserved_lamports
+      : reservationIncrease(before, op);
+    const reserving = spendLimit && this.options.sole ? adding : 0;
     if (spendLimit && this.options.sole)
       assertWithinSpendLimit(
         spendLimit,
@@ -689,7 +698,7 @@ export class PgTxStore implements TxStore {
               // committed. BEGIN and the lock go in one round trip.
               await db.query(`BEGIN; SELECT pg_advisory_xact_lock(${SPEND_LIMIT_LOCK})`);
               const { rows } = await db.query<{ n: string }>(prepared(SPENT_SINCE, [spendLimit.since]));
-              assertWithinSpendLimit(spendLimit, int(rows[0]?.n ?? '0'), op.attempt?.reserved_lamports ?? 0);
+              assertWithinSpendLimit(spendLimit, int(rows[0]?.n ?? '0'), adding);
               return (await db.query(prepared(CHANGE, values))).rowCount ?? 0;
             })
           : await this.autocommit(txId, operation, CHANGE, values);

@@ -360,6 +360,21 @@ export function patchedRecord(before: StoredTx, op: Omit<PatchOp, 'k' | 'id'>): 
   return tx;
 }
 
+/**
+ * Lamports `op` adds to the reservations of attempts `before` already has (a raised reservation; never negative): what
+ * a transition's `spend-limit` check counts.
+ */
+export function reservationIncrease(before: StoredTx, op: Pick<PatchOp, 'attempts'>): number {
+  let more = 0;
+  for (const change of op.attempts ?? []) {
+    const lamports = change.set.reserved_lamports;
+    const attempt = before.attempts.find((a) => a.attempt === change.n);
+    if (lamports === undefined || !attempt || attempt.released || change.set.released) continue;
+    more += Math.max(0, lamports - attempt.reserved_lamports);
+  }
+  return more;
+}
+
 /** What a patch does to the spend counted against `spend-limit`, attempt by attempt. */
 export type SpendEffect =
   /** A new attempt's reservation. */
@@ -379,6 +394,19 @@ export function spendEffects(after: StoredTx, op: Omit<PatchOp, 'k' | 'id'>): Sp
     const attempt = after.attempts.find((x) => x.attempt === change.n);
     if (!attempt) continue;
     if (change.set.released === true) effects.push({ kind: 'release', n: change.n });
+    // A reservation changed (a pack's tip raised before its first send): it replaces the one counted.
+    if (
+      change.set.reserved_lamports !== undefined &&
+      change.set.released === undefined &&
+      !attempt.released &&
+      attempt.reserved_lamports > 0
+    )
+      effects.push({
+        kind: 'reserve',
+        n: change.n,
+        at: attempt.created_at,
+        lamports: attempt.reserved_lamports,
+      });
     if (change.set.released === false && attempt.reserved_lamports > 0) {
       effects.push({
         kind: 'recount',

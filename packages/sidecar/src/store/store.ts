@@ -3,6 +3,7 @@ import { isRelayError } from '@solrelay/core';
 import type { Journal } from '../journal/journal';
 import { awaitingAttemptOf, followedOf, inFlight, landedInOf, liveOf } from './queries';
 import {
+  reservationIncrease,
   storeCodec,
   type AttemptStage,
   type StoreOp,
@@ -158,6 +159,11 @@ export interface TxChange {
   evicted?: string;
   /** Committed with the change, published after it (never before it is durable). */
   events?: readonly TxEvent[];
+  /**
+   * Checked as the change commits, atomically with it: what it adds to an attempt's reservation (a raised tip) must
+   * not pass `spend-limit` with everything else reserved (refused with SpendLimitReached). Not stored.
+   */
+  spendLimit?: SpendLimit;
 }
 
 /** What a change causes: an SSE event (and webhook) or an audit-log entry. */
@@ -345,8 +351,20 @@ abstract class TableTxStore implements TxStore {
     return this.writes.run(txId, async () => {
       const tx = this.current(txId);
       if (!tx || !matches(tx, expect)) throw new StoreConflict(txId, expect, tx);
-      const { events = [], ...rest } = change;
-      await this.commit({ k: 'patch', id: txId, ...rest });
+      const { events = [], spendLimit, ...rest } = change;
+      const more = spendLimit && spendLimit.limit > 0 ? reservationIncrease(tx, rest) : 0;
+      if (spendLimit && more > 0)
+        assertWithinSpendLimit(
+          spendLimit,
+          this.state.spend.spentSince(spendLimit.since) + this.reserving,
+          more,
+        );
+      this.reserving += more;
+      try {
+        await this.commit({ k: 'patch', id: txId, ...rest });
+      } finally {
+        this.reserving -= more;
+      }
       const next = this.current(txId);
       // Retention may already have evicted a record that went terminal (a retention of 0): answer with what the
       // change made of it.
