@@ -1,4 +1,12 @@
-import { choosePassengers, planPack, ranksAtLeast, type PackCandidate } from '../src/packing';
+import {
+  COMPUTE_BUDGET_PROGRAM_ID,
+  SYSTEM_PROGRAM_ID,
+  choosePassengers,
+  feePayerDebit,
+  planPack,
+  ranksAtLeast,
+  type PackCandidate,
+} from '../src';
 
 const c = (item: string, writeLocks: string[], transactions = 1, lookups = false): PackCandidate<string> => ({
   item,
@@ -228,5 +236,110 @@ describe('planPack raises the pack tip so every member keeps its rank, within ma
       maxLamports: 10_000_000,
     });
     expect(plan).toEqual({ passengers: ['b'], tipLamports: 10_000 });
+  });
+});
+
+describe('feePayerDebit: what a transaction takes from its fee payer, when its bytes say it all', () => {
+  const payer = 'Payer1111111111111111111111111111111111111';
+  const transfer = (from: string, lamports: number) => {
+    const data = Buffer.alloc(12);
+    data.writeUInt32LE(2, 0);
+    data.writeBigUInt64LE(BigInt(lamports), 4);
+    return {
+      program: SYSTEM_PROGRAM_ID,
+      data,
+      accounts: [from, 'To11111111111111111111111111111111111111111'],
+    };
+  };
+  const price = (microLamports: number) => {
+    const data = Buffer.alloc(9);
+    data[0] = 3;
+    data.writeBigUInt64LE(BigInt(microLamports), 1);
+    return { program: COMPUTE_BUDGET_PROGRAM_ID, data, accounts: [] };
+  };
+  const limit = (units: number) => {
+    const data = Buffer.alloc(5);
+    data[0] = 2;
+    data.writeUInt32LE(units, 1);
+    return { program: COMPUTE_BUDGET_PROGRAM_ID, data, accounts: [] };
+  };
+
+  test('fees and transfers from the payer', () => {
+    expect(feePayerDebit(payer, 1, [transfer(payer, 1_000_000)])).toBe(1_005_000);
+    // Priority fee: 1,000,000 micro-lamports per CU over a 10,000-CU limit = 10,000 lamports.
+    expect(feePayerDebit(payer, 1, [limit(10_000), price(1_000_000), transfer(payer, 7)])).toBe(
+      5_000 + 10_000 + 7,
+    );
+    // Rounded up: 1 micro-lamport over 3,000 + 3,000 + 3,000 default CU (three builtins) = 0.009 lamports -> 1.
+    expect(feePayerDebit(payer, 2, [price(1), transfer(payer, 0), transfer(payer, 0)])).toBe(10_001);
+    expect(
+      feePayerDebit(payer, 1, [
+        { program: 'MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr', data: Buffer.from('hi'), accounts: [] },
+      ]),
+    ).toBe(5_000);
+  });
+
+  test('unknown when anything else may move lamports', () => {
+    expect(feePayerDebit(payer, 1, [transfer('Other111111111111111111111111111111111111111', 1)])).toBeNull();
+    expect(
+      feePayerDebit(payer, 1, [
+        { program: 'Prog111111111111111111111111111111111111111', data: Buffer.alloc(1), accounts: [payer] },
+      ]),
+    ).toBeNull();
+    // A System instruction other than Transfer (CreateAccount), or a truncated one.
+    expect(feePayerDebit(payer, 1, [{ ...transfer(payer, 1), data: Buffer.alloc(52) }])).toBeNull();
+    expect(feePayerDebit(payer, 1, [{ ...transfer(payer, 1), data: Buffer.alloc(4) }])).toBeNull();
+  });
+});
+
+describe('planPack lets members share only their fee payer while it can pay them all in sequence', () => {
+  const same = (item: string, debit: number, extra: string[] = []): PackCandidate<string> => ({
+    item,
+    writeLocks: ['hot-wallet', `to-${item}`, ...extra],
+    transactions: 1,
+    lookups: false,
+    payerDebits: { 'hot-wallet': debit },
+  });
+  const lead = same('lead', 1_000);
+
+  test('riders of the same payer join while its spendable lamports cover every debit together', () => {
+    const funds = new Map([['hot-wallet', 2_500]]);
+    expect(planPack(lead, [same('b', 1_000), same('c', 1_000)], 4, null, funds).passengers).toEqual(['b']);
+    expect(planPack(lead, [same('b', 1_000), same('c', 500)], 4, null, funds).passengers).toEqual(['b', 'c']);
+  });
+
+  test('no funds read, an unknown debit, or another shared account: it does not ride', () => {
+    expect(planPack(lead, [same('b', 1)], 4, null).passengers).toEqual([]);
+    const funds = new Map([['hot-wallet', 1e9]]);
+    const unknown = { ...same('u', 1), payerDebits: undefined };
+    expect(planPack(lead, [unknown], 4, null, funds).passengers).toEqual([]);
+    // Shares the payer and the lead's recipient: not only the payer.
+    expect(planPack(lead, [same('b', 1, ['to-lead'])], 4, null, funds).passengers).toEqual([]);
+    // The lead's own debit unknown: its payer cannot be shared.
+    expect(planPack({ ...lead, payerDebits: undefined }, [same('b', 1)], 4, null, funds).passengers).toEqual(
+      [],
+    );
+  });
+
+  test('a member that writes a wallet it does not pay from keeps that wallet closed to later riders', () => {
+    const funds = new Map([['hot-wallet', 1e9]]);
+    const lead: PackCandidate<string> = {
+      item: 'lead',
+      writeLocks: ['lead-payer', 'to-lead'],
+      transactions: 1,
+      lookups: false,
+      payerDebits: { 'lead-payer': 5_000 },
+    };
+    // Pays into the hot wallet from its own payer: the hot wallet is written, its debit from it unknown.
+    const credits: PackCandidate<string> = {
+      item: 'credits-wallet',
+      writeLocks: ['third-payer', 'hot-wallet'],
+      transactions: 1,
+      lookups: false,
+      payerDebits: { 'third-payer': 5_000 },
+    };
+    expect(planPack(lead, [credits, same('b', 1)], 4, null, funds).passengers).toEqual(['credits-wallet']);
+    // The other order: the wallet's own transaction first, then the one crediting it shares a non-payer key.
+    expect(planPack(lead, [same('b', 1), credits], 4, null, funds).passengers).toEqual(['b']);
   });
 });

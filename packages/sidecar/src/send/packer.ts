@@ -1,6 +1,6 @@
 import {
-  choosePassengers,
   deriveBundleId,
+  feePayerDebit,
   planPack,
   isTerminalTxState,
   tipPerCu,
@@ -17,6 +17,7 @@ import type { SendJob, SendQueue } from './queue';
 import type { TipReservation } from '../operator/tippers';
 import { SpendLimitReached } from '../store/store';
 import { ROLLING_HOUR_MS } from '../store/spend';
+import { RENT_EXEMPT_MINIMUM } from '../operator/tipper-funds';
 
 /** Waiting bundles looked at (and simulated) for one pack: the most valuable ones, in the queue's order. */
 const CANDIDATES_PER_PACK = 8;
@@ -62,7 +63,8 @@ const LANDED_STAGES: ReadonlySet<string> = new Set(['landed', 'processed', 'conf
  *   transactions landed with it and its own attempt settles as "landed in another bundle" without paying a tip. If
  *   the pack fails, the passengers are released and go out alone. Either way at most one of the two bundles can land:
  *   a bundle is atomic, and the second one's copy of the transaction is already processed.
- * - a passenger is chosen only when it write-locks nothing the others write, has no address-table lookups (its locks
+ * - a passenger is chosen only when it write-locks nothing the others write (but a fee payer they share, when that
+ *   payer's balance covers every member's debit from it in bundle order: core `planPack`), has no address-table lookups (its locks
  *   would be unknown), its simulation and the lead's pass, its attempt was never sent, and it is not near expiry.
  *   One that sinks a pack (the engine names it, or it alone fails simulation after the window) never rides again.
  */
@@ -189,22 +191,28 @@ export class Packer {
             tipLamports: own.tip_lamports,
           });
       }
-      const passing = await this.simulateAll(tx, candidates, records);
+      const [passing, payerFunds] = await Promise.all([
+        this.simulateAll(tx, candidates, records),
+        this.sharedPayerFunds(lead, candidates),
+      ]);
       // The simulations took time: a candidate may have landed, expired or been retired meanwhile.
       const now = await this.recordsOf(passing?.map((c) => c.item) ?? []);
       for (const [id, record] of now) records.set(id, record);
       const still = passing?.filter((c) => this.mayRide(c.item, now.get(c.item.txId), leadTip)) ?? [];
-      const plan = planPack(lead, still, this.maxTransactions, packTip);
+      const plan = planPack(lead, still, this.maxTransactions, packTip, payerFunds);
       chosen = plan.passengers;
       if (plan.tipLamports > attempt.tip_lamports) {
         // The tipper must cover the raise beside what it has reserved; if not, only riders the lead's tip ranks.
         raise = this.tips?.raise(attempt.tipper as string, plan.tipLamports - attempt.tip_lamports) ?? null;
         if (raise) tipLamports = plan.tipLamports;
         else
-          chosen = choosePassengers(lead, still, this.maxTransactions, {
-            ...packTip,
-            maxLamports: undefined,
-          });
+          chosen = planPack(
+            lead,
+            still,
+            this.maxTransactions,
+            { ...packTip, maxLamports: undefined },
+            payerFunds,
+          ).passengers;
       }
     } catch (error) {
       this.d.log.debug({ err: error, tx_id: tx.tx_id }, 'packing skipped');
@@ -422,6 +430,32 @@ export class Packer {
     return candidates.filter((_, i) => results[i] === true);
   }
 
+  /**
+   * What each fee payer that the lead and a candidate (or two candidates) both pay from can spend: its balance at
+   * `processed` (the state the simulations ran on) less the rent-exempt minimum. Only the payers whose debits are all
+   * known are read; a read that fails leaves that payer unshared.
+   */
+  private async sharedPayerFunds(
+    lead: Pick<PackCandidate<SendJob>, 'payerDebits'>,
+    candidates: ReadonlyArray<PackCandidate<SendJob>>,
+  ): Promise<Map<string, number>> {
+    const seen = new Map<string, number>();
+    for (const member of [lead, ...candidates])
+      for (const payer of Object.keys(member.payerDebits ?? {})) seen.set(payer, (seen.get(payer) ?? 0) + 1);
+    const shared = [...seen].filter(([, n]) => n > 1).map(([payer]) => payer);
+    const funds = new Map<string, number>();
+    await Promise.all(
+      shared.map(async (payer) => {
+        try {
+          funds.set(payer, (await this.d.rpc.getBalance(payer, 'processed')) - RENT_EXEMPT_MINIMUM);
+        } catch {
+          /* unread: not shared */
+        }
+      }),
+    );
+    return funds;
+  }
+
   /** The lead's attempt ended (settled failed): its passengers go back to the queue at once. */
   release(leadTxId: string, leadAttempt: number): void {
     const group = this.held.get(attemptKey(leadTxId, leadAttempt));
@@ -554,12 +588,26 @@ function lockProfile(wires: readonly string[]): Omit<PackCandidate<never>, 'item
     const writeLocks: string[] = [];
     const readLocks: string[] = [];
     let lookups = false;
+    // What each transaction takes from its fee payer, when its bytes say it all (same-payer packs, DESIGN §11).
+    let payerDebits: Record<string, number> | undefined = {};
     for (const wire of wires) {
       const parsed = parseTransaction(Buffer.from(wire, 'base64'));
       if (parsed.addressTableLookups > 0) lookups = true;
       parsed.accountKeys.forEach((account, index) => {
         (isWritableIndex(parsed, index) ? writeLocks : readLocks).push(account);
       });
+      const payer = parsed.accountKeys[0] as string;
+      const debit = feePayerDebit(
+        payer,
+        parsed.signatures.length,
+        parsed.instructions.map((ix) => ({
+          program: parsed.accountKeys[ix.programIdIndex] ?? '',
+          data: ix.data,
+          accounts: ix.accountIndexes.map((i) => parsed.accountKeys[i] ?? ''),
+        })),
+      );
+      if (payerDebits && debit !== null) payerDebits[payer] = (payerDebits[payer] ?? 0) + debit;
+      else payerDebits = undefined;
     }
     return {
       transactions: wires.length,
@@ -568,6 +616,7 @@ function lockProfile(wires: readonly string[]): Omit<PackCandidate<never>, 'item
       lookups,
       computeUnits: facts.computeUnits,
       dontFront: facts.dontFront,
+      ...(payerDebits ? { payerDebits } : {}),
     };
   } catch {
     return null;

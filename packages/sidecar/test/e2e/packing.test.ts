@@ -8,7 +8,14 @@ import { counterValue, startPackingStack, waitAllFinalized } from '../helpers/re
  * the bundle that goes out next, under its one tip. Eight transfers from eight payers (no common write lock) land in
  * fewer bundles than eight; every one finalizes; a passenger's own attempt is never sent and pays nothing; the tipper
  * pays exactly the tips and fees of the bundles that landed.
+ *
+ * Same-payer packs (DESIGN §11, issue 30): a backend with one hot wallet sends a burst of transfers all paid by that
+ * wallet. They share a write lock (the fee payer), so they could never ride together and went out one bundle at a
+ * time. Transactions that share only their fee payer now ride together when the payer can pay them all in bundle
+ * order (their fees and transfers, read from their bytes, within its balance less the rent-exempt minimum).
  */
+const FEE = 5_000;
+const RENT_EXEMPT = 890_880;
 let stack: Stack<Sidecar>;
 let url: string;
 
@@ -62,7 +69,7 @@ test('waiting transactions ride in one bundle under one tip; all finalize, each 
     if (finalized.length === 1) {
       const carrier = finalized[0] as AttemptView;
       landedBundles.add(carrier.bundle_id);
-      tipsAndFees += carrier.tip_lamports + 5_000;
+      tipsAndFees += carrier.tip_lamports + FEE;
       // The engine got the bundle whole and in order: this transaction, then its passengers, then the tip.
       const bundle = engine.getBundle(carrier.bundle_id);
       const entry = logged.get(carrier.bundle_id);
@@ -103,4 +110,58 @@ test('waiting transactions ride in one bundle under one tip; all finalize, each 
     10_000,
     `the tipper's balance to drop by ${tipsAndFees}`,
   );
+}, 90_000);
+
+test('a burst from one fee payer packs: fewer bundles than transactions, all finalized, each paid once', async () => {
+  const connection = stack.connection();
+  const wallet = stack.simnet.fundedKeypair(1_000_000_000);
+  const tipperBefore = await connection.getBalance(stack.tipper.publicKey, 'confirmed');
+  const walletBefore = await connection.getBalance(wallet.publicKey, 'confirmed');
+  const amounts = Array.from({ length: 8 }, (_, i) => 1_000 + i);
+  const passengersBefore = await counterValue(url, 'relay_packed_passengers_total');
+  const ids: string[] = [];
+  for (const lamports of amounts) {
+    const answer = await post(url, '/tx/enqueue', { transaction: stack.transfer(lamports, wallet) });
+    expect(answer.status).toBe(202);
+    ids.push(answer.body.tx_id as string);
+  }
+  await waitAllFinalized(url, ids, 60_000);
+
+  const { engine } = stack.simnet;
+  const landed = new Set<string>();
+  let tipsAndFees = 0;
+  for (const id of ids) {
+    const record = (await get(url, `/tx/${id}`)).body;
+    const carrier = (record.attempts as AttemptView[]).find((a) => a.stage === 'finalized');
+    if (!carrier) continue;
+    landed.add(carrier.bundle_id);
+    tipsAndFees += carrier.tip_lamports + FEE;
+    expect(engine.getBundle(carrier.bundle_id)?.state).toBe('landed');
+  }
+  // Fewer bundles than transactions: some rode with others of the same wallet.
+  expect(landed.size).toBeLessThan(ids.length);
+  expect((await counterValue(url, 'relay_packed_passengers_total')) - passengersBefore).toBe(
+    ids.length - landed.size,
+  );
+  // Every transaction's signature in exactly one landed bundle.
+  const carried = new Map<string, number>();
+  for (const bundleId of landed)
+    for (const signature of engine.getBundle(bundleId)?.signatures ?? [])
+      carried.set(signature, (carried.get(signature) ?? 0) + 1);
+  for (const id of ids)
+    expect(carried.get((await get(url, `/tx/${id}`)).body.tx_signatures[0] as string)).toBe(1);
+  // The wallet paid its transfers (testkit's transfer sends the rent-exempt minimum on top, for the new recipient)
+  // and one fee each; the tipper the landed bundles' tips and fees.
+  const transfers = amounts.reduce((sum, lamports) => sum + RENT_EXEMPT + lamports + FEE, 0);
+  await waitUntil(
+    async () =>
+      walletBefore - (await connection.getBalance(wallet.publicKey, 'confirmed')) === transfers &&
+      tipperBefore - (await connection.getBalance(stack.tipper.publicKey, 'confirmed')) === tipsAndFees,
+    10_000,
+    `the wallet to pay ${transfers} and the tipper ${tipsAndFees}`,
+  ).catch(async (error: Error) => {
+    const wallet_ = walletBefore - (await connection.getBalance(wallet.publicKey, 'confirmed'));
+    const tipper_ = tipperBefore - (await connection.getBalance(stack.tipper.publicKey, 'confirmed'));
+    throw new Error(`${error.message}: the wallet paid ${wallet_}, the tipper ${tipper_}`);
+  });
 }, 90_000);
