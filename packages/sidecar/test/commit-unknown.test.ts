@@ -100,6 +100,7 @@ function rig() {
     push: (job: SendJob) => queued.push({ txId: job.txId, attempt: job.attempt }),
     has: () => false,
     cool: () => undefined,
+    waitTurn: () => Promise.resolve(),
     answered: () => undefined,
   };
   const ports = {
@@ -405,6 +406,7 @@ test('the same journaled bytes sent twice at once (a job queued again while the 
     push: () => undefined,
     has: () => false,
     cool: () => undefined,
+    waitTurn: () => Promise.resolve(),
     answered: () => undefined,
   };
   const sender = new Sender(
@@ -440,6 +442,7 @@ test('a migration window that opens while a job is being prepared holds it: noth
     push: (job: SendJob) => pushed.push(job),
     has: () => false,
     cool: () => undefined,
+    waitTurn: () => Promise.resolve(),
     answered: () => undefined,
   };
   // The cluster announces its migration at the next slot while the first send is being prepared (after the queue

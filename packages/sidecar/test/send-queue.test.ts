@@ -260,3 +260,28 @@ test('while held (a consensus migration window) nothing goes out; held jobs go o
   expect(held).toHaveLength(2);
   close();
 });
+
+test('requests to one region leave at least a paced token apart, however late each was prepared (waitTurn)', async () => {
+  const { queue, close } = rig({ rps: 1, pacing: 0.9, regions: 2 });
+  const gap = 1_000 / 0.9;
+  const wentAt: Array<[number, number]> = [];
+  const go = (region: number) => queue.waitTurn(region).then(() => wentAt.push([region, Date.now()]));
+  // Three sends to region 0 whose preparation ended at once, and one to region 1: region 0's leave a gap apart in
+  // the order they asked; region 1 is not held by them.
+  const done = Promise.all([go(0), go(0), go(1), go(0)]);
+  await jest.advanceTimersByTimeAsync(3 * gap);
+  await done;
+  const start = 1_000_000;
+  expect(wentAt).toEqual([
+    [0, start],
+    [1, start],
+    [0, start + Math.ceil(gap)],
+    [0, start + Math.ceil(2 * gap)],
+  ]);
+  // A send prepared long after the last one goes at once.
+  await jest.advanceTimersByTimeAsync(5_000);
+  const late = Date.now();
+  await go(0);
+  expect(wentAt.at(-1)).toEqual([0, late]);
+  close();
+});

@@ -75,6 +75,10 @@ export class SendQueue {
   private readonly maxConcurrent: number;
   /** Jobs already counted as held in the current hold (`txId:attempt`). */
   private readonly heldJobs = new Set<string>();
+  /** When each region's next request may go on the wire (see `waitTurn`). */
+  private readonly nextSendAt: number[];
+  /** The least time between two requests to one region: one token of its paced budget. */
+  private readonly sendGapMs: number;
 
   constructor(private readonly d: SendQueueDeps) {
     const regions = Math.max(1, d.regions ?? 1);
@@ -85,6 +89,24 @@ export class SendQueue {
     this.cooledUntil = new Array<number>(regions).fill(0);
     this.failures = new Array<number>(regions).fill(0);
     this.maxConcurrent = d.maxConcurrent ?? MAX_CONCURRENT_SENDS;
+    this.nextSendAt = new Array<number>(regions).fill(0);
+    this.sendGapMs = 1_000 / (d.ratePerSecond * (d.pacing ?? 1));
+  }
+
+  /**
+   * Wait until a request to `region` may go on the wire, and take that moment (issue 30, point 4). A token is spent
+   * when a job is taken, but its bytes go out only after its first send is prepared (a tip signed again, a pack
+   * simulated: up to ~9 RPC calls), so sends taken a token apart could reach the engine closer together than its
+   * per-IP budget allows, and the engine answers 429 (on mainnet with a back-off penalty). Requests to one region
+   * leave at least one paced token apart, in the order they asked.
+   */
+  waitTurn(region: number): Promise<void> {
+    if (region < 0 || region >= this.nextSendAt.length) return Promise.resolve();
+    const now = this.d.now();
+    const at = Math.max(now, this.nextSendAt[region] as number);
+    this.nextSendAt[region] = at + this.sendGapMs;
+    if (at <= now) return Promise.resolve();
+    return new Promise((resolve) => setTimeout(resolve, Math.ceil(at - now)).unref());
   }
 
   get regionCount(): number {

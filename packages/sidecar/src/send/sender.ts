@@ -127,6 +127,9 @@ export class Sender {
       ];
     });
     if (!wires) return;
+    // Requests to one region leave at least a paced token apart, however long each took to prepare.
+    await this.queue.waitTurn(region);
+    if (this.d.isClosed()) return;
     // The queue held sends when it took this job; a consensus migration's window may have opened since (the lock, the
     // store read and a re-signed tip came in between). Its blocks pack no user transactions (DESIGN §12): the job goes
     // back to the queue, which holds it until the window closes.
