@@ -109,7 +109,8 @@ export class EventFollower {
       return;
     }
     tx.previous = {
-      tip_lamports: e.tip_lamports,
+      // A pack's lead reprices from its own tip, not the pack's (which may have been raised for its riders).
+      tip_lamports: e.attempt_own_tip_lamports ?? e.tip_lamports,
       outcome: e.failure_type ?? 'dropped',
       compute_units: e.attempt_compute_units ?? null,
     };

@@ -106,6 +106,26 @@ test('fee_too_low: reflex escalates to the model (escalated: true) and the answe
   expect(relay2.submits[1]!.trace).toMatchObject({ fallback_reason: 'invalid_answer: tip_above_max' });
 });
 
+test("a pack's lead retries from its own tip, not the pack's raised one (attempt_own_tip_lamports)", async () => {
+  const relay = new FakeRelay();
+  await startAgent(relay);
+  relay.enqueue('tx_p');
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'first submit');
+  expect(relay.submits[0]).toMatchObject({ tip_lamports: 40_000 });
+  // Its bundle carried riders under a tip raised to 80,000 and was dropped: the retry goes at its own 40,000.
+  relay.emit('bundle_settled', {
+    bundle_id: 'b-pack',
+    stage: 'failed',
+    failure_type: 'dropped',
+    tx_id: 'tx_p',
+    tip_lamports: 80_000,
+    attempt_own_tip_lamports: 40_000,
+    retries: 1,
+  });
+  await waitUntil(() => relay.submits.length === 2, 5_000, 'the retry');
+  expect(relay.submits[1]).toMatchObject({ tx_id: 'tx_p', tip_lamports: 40_000 });
+});
+
 test('a hanging model call does not block other transactions; it falls back at its deadline', async () => {
   const relay = new FakeRelay();
   relay.decisionMode = 'cortex';

@@ -67,10 +67,15 @@ export interface BundleSettledEvent extends EventBase {
   /** The transaction's retries counted so far. */
   retries: number;
   /**
-   * The settled attempt's requested CU as sent (a pack's when packed), when it was counted: what a retry reprices
-   * from (reflex's `previous.compute_units`). Only when the transaction goes back to be decided again.
+   * The settled attempt's requested CU as sent (a pack's lead's own, without its riders), when it was counted: what a
+   * retry reprices from (reflex's `previous.compute_units`). Only when the transaction goes back to be decided again.
    */
   attempt_compute_units?: number;
+  /**
+   * When the settled attempt was a pack's lead: its own tip before packing (a pack may raise its tip to rank its
+   * riders). A retry reprices from it and `attempt_compute_units` (then the lead's own CU), not from `tip_lamports`.
+   */
+  attempt_own_tip_lamports?: number;
   /** The next attempt's requested CU, as on `tx_enqueued`. Only when the transaction goes back to be decided again. */
   compute_units?: number;
   /** The write set's contention, as on `tx_enqueued`. Only when the transaction goes back to be decided again. */

@@ -65,6 +65,11 @@ export interface PackTip {
    * sending each alone, and saves their tip transactions' CU and the engine's bundle budget.
    */
   maxLamports?: number;
+  /**
+   * The most CU a re-signed tip transaction may request (a raise signs the tip again, and its requested CU can change):
+   * a raised tip ranks every member over the pack's CU with this in place of `overheadCu`. Default `overheadCu`.
+   */
+  resignedOverheadCu?: number;
 }
 
 /** The riders chosen and the pack's tip: the lead's, or raised to rank every member at its own bid. */
@@ -117,6 +122,9 @@ export function planPack<T>(
   let packCu = (lead.computeUnits ?? 0) + (tip?.overheadCu ?? 0);
   let rank = lead.bidPerCu ?? 0;
   let tipLamports = tip?.tipLamports ?? 0;
+  /** Whether the tip is raised (then signed again: its CU counted at the most a re-signed one requests). */
+  let raisedTip = false;
+  const resignedExtraCu = tip ? Math.max(0, (tip.resignedOverheadCu ?? tip.overheadCu) - tip.overheadCu) : 0;
   /** What the members chosen so far would tip alone, together. */
   let ownTips = tipLamports;
   const chosen: T[] = [];
@@ -131,15 +139,19 @@ export function planPack<T>(
       const need = Math.max(rank, candidate.bidPerCu);
       const cu = packCu + candidate.computeUnits;
       let next = tipLamports;
-      if (!ranksAtLeast(tipLamports, cu, need)) {
+      let raising: boolean = raisedTip;
+      if (!ranksAtLeast(tipLamports, raisedTip ? cu + resignedExtraCu : cu, need)) {
         const ceiling = Math.min(tip.maxLamports ?? tip.tipLamports, ownTips + (candidate.tipLamports ?? 0));
-        const raised = Math.ceil(need * cu);
-        if (raised > ceiling || !ranksAtLeast(raised, cu, need)) continue;
+        const worst = cu + resignedExtraCu;
+        const raised = Math.ceil(need * worst);
+        if (raised > ceiling || !ranksAtLeast(raised, worst, need)) continue;
         next = raised;
+        raising = true;
       }
       packCu = cu;
       rank = need;
       tipLamports = next;
+      raisedTip = raising;
       ownTips += candidate.tipLamports ?? 0;
     }
     // The payers' debits so far: a shared payer's add up; a key written by a member whose debit from it is not known
@@ -208,12 +220,12 @@ export function feePayerDebit(
   instructions: readonly DebitInstruction[],
 ): number | null {
   let debit = signatures * LAMPORTS_PER_SIGNATURE;
-  let microLamportsPerCu = 0;
+  let microLamportsPerCu = 0n;
   for (const { program, data, accounts } of instructions) {
     if (program === COMPUTE_BUDGET_PROGRAM_ID) {
       if (data[0] === SET_COMPUTE_UNIT_PRICE) {
         if (data.length < 9) return null;
-        microLamportsPerCu = Number(viewOf(data).getBigUint64(1, true));
+        microLamportsPerCu = viewOf(data).getBigUint64(1, true);
       }
       continue;
     }
@@ -225,8 +237,10 @@ export function feePayerDebit(
     if (accounts[0] === payer) debit += lamports;
     else return null; // from another account: not the payer's alone to judge
   }
-  const limit = requestedComputeUnits(instructions);
-  return debit + Math.ceil((microLamportsPerCu * limit) / MICRO_LAMPORTS_PER_LAMPORT);
+  // In integers, as Agave computes it (u128): ceil(price x limit / 10^6).
+  const micro = microLamportsPerCu * BigInt(requestedComputeUnits(instructions));
+  const perLamport = BigInt(MICRO_LAMPORTS_PER_LAMPORT);
+  return debit + Number((micro + perLamport - 1n) / perLamport);
 }
 
 function viewOf(data: Uint8Array): DataView {

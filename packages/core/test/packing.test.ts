@@ -228,6 +228,20 @@ describe('planPack raises the pack tip so every member keeps its rank, within ma
     });
   });
 
+  test('a raised tip is signed again: it ranks every member over the most CU a re-signed tip may request', () => {
+    const tip = {
+      tipLamports: leadTip,
+      overheadCu: 1_400,
+      maxLamports: 10_000_000,
+      resignedOverheadCu: 2_000,
+    };
+    const plan = planPack(lead, [rider('b', 'payerB', 300_000, 0.05)], 4, tip);
+    expect(plan.passengers).toEqual(['b']);
+    // Over the pack's CU with the re-signed tip's most (2,000 in place of 1,400), still at the bid.
+    expect(plan.tipLamports).toBe(Math.ceil(0.05 * (200_000 + 300_000 + 2_000)));
+    expect(ranksAtLeast(plan.tipLamports, 200_000 + 300_000 + 2_000, 0.05)).toBe(true);
+  });
+
   test('a rider the lead tip already ranks joins without a raise', () => {
     const rich = { ...lead, bidPerCu: 0.001 };
     const plan = planPack(rich, [rider('b', 'payerB', 4_000, 0.001)], 4, {
@@ -277,6 +291,19 @@ describe('feePayerDebit: what a transaction takes from its fee payer, when its b
         { program: 'MemoSq4gqABAXKb96qnH8TysNcWxMyWCqXgDLGmfcHr', data: Buffer.from('hi'), accounts: [] },
       ]),
     ).toBe(5_000);
+  });
+
+  test('the priority fee in integers, as Agave computes it: no rounding at extreme prices', () => {
+    const price = (microLamports: bigint) => {
+      const data = Buffer.alloc(9);
+      data[0] = 3;
+      data.writeBigUInt64LE(microLamports, 1);
+      return { program: COMPUTE_BUDGET_PROGRAM_ID, data, accounts: [] };
+    };
+    // 2^53 + 1 micro-lamports per CU over 6,000 CU (two builtins): 54,043,195,528,445.958 lamports, rounded up.
+    expect(feePayerDebit(payer, 1, [price(9_007_199_254_740_993n), transfer(payer, 0)])).toBe(
+      54_043_195_528_446 + 5_000,
+    );
   });
 
   test('unknown when anything else may move lamports', () => {

@@ -42,10 +42,12 @@ class LostAnswerStore extends InMemoryTxStore {
   /** Reads of one record so far (the outage gate re-reads what it waits on). */
   gets = 0;
 
-  override get(txId: string): Promise<StoredTx | undefined> {
+  override async get(txId: string): Promise<StoredTx | undefined> {
     this.gets++;
-    if (txId === this.unresolved) return Promise.reject(lost(txId, 'transition'));
-    return super.get(txId);
+    if (txId === this.unresolved) throw lost(txId, 'transition');
+    const tx = await super.get(txId);
+    if (!tx || !this.lostRows) return tx;
+    return { ...tx, attempts: tx.attempts.filter((a) => !this.lostTips.has(a.tip_signature ?? '')) };
   }
 
   /** Tips "the database" lost: kept in memory (what the process sent) but not held by `heldTips`. */
@@ -54,9 +56,12 @@ class LostAnswerStore extends InMemoryTxStore {
   override async heldTips(...args: Parameters<InMemoryTxStore['heldTips']>): Promise<Set<string>> {
     if (this.unresolved !== null) throw lost(this.unresolved, 'transition');
     const held = await super.heldTips(...args);
-    for (const tip of this.lostTips) held.delete(tip);
+    for (const key of [...held]) if (this.lostTips.has(key.split('#')[2] as string)) held.delete(key);
     return held;
   }
+
+  /** With `lostRows`, reads answer as the new primary does: the attempts of lost tips are not there. */
+  lostRows = false;
 
   /** Lists of the live records so far (the outage gate's re-read after the database is back). */
   lives = 0;
@@ -101,6 +106,7 @@ function rig() {
     has: () => false,
     cool: () => undefined,
     waitTurn: () => Promise.resolve(),
+    isCooling: () => false,
     answered: () => undefined,
   };
   const ports = {
@@ -295,46 +301,57 @@ test('while the outcome of a lost commit is still unknown to the store, the send
   gate.stop();
 });
 
-test('after an outage, a tip the database does not hold (a lost commit) holds new tips until its blockhash is dead (with the late-landing margin)', async () => {
-  const { store, chain, gate, builder } = rig();
-  await store.accept(tx('tx_a', signature()));
-  await store.accept(tx('tx_b', signature(), { expires_at_slot: 2_000 }));
-  await store.accept(tx('tx_c', signature(), { expires_at_slot: 2_000 }));
-  // Attempt 1 of tx_a was committed and sent before the outage; its tip's blockhash lives to block height 1,050. The
-  // database came back without it (a failover lost the commit); tx_c's tip it holds.
-  await store.addAttempt(
-    'tx_a',
-    attempt(1, 'bundle-a', { stage: 'submitted', tip_last_valid_block_height: 1_050 }),
-  );
-  await store.addAttempt('tx_c', attempt(1, 'bundle-c', { stage: 'submitted' }));
-  store.lostTips.add('tip-bundle-a');
-  gate.onAvailability({ kind: 'down', url: 'postgres://relay:***@db/relay', reason: 'gone', at: 0 });
-  gate.onAvailability({ kind: 'up', url: 'postgres://relay:***@db/relay', downMs: 1, at: 1 });
-  await waitFor(
-    () => gate.held !== null && /1 tip\(s\) relay sent that the database does not hold/.test(gate.held),
-  );
-  // Judged lost after the outage: not proof that its tip cannot land while its blockhash lives.
-  await store.transition(
-    'tx_a',
-    { state: 'pending' },
-    { attempts: [{ n: 1, set: { stage: 'failed', outcome: 'dropped' } }] },
-  );
-  chain.advance(1_200, 1_060);
-  // Re-read twice since (a whole re-check after the change), and still held.
-  const reads = store.gets;
-  await waitFor(() => store.gets >= reads + 2);
-  expect(gate.held).toMatch(/1 tip\(s\) relay sent that the database does not hold/);
-  expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
-    'RELAY_E_NOT_READY',
-  );
-  // Past its last valid block height and the margin a late landing needs to be seen: dead. New tips resume.
-  chain.advance(1_300, 1_083);
-  await waitFor(() => gate.held === null);
-  expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
-    'resolved',
-  );
-  gate.stop();
-});
+test.each([
+  ['its row still read as this process held it', false],
+  ['its row gone from every read (the new primary lacks it): judged on the copy this process sent', true],
+])(
+  'after an outage, a tip the database does not hold (a lost commit) holds new tips until its blockhash is dead (with the late-landing margin): %s',
+  async (_case, rowGone) => {
+    const { store, chain, gate, builder } = rig();
+    await store.accept(tx('tx_a', signature()));
+    await store.accept(tx('tx_b', signature(), { expires_at_slot: 2_000 }));
+    await store.accept(tx('tx_c', signature(), { expires_at_slot: 2_000 }));
+    // Attempt 1 of tx_a was committed and sent before the outage; its tip's blockhash lives to block height 1,050.
+    // The database came back without it (a failover lost the commit); tx_c's tip it holds.
+    await store.addAttempt(
+      'tx_a',
+      attempt(1, 'bundle-a', { stage: 'submitted', tip_last_valid_block_height: 1_050 }),
+    );
+    await store.addAttempt('tx_c', attempt(1, 'bundle-c', { stage: 'submitted' }));
+    store.lostTips.add('tip-bundle-a');
+    gate.onAvailability({ kind: 'down', url: 'postgres://relay:***@db/relay', reason: 'gone', at: 0 });
+    gate.onAvailability({ kind: 'up', url: 'postgres://relay:***@db/relay', downMs: 1, at: 1 });
+    await waitFor(
+      () => gate.held !== null && /1 tip\(s\) relay sent that the database does not hold/.test(gate.held),
+    );
+    if (rowGone) {
+      store.lostRows = true;
+      expect((await store.get('tx_a'))?.attempts).toEqual([]);
+    } else {
+      // Judged lost after the outage: not proof that its tip cannot land while its blockhash lives.
+      await store.transition(
+        'tx_a',
+        { state: 'pending' },
+        { attempts: [{ n: 1, set: { stage: 'failed', outcome: 'dropped' } }] },
+      );
+    }
+    chain.advance(1_200, 1_060);
+    // Re-read twice since (a whole re-check after the change), and still held.
+    const reads = store.gets;
+    await waitFor(() => store.gets >= reads + 2);
+    expect(gate.held).toMatch(/1 tip\(s\) relay sent that the database does not hold/);
+    expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
+      'RELAY_E_NOT_READY',
+    );
+    // Past its last valid block height and the margin a late landing needs to be seen: dead. New tips resume.
+    chain.advance(1_300, 1_083);
+    await waitFor(() => gate.held === null);
+    expect(await codeOf(builder.submit({ tx_id: 'tx_b', tip_lamports: 50_000, reason: 'new tip' }))).toBe(
+      'resolved',
+    );
+    gate.stop();
+  },
+);
 
 async function waitFor(condition: () => boolean): Promise<void> {
   for (let i = 0; i < 200 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
@@ -407,6 +424,7 @@ test('the same journaled bytes sent twice at once (a job queued again while the 
     has: () => false,
     cool: () => undefined,
     waitTurn: () => Promise.resolve(),
+    isCooling: () => false,
     answered: () => undefined,
   };
   const sender = new Sender(
@@ -443,6 +461,7 @@ test('a migration window that opens while a job is being prepared holds it: noth
     has: () => false,
     cool: () => undefined,
     waitTurn: () => Promise.resolve(),
+    isCooling: () => false,
     answered: () => undefined,
   };
   // The cluster announces its migration at the next slot while the first send is being prepared (after the queue

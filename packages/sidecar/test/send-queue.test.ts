@@ -285,3 +285,16 @@ test('requests to one region leave at least a paced token apart, however late ea
   expect(wentAt.at(-1)).toEqual([0, late]);
   close();
 });
+
+test('a region cooling after a 429 paces the sends waiting their turn past the cool-down', async () => {
+  const { queue, close } = rig({ rps: 1, pacing: 0.9 });
+  queue.cool(0, 3_000);
+  expect(queue.isCooling(0)).toBe(true);
+  let went = 0;
+  const turn = queue.waitTurn(0).then(() => (went = Date.now()));
+  await jest.advanceTimersByTimeAsync(3_000);
+  await turn;
+  expect(went).toBe(1_000_000 + 3_000);
+  expect(queue.isCooling(0)).toBe(false);
+  close();
+});

@@ -9,6 +9,7 @@ import {
   JournalTxStore,
   SpendLimitReached,
   StoreConflict,
+  tipKey,
   type StoreChange,
   type TxStore,
 } from '../src/store/store';
@@ -296,7 +297,7 @@ describe.each(stores)('%s', (_name, open) => {
       { txId: 'tx_a', attempt: 2, tipSignature: 'tip-b1' },
       { txId: 'tx_none', attempt: 1, tipSignature: 'tip-none' },
     ]);
-    expect([...held]).toEqual(['tip-b1']);
+    expect([...held]).toEqual([tipKey({ txId: 'tx_a', attempt: 1, tipSignature: 'tip-b1' })]);
   });
 
   test('named queries: live, awaiting an attempt, landed in a slot, followed, counts', async () => {
@@ -427,6 +428,21 @@ describe.each(stores)('%s', (_name, open) => {
     expect(await reopened.spentSince(T0)).toBe(15_000);
     expect((await reopened.byBundle('b1'))?.tx_id).toBe('tx_a');
     await expect(reopened.addAttempt('tx_a', attempt(2, 'b2'))).rejects.toBeInstanceOf(StoreConflict);
+  });
+
+  test('a raised reservation is what the spend ledger holds after a restart', async () => {
+    if (!h.reopen) return expect(h.reopen).toBeNull();
+    await h.store.accept(tx('tx_a', 'sig-a'));
+    await h.store.addAttempt('tx_a', attempt(1, 'b1'));
+    await h.store.transition(
+      'tx_a',
+      { attempt: { n: 1, stage: 'journaled' } },
+      { attempts: [{ n: 1, set: { tip_lamports: 40_000, reserved_lamports: 45_000 } }] },
+    );
+    expect(await h.store.spentSince(T0)).toBe(45_000);
+    const reopened = await h.reopen();
+    expect(await reopened.spentSince(T0)).toBe(45_000);
+    expect((await reopened.get('tx_a'))?.attempts[0]).toMatchObject({ reserved_lamports: 45_000 });
   });
 });
 

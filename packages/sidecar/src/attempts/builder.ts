@@ -20,7 +20,13 @@ import { TipperPool, type TipReservation } from '../operator/tippers';
 import type { FirstSends } from '../send/first-send';
 import type { SendQueue } from '../send/queue';
 import { inFlight, lastSettled } from '../store/queries';
-import type { AttemptDecision, AttemptPricing, StoredAttempt, StoredTx } from '../store/records';
+import {
+  repricedFrom,
+  type AttemptDecision,
+  type AttemptPricing,
+  type StoredAttempt,
+  type StoredTx,
+} from '../store/records';
 import { bundleFacts, wireComputeUnits } from '../chain/pricing';
 import { ROLLING_HOUR_MS, spentInWindow } from '../store/spend';
 import { SpendLimitReached } from '../store/store';
@@ -94,7 +100,7 @@ export class AttemptBuilder {
           tip_lamports: request.tip_lamports,
           tip_mode: tx.tip,
           caller_max_tip: tx.max_tip,
-          previous_tip_lamports: previous?.tip_lamports ?? null,
+          previous_tip_lamports: previous ? repricedFrom(previous).tip_lamports : null,
           retries: tx.retries,
           slot: this.d.chain.slot,
           expires_at_slot: this.d.chain.deadlineOf(tx),

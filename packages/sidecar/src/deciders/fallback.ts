@@ -10,7 +10,7 @@ import type { RelayPorts } from '../context';
 import type { Settler } from '../settle/settle';
 import { bundleToPrice } from '../chain/pricing';
 import { inFlight, lastSettled } from '../store/queries';
-import type { StoredTx } from '../store/records';
+import { repricedFrom, type StoredTx } from '../store/records';
 
 /**
  * The fallback decider: with no agent connected for the grace period (and not bypass), the sidecar decides with
@@ -70,13 +70,8 @@ export class FallbackDecider {
           floor,
           leaders,
           policy,
-          previous: previous?.outcome
-            ? {
-                tip_lamports: previous.tip_lamports,
-                outcome: previous.outcome,
-                compute_units: previous.decision.pricing?.compute_units ?? null,
-              }
-            : null,
+          // A pack's lead reprices from its own tip and CU, not the pack's (a raised tip ranked its riders).
+          previous: previous?.outcome ? { ...repricedFrom(previous), outcome: previous.outcome } : null,
           slot: this.d.chain.slot,
           bundle,
         });

@@ -7,7 +7,7 @@ import type { DatabaseAvailability } from '../store/pg-store';
 import { DATABASE_RETRY_AFTER_S } from '../store/pg-store';
 import { inFlight } from '../store/queries';
 import type { StoredAttempt } from '../store/records';
-import type { TipRef } from '../store/store';
+import { tipKey, type TipRef } from '../store/store';
 
 /** While new tips wait on the tips of before an outage, they are re-read this often. */
 const RECHECK_MS = 500;
@@ -121,32 +121,35 @@ export class OutageGate {
       const live = await this.d.store.live();
       if (generation !== this.generation) return;
       const unsettled: WaitingTip[] = [];
-      let resent = 0;
+      const resends: Array<{ tx: (typeof live)[number]; attempt: number; tip: WaitingTip | null }> = [];
       for (const tx of live) {
         const flying = inFlight(tx);
         if (!flying) continue;
-        if (flying.tip_signature !== null)
-          unsettled.push({
-            txId: tx.tx_id,
-            attempt: flying.attempt,
-            tipSignature: flying.tip_signature,
-            held: flying,
-          });
+        const tip: WaitingTip | null =
+          flying.tip_signature === null
+            ? null
+            : { txId: tx.tx_id, attempt: flying.attempt, tipSignature: flying.tip_signature, held: flying };
+        if (tip) unsettled.push(tip);
         // Committed and maybe never sent (its send was cut off, or its commit's answer was lost): the same bytes.
         if (
           flying.stage === 'journaled' &&
           tx.wires &&
           !this.queue.has(tx.tx_id, flying.attempt) &&
           this.packer.carrierOf(tx.tx_id) === null
-        ) {
-          this.queue.queueSend(tx, flying.attempt);
-          resent++;
-        }
+        )
+          resends.push({ tx, attempt: flying.attempt, tip });
       }
       // Which of them the database itself holds (read from it now, not from what this process holds).
       const known = await this.d.store.heldTips(unsettled);
       if (generation !== this.generation) return;
-      this.waiting = unsettled.filter((tip) => !known.has(tip.tipSignature));
+      this.waiting = unsettled.filter((tip) => !known.has(tipKey(tip)));
+      // Resent only if the database holds its tip: bytes it does not hold are never sent (DESIGN §10, rule 1).
+      let resent = 0;
+      for (const r of resends) {
+        if (r.tip && !known.has(tipKey(r.tip))) continue;
+        this.queue.queueSend(r.tx, r.attempt);
+        resent++;
+      }
       this.listed = true;
       this.d.log[this.waiting.length > 0 ? 'warn' : 'info'](
         { unsettled_tips: unsettled.length, not_in_database: this.waiting.length, resent },

@@ -2,6 +2,7 @@ import {
   deriveBundleId,
   feePayerDebit,
   planPack,
+  isRelayError,
   isTerminalTxState,
   tipPerCu,
   type PackCandidate,
@@ -16,6 +17,7 @@ import { bundleFacts, wireComputeUnits } from '../chain/pricing';
 import type { SendJob, SendQueue } from './queue';
 import type { TipReservation } from '../operator/tippers';
 import { SpendLimitReached } from '../store/store';
+import { TIP_TX_MAX_COMPUTE_UNITS } from '../engine/tip-tx';
 import { ROLLING_HOUR_MS } from '../store/spend';
 import { RENT_EXEMPT_MINIMUM } from '../operator/tipper-funds';
 
@@ -42,6 +44,8 @@ interface Held {
   jobs: SendJob[];
   /** When the carrier was first seen landed (the hold for its passengers' own settlement counts from then). */
   landedAt: number | null;
+  /** The pack's journal write is under way: the check leaves it alone until it is answered. */
+  journaling: boolean;
 }
 
 /** A carrier that landed keeps its passengers held this long at most, while their own attempts are settled. */
@@ -161,6 +165,8 @@ export class Packer {
     const packTip: PackTip = {
       tipLamports: attempt.tip_lamports,
       overheadCu: tipCu,
+      // A raised tip is signed again, and may then request up to this much CU (its limit is a per-tip nonce).
+      resignedOverheadCu: TIP_TX_MAX_COMPUTE_UNITS,
       ...(maxLamports !== null ? { maxLamports } : {}),
     };
     // A rider's own tip bounds nothing when the tip can be raised (its rank per CU is what joins it, below).
@@ -176,6 +182,7 @@ export class Packer {
     let chosen: SendJob[];
     let tipLamports = attempt.tip_lamports;
     let raise: TipReservation | null = null;
+    let tip: { wire: string; signature: string } | null = null;
     try {
       const candidates: Array<PackCandidate<SendJob>> = [];
       for (const job of jobs) {
@@ -204,8 +211,12 @@ export class Packer {
       if (plan.tipLamports > attempt.tip_lamports) {
         // The tipper must cover the raise beside what it has reserved; if not, only riders the lead's tip ranks.
         raise = this.tips?.raise(attempt.tipper as string, plan.tipLamports - attempt.tip_lamports) ?? null;
-        if (raise) tipLamports = plan.tipLamports;
-        else
+        if (raise) {
+          // The same tipper signs the same transfer for more, on the same blockhash (the attempt is unsent, so the
+          // old bytes never left relay; the compare-and-set below replaces them before anything goes out).
+          tip = this.resign(attempt, raise, plan.tipLamports);
+          tipLamports = plan.tipLamports;
+        } else
           chosen = planPack(
             lead,
             still,
@@ -227,9 +238,6 @@ export class Packer {
     const riders = chosen.map((job) => records.get(job.txId) as StoredTx);
     const passengers = riders.map((r) => ({ tx_id: r.tx_id, signatures: [...r.signatures] }));
     const passengerWires = riders.flatMap((r) => r.wires ?? []);
-    // A raised tip: the same tipper signs the same transfer for more, on the same blockhash (the attempt is unsent, so
-    // the old bytes never left relay; the compare-and-set below replaces them before anything goes out).
-    const tip = raise ? this.resign(attempt, raise, tipLamports) : null;
     const bundleSignatures = [
       ...tx.signatures,
       ...passengers.flatMap((p) => p.signatures),
@@ -238,7 +246,7 @@ export class Packer {
     const bundleId = deriveBundleId(bundleSignatures);
     const packCu =
       (lead.computeUnits ?? 0) +
-      tipCu +
+      (tip ? wireComputeUnits(tip.wire) : tipCu) +
       riders.reduce((sum, r) => sum + (bundleFacts(r.wires ?? [])?.computeUnits ?? 0), 0);
     const raised = tip ? `, its tip raised from ${attempt.tip_lamports} to ${tipLamports} lamports` : '';
     const decision = {
@@ -249,6 +257,8 @@ export class Packer {
         bid_per_cu: lead.bidPerCu,
         contention: attempt.decision.pricing?.contention ?? null,
         signal: `${attempt.decision.pricing?.signal ?? 'a tip not priced per CU'}; packed with ${riders.length} rider(s)${raised}, the pack's tip per CU at least every member's bid`,
+        // What a retry of the lead reprices from: its own tip and bundle, not the pack's.
+        own: { tip_lamports: attempt.tip_lamports, compute_units: lead.computeUnits + tipCu },
       },
     };
     // Held before the journal write: nothing else may send a passenger from here on.
@@ -257,6 +267,7 @@ export class Packer {
       leadAttempt: attempt.attempt,
       jobs: chosen,
       landedAt: null,
+      journaling: true,
     });
     this.arm();
     let packed: StoredTx;
@@ -292,11 +303,19 @@ export class Packer {
         },
       );
     } catch (error) {
+      const group = this.held.get(attemptKey(tx.tx_id, attempt.attempt));
+      if (group) group.journaling = false;
+      // The pack may be committed after all (its answer lost): it then goes out after the re-read. Its raise stays
+      // reserved (the tipper's next scan counts what the records say) and its riders stay held until the check sees
+      // whether the carrier carries them.
+      if (isRelayError(error, 'RELAY_E_DB_COMMIT_UNKNOWN')) {
+        raise?.journaled();
+        throw error;
+      }
       this.release(tx.tx_id, attempt.attempt);
       raise?.cancel();
-      // Over spend-limit with the raise: the lead goes as it was, alone; its riders go back to the queue.
+      // Over spend-limit with the raise: the lead goes as it was, alone; its riders went back to the queue.
       if (error instanceof SpendLimitReached) {
-        for (const job of chosen) void this.requeueIfWaiting(job);
         this.d.log.debug(
           { tx_id: tx.tx_id, err: error },
           'pack not sent: its raised tip would pass spend-limit',
@@ -305,6 +324,8 @@ export class Packer {
       }
       throw error;
     }
+    const group = this.held.get(attemptKey(tx.tx_id, attempt.attempt));
+    if (group) group.journaling = false;
     raise?.journaled();
     if (tip) this.d.metrics.packTipsRaised.inc();
     this.d.crashPoint?.('pack.journaled');
@@ -490,6 +511,7 @@ export class Packer {
           leadAttempt: flying.attempt,
           jobs,
           landedAt: null,
+          journaling: false,
         });
     }
     if (this.held.size) this.arm();
@@ -539,9 +561,12 @@ export class Packer {
   private async checkHeld(): Promise<void> {
     const now = this.d.now();
     for (const group of [...this.held.values()]) {
+      if (group.journaling) continue;
       const lead = await this.d.store.get(group.leadTxId);
       const carrier = lead?.attempts.find((a) => a.attempt === group.leadAttempt);
-      if (carrier && (carrier.stage === 'journaled' || carrier.stage === 'submitted')) continue;
+      // Held only while the carrier's committed pack carries them (a pack whose commit went unanswered may not).
+      const carries = group.jobs.every((job) => carrier?.passengers?.some((p) => p.tx_id === job.txId));
+      if (carrier && carries && (carrier.stage === 'journaled' || carrier.stage === 'submitted')) continue;
       if (carrier && LANDED_STAGES.has(carrier.stage)) {
         group.landedAt ??= now;
         const riders = await Promise.all(group.jobs.map((job) => this.d.store.get(job.txId)));

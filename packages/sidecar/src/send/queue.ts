@@ -130,12 +130,19 @@ export class SendQueue {
         ? Math.min(MAX_COOL_MS, retryAfterMs)
         : Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.max(0, failures - 1));
     this.cooledUntil[region] = Math.max(this.cooledUntil[region] as number, now + ms);
+    // Sends still to be paced onto it wait out the cool-down too (see `waitTurn`).
+    this.nextSendAt[region] = Math.max(this.nextSendAt[region] as number, this.cooledUntil[region] as number);
     this.pump();
   }
 
   /** `region` answered (an id or a verdict): its backoff starts over. */
   answered(region: number): void {
     if (region >= 0 && region < this.failures.length) this.failures[region] = 0;
+  }
+
+  /** Whether `region` is cooling now (a 429 or a failure since a send was paced onto it). */
+  isCooling(region: number): boolean {
+    return (this.cooledUntil[region] ?? 0) > this.d.now();
   }
 
   /** Regions taking bundles: not cooling, or only briefly (a 429's second), at least one. */

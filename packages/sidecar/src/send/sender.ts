@@ -130,6 +130,11 @@ export class Sender {
     // Requests to one region leave at least a paced token apart, however long each took to prepare.
     await this.queue.waitTurn(region);
     if (this.d.isClosed()) return;
+    // A 429 came from that region while this one waited its turn: back to the queue (the same bytes, later).
+    if (this.queue.isCooling(region)) {
+      this.queue.push({ ...job, notBefore: this.d.now() });
+      return;
+    }
     // The queue held sends when it took this job; a consensus migration's window may have opened since (the lock, the
     // store read and a re-signed tip came in between). Its blocks pack no user transactions (DESIGN §12): the job goes
     // back to the queue, which holds it until the window closes.

@@ -279,9 +279,12 @@ export class Settler {
    */
   private repricing(tx: StoredTx, attempt: StoredAttempt): Partial<RelayEventMap['bundle_settled']> {
     const policy = this.d.policy();
-    const sent = attempt.decision.pricing?.compute_units;
+    // A pack's lead reprices from its own tip and CU (see `repricedFrom`).
+    const own = attempt.decision.pricing?.own;
+    const sent = own?.compute_units ?? attempt.decision.pricing?.compute_units;
     return {
       ...(sent === undefined ? {} : { attempt_compute_units: sent }),
+      ...(own ? { attempt_own_tip_lamports: own.tip_lamports } : {}),
       ...announcedPricing(
         bundleToPrice(tx),
         targetPercentile(policy['tip-percentile'], effectivePriority(policy, tx.priority)),

@@ -32,6 +32,7 @@ import {
   StoreConflict,
   assertWithinSpendLimit,
   matches,
+  tipKey,
   mayAddAttempt,
   type SpendLimit,
   type StoreCounts,
@@ -501,13 +502,15 @@ export class PgTxStore implements TxStore {
 
   async heldTips(tips: readonly TipRef[]): Promise<Set<string>> {
     if (tips.length === 0) return new Set();
-    const { rows } = await this.statement<{ tip_signature: string }>(
-      `SELECT a.tip_signature FROM attempts a
+    const { rows } = await this.statement<{ tx_id: string; attempt: number; tip_signature: string }>(
+      `SELECT a.tx_id, a.attempt, a.tip_signature FROM attempts a
        JOIN unnest($1::text[], $2::int[], $3::text[]) AS w(tx_id, attempt, tip_signature)
          ON a.tx_id = w.tx_id AND a.attempt = w.attempt AND a.tip_signature = w.tip_signature`,
       [tips.map((t) => t.txId), tips.map((t) => t.attempt), tips.map((t) => t.tipSignature)],
     );
-    return new Set(rows.map((r) => r.tip_signature));
+    return new Set(
+      rows.map((r) => tipKey({ txId: r.tx_id, attempt: r.attempt, tipSignature: r.tip_signature })),
+    );
   }
 
   async landedIn(slot: number): Promise<StoredTx[]> {

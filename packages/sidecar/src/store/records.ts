@@ -56,6 +56,20 @@ export interface AttemptPricing {
   contention: ContentionClass | null;
   /** The signal that priced the tip, or who chose a tip not priced per CU. */
   signal: string;
+  /**
+   * A packed attempt: its own transaction's tip and its own bundle's CU (user transactions and tip transaction) before
+   * packing, which changes the CU and may raise the tip to rank the riders. A retry of this transaction reprices from
+   * these, never from the pack's: a lead does not pay its riders' rank on its own.
+   */
+  own?: { tip_lamports: number; compute_units: number };
+}
+
+/** What a retry of a settled attempt reprices from: its own tip and CU (a pack's lead's, before packing). */
+export function repricedFrom(attempt: StoredAttempt): { tip_lamports: number; compute_units: number | null } {
+  const pricing = attempt.decision.pricing;
+  return pricing?.own
+    ? { ...pricing.own }
+    : { tip_lamports: attempt.tip_lamports, compute_units: pricing?.compute_units ?? null };
 }
 
 export interface StoredAttempt {

@@ -88,6 +88,7 @@ export interface TxQueries {
    * Which of these tips the store itself holds on that attempt, read from where it keeps them (a database: read from
    * it now, not from what this process holds). After a database outage, a tip this process sent that the database
    * does not hold (a failover that lost an acknowledged commit) is one nothing else would follow (see `OutageGate`).
+   * Answers the {@link tipKey} of each one held.
    */
   heldTips(tips: readonly TipRef[]): Promise<Set<string>>;
   /** What admission and metrics count. */
@@ -103,6 +104,11 @@ export interface TipRef {
   txId: string;
   attempt: number;
   tipSignature: string;
+}
+
+/** The key `heldTips` answers with: the transaction, the attempt and the tip's signature. */
+export function tipKey(tip: TipRef): string {
+  return `${tip.txId}#${tip.attempt}#${tip.tipSignature}`;
 }
 
 export interface StoreCounts {
@@ -406,7 +412,7 @@ abstract class TableTxStore implements TxStore {
     const held = new Set<string>();
     for (const tip of tips) {
       const attempt = this.state.records.get(tip.txId)?.attempts.find((a) => a.attempt === tip.attempt);
-      if (attempt?.tip_signature === tip.tipSignature) held.add(tip.tipSignature);
+      if (attempt?.tip_signature === tip.tipSignature) held.add(tipKey(tip));
     }
     return Promise.resolve(held);
   }

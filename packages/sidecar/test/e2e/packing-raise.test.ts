@@ -2,6 +2,7 @@ import type { Keypair } from '@solana/web3.js';
 import type { TxAttempt } from '@solrelay/core';
 import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
+import { repricedFrom } from '../../src/store/records';
 import { counterValue, startRelayStack, waitAllFinalized } from '../helpers/relay-stack';
 
 /**
@@ -54,9 +55,13 @@ test('a pack raises its tip so each member keeps its own bid per CU; the raised 
 
   const records = await Promise.all(ids.map(async (id) => (await get(url, `/tx/${id}`)).body));
   const ownBid = new Map<string, number>();
+  const ownCu = new Map<string, number>();
   for (const record of records) {
+    // Each one's own bid is its tip over its own bundle's CU (no pricing given); a pack keeps it as the lead's bid.
     const first = (record.attempts as TxAttempt[])[0] as TxAttempt;
-    ownBid.set(record.tx_signatures[0] as string, first.tip_lamports / (first.compute_units as number));
+    const bid = first.bid_per_cu as number;
+    ownBid.set(record.tx_signatures[0] as string, bid);
+    ownCu.set(record.tx_signatures[0] as string, Math.round(TIP / bid));
   }
   const { engine } = stack.simnet;
   let tipsAndFees = 0;
@@ -79,6 +84,14 @@ test('a pack raises its tip so each member keeps its own bid per CU; the raised 
     expect(carrier.tip_per_cu).toBeCloseTo(perCu, 9);
     for (const signature of members) expect(perCu).toBeGreaterThanOrEqual(ownBid.get(signature) as number);
     expect(carrier.tip_lamports).toBeLessThanOrEqual(TIP * members.length);
+    // A retry of the lead would reprice from its own tip and bundle, not the pack's (the riders' rank is not its own).
+    const stored = (await stack.sidecar.relay.stored(record.tx_id))?.attempts.find(
+      (a) => a.bundle_id === carrier.bundle_id,
+    );
+    expect(stored && repricedFrom(stored)).toEqual({
+      tip_lamports: TIP,
+      compute_units: ownCu.get(record.tx_signatures[0] as string),
+    });
   }
   expect(raisedPacks).toBeGreaterThan(0);
   expect(await counterValue(url, 'relay_pack_tips_raised_total')).toBe(raisedPacks);

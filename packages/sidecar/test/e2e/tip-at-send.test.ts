@@ -7,7 +7,8 @@ import { counterValue, startRelayStack, waitAllFinalized } from '../helpers/rela
  * first goes out (#17). One region at its real budget (1 bundle a second) and 150 ms slots: a burst of eight waits
  * up to seven seconds, about 47 slots, for its turn, so the later tips' blockhashes are well past the 20-block
  * refresh age. Every transaction lands with one tip, and a refreshed attempt's original bytes never reached the
- * engine.
+ * engine. Packing is off (`BUNDLE_PACK_MAX=1`): the eight share a fee payer and would otherwise ride together (a pack
+ * changes the bundle id too), and what is measured here is each bundle waiting its own turn.
  */
 let stack: Stack<Sidecar>;
 let url: string;
@@ -15,7 +16,12 @@ let url: string;
 beforeAll(async () => {
   stack = await startRelayStack({
     simnet: { slotMs: 150, rateLimit: true, regions: 1 },
-    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '20000', BUNDLE_ENGINE_RPS: '1' },
+    env: {
+      BYPASS_AGENT: '1',
+      BYPASS_TIP_LAMPORTS: '20000',
+      BUNDLE_ENGINE_RPS: '1',
+      BUNDLE_PACK_MAX: '1',
+    },
   });
   url = stack.sidecar.url;
   await waitUntil(async () => (await get(url, '/readyz')).status === 200, 15_000, 'ready');

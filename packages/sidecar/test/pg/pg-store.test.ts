@@ -293,11 +293,11 @@ test('heldTips answers from the database, not from what the store holds: a tip w
     // Another signature on a held attempt (a tip re-signed elsewhere) is not this tip.
     { txId: 'tx_b', attempt: 1, tipSignature: 'tip-other' },
   ];
-  expect([...(await store.heldTips(tips))].sort()).toEqual(['tip-ba', 'tip-bb']);
+  expect([...(await store.heldTips(tips))].sort()).toEqual(['tx_a#1#tip-ba', 'tx_b#1#tip-bb']);
   // The server loses tx_a's attempt (as a failover that lost an acknowledged commit would); the store still holds it.
   await sql().query(`DELETE FROM attempts WHERE tx_id = 'tx_a'`);
   expect((await store.get('tx_a'))?.attempts).toHaveLength(1);
-  expect([...(await store.heldTips(tips))]).toEqual(['tip-bb']);
+  expect([...(await store.heldTips(tips))]).toEqual(['tx_b#1#tip-bb']);
   expect(await store.heldTips([])).toEqual(new Set());
 });
 
