@@ -7,9 +7,9 @@ import { bundleIdOf } from './crash-wire';
  * are then judged against this, not against what relay says about itself.
  *
  * Bundles execute as one unit and their transactions are recorded one after another, so a tip transaction sits
- * right after the user transaction of its bundle: that adjacency is how a tip on chain is tied to the transaction
- * it paid for, without asking relay. The bundle id computed from the pair must then be one of that transaction's
- * attempts in relay's record.
+ * right after the user transactions of its bundle (one, or a pack's lead and riders, up to four): that adjacency is
+ * how a tip on chain is tied to the transactions it paid for, without asking relay. The bundle id computed from them
+ * and the tip must then be one of the lead's attempts in relay's record.
  */
 
 interface Seen {
@@ -23,10 +23,16 @@ interface Seen {
 export interface ChainTip {
   signature: string;
   slot: number;
+  /** The bundle's first user transaction (its lead), or null. */
   userSignature: string | null;
-  /** The bundle id of (user, tip), when bundled. */
+  /** Every user transaction of its bundle, in order (a pack's lead and riders); empty when it landed alone. */
+  userSignatures: string[];
+  /** The bundle id of (users..., tip), when bundled. */
   bundleId: string | null;
 }
+
+/** The most user transactions a bundle carries (Jito: five transactions, the tip one of them). */
+const MAX_BUNDLE_USERS = 4;
 
 export interface ChainView {
   /** How many times each of the payers' signatures is on chain now (more than one would be a double landing). */
@@ -92,13 +98,19 @@ export class ChainWatch {
           landings.set(seen.signature, (landings.get(seen.signature) ?? 0) + 1);
           continue;
         }
-        const before = byIndex.get(seen.index - 1);
-        const user = before && before.payer !== this.tipper ? before.signature : null;
+        // The user transactions right before it, back to the bundle's first (a tip or a gap ends the walk).
+        const users: string[] = [];
+        for (let i = seen.index - 1; users.length < MAX_BUNDLE_USERS; i--) {
+          const before = byIndex.get(i);
+          if (!before || before.payer === this.tipper) break;
+          users.unshift(before.signature);
+        }
         tips.push({
           signature: seen.signature,
           slot: seen.slot,
-          userSignature: user,
-          bundleId: user ? bundleIdOf([user, seen.signature]) : null,
+          userSignature: users[0] ?? null,
+          userSignatures: users,
+          bundleId: users.length > 0 ? bundleIdOf([...users, seen.signature]) : null,
         });
       }
     }

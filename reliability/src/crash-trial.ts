@@ -697,7 +697,8 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
         continue;
       }
       chainTipsLamports += attempt.tip + 5000;
-      tipsPerUser.set(tip.userSignature, (tipsPerUser.get(tip.userSignature) ?? 0) + 1);
+      // A pack's one tip paid for each of its transactions (the lead's and its riders').
+      for (const user of tip.userSignatures) tipsPerUser.set(user, (tipsPerUser.get(user) ?? 0) + 1);
       if (attempt.stage !== 'finalized') {
         problems.push(`tip of bundle ${tip.bundleId} is on chain but relay's attempt is ${attempt.stage}`);
         suspects.add(attempt.txId);
@@ -728,7 +729,10 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
             : null;
         }),
         chain: finalRecords.get(id)?.tx_signatures.map((sig) => simnet.cluster.signatureStatus(sig)),
-        tips: chain.tips.filter((t) => sent.find((x) => x.txId === id)?.signature === t.userSignature),
+        tips: chain.tips.filter((t) => {
+          const signature = sent.find((x) => x.txId === id)?.signature;
+          return signature !== undefined && t.userSignatures.includes(signature);
+        }),
       }));
       await writeFile(
         `${process.env.RELIABILITY_CRASH_DEBUG}-trial${trial}.json`,

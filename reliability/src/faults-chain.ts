@@ -162,8 +162,11 @@ export class TipLedger {
           // The user transaction's fee payer is watched from now on, before the bundle can land: a payer created for
           // one transaction (the fault suite's fresh payers) is known only here, and a tip can be tied to its
           // transaction on chain only if that transaction is watched (else the tip would look as if it landed alone).
-          const userPayer = bundle.transactions[0]?.signers[0];
-          if (userPayer !== undefined && userPayer !== tipper) this.watch.addPayer(userPayer);
+          // Every user transaction's payer: a pack's riders too (its tip sits after all of them).
+          for (const user of bundle.transactions) {
+            const userPayer = user.signers[0];
+            if (userPayer !== undefined && userPayer !== tipper) this.watch.addPayer(userPayer);
+          }
           const signature = tx.signatures[0] as string;
           const known = this.byTip.get(signature);
           if (known) {
