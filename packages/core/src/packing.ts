@@ -65,11 +65,6 @@ export interface PackTip {
    * sending each alone, and saves their tip transactions' CU and the engine's bundle budget.
    */
   maxLamports?: number;
-  /**
-   * The most CU a re-signed tip transaction may request (a raise signs the tip again, and its requested CU can change):
-   * a raised tip ranks every member over the pack's CU with this in place of `overheadCu`. Default `overheadCu`.
-   */
-  resignedOverheadCu?: number;
 }
 
 /** The riders chosen and the pack's tip: the lead's, or raised to rank every member at its own bid. */
@@ -122,9 +117,6 @@ export function planPack<T>(
   let packCu = (lead.computeUnits ?? 0) + (tip?.overheadCu ?? 0);
   let rank = lead.bidPerCu ?? 0;
   let tipLamports = tip?.tipLamports ?? 0;
-  /** Whether the tip is raised (then signed again: its CU counted at the most a re-signed one requests). */
-  let raisedTip = false;
-  const resignedExtraCu = tip ? Math.max(0, (tip.resignedOverheadCu ?? tip.overheadCu) - tip.overheadCu) : 0;
   /** What the members chosen so far would tip alone, together. */
   let ownTips = tipLamports;
   const chosen: T[] = [];
@@ -139,19 +131,15 @@ export function planPack<T>(
       const need = Math.max(rank, candidate.bidPerCu);
       const cu = packCu + candidate.computeUnits;
       let next = tipLamports;
-      let raising: boolean = raisedTip;
-      if (!ranksAtLeast(tipLamports, raisedTip ? cu + resignedExtraCu : cu, need)) {
+      if (!ranksAtLeast(tipLamports, cu, need)) {
         const ceiling = Math.min(tip.maxLamports ?? tip.tipLamports, ownTips + (candidate.tipLamports ?? 0));
-        const worst = cu + resignedExtraCu;
-        const raised = Math.ceil(need * worst);
-        if (raised > ceiling || !ranksAtLeast(raised, worst, need)) continue;
+        const raised = Math.ceil(need * cu);
+        if (raised > ceiling || !ranksAtLeast(raised, cu, need)) continue;
         next = raised;
-        raising = true;
       }
       packCu = cu;
       rank = need;
       tipLamports = next;
-      raisedTip = raising;
       ownTips += candidate.tipLamports ?? 0;
     }
     // The payers' debits so far: a shared payer's add up; a key written by a member whose debit from it is not known

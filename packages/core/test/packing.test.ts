@@ -228,20 +228,6 @@ describe('planPack raises the pack tip so every member keeps its rank, within ma
     });
   });
 
-  test('a raised tip is signed again: it ranks every member over the most CU a re-signed tip may request', () => {
-    const tip = {
-      tipLamports: leadTip,
-      overheadCu: 1_400,
-      maxLamports: 10_000_000,
-      resignedOverheadCu: 2_000,
-    };
-    const plan = planPack(lead, [rider('b', 'payerB', 300_000, 0.05)], 4, tip);
-    expect(plan.passengers).toEqual(['b']);
-    // Over the pack's CU with the re-signed tip's most (2,000 in place of 1,400), still at the bid.
-    expect(plan.tipLamports).toBe(Math.ceil(0.05 * (200_000 + 300_000 + 2_000)));
-    expect(ranksAtLeast(plan.tipLamports, 200_000 + 300_000 + 2_000, 0.05)).toBe(true);
-  });
-
   test('a rider the lead tip already ranks joins without a raise', () => {
     const rich = { ...lead, bidPerCu: 0.001 };
     const plan = planPack(rich, [rider('b', 'payerB', 4_000, 0.001)], 4, {

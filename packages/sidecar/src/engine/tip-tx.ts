@@ -59,11 +59,17 @@ export class TipSigner {
    * checks it against web3.js): building it through web3.js's `Transaction` cost ~1.5 ms per tip, most of the
    * submit path.
    */
-  build(input: { tipAccount: string; lamports: number; blockhash: string }): TipTransaction {
+  build(input: {
+    tipAccount: string;
+    lamports: number;
+    blockhash: string;
+    /** The requested CU (SetComputeUnitLimit) to sign with; by default the next of the nonce values. */
+    computeUnits?: number;
+  }): TipTransaction {
     // The layout lists the tipper and the tip account as two keys; one key listed twice is an invalid transaction.
     if (input.tipAccount === this.publicKeyBase58)
       throw new Error('a tip transaction cannot pay the tipper itself');
-    const units = CU_NONCE_BASE + (this.counter++ % CU_NONCE_SPAN);
+    const units = input.computeUnits ?? CU_NONCE_BASE + (this.counter++ % CU_NONCE_SPAN);
     const message = Buffer.alloc(TIP_MESSAGE_BYTES);
     let at = 0;
     // Header: one signer (the tipper, writable); two read-only unsigned accounts (the programs).

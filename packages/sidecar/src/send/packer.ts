@@ -17,7 +17,6 @@ import { bundleFacts, wireComputeUnits } from '../chain/pricing';
 import type { SendJob, SendQueue } from './queue';
 import type { TipReservation } from '../operator/tippers';
 import { SpendLimitReached } from '../store/store';
-import { TIP_TX_MAX_COMPUTE_UNITS } from '../engine/tip-tx';
 import { ROLLING_HOUR_MS } from '../store/spend';
 import { RENT_EXEMPT_MINIMUM } from '../operator/tipper-funds';
 
@@ -165,8 +164,6 @@ export class Packer {
     const packTip: PackTip = {
       tipLamports: attempt.tip_lamports,
       overheadCu: tipCu,
-      // A raised tip is signed again, and may then request up to this much CU (its limit is a per-tip nonce).
-      resignedOverheadCu: TIP_TX_MAX_COMPUTE_UNITS,
       ...(maxLamports !== null ? { maxLamports } : {}),
     };
     // A rider's own tip bounds nothing when the tip can be raised (its rank per CU is what joins it, below).
@@ -351,14 +348,22 @@ export class Packer {
     return ceiling > attempt.tip_lamports ? ceiling : null;
   }
 
-  /** The lead's tip signed again for `lamports` by its tipper, to its tip account, on the blockhash it had. */
+  /** The lead's tip signed again for `lamports` by its tipper, to its tip account, on the blockhash and CU it had. */
   private resign(
     attempt: StoredAttempt,
     raise: TipReservation,
     lamports: number,
   ): { wire: string; signature: string } {
-    const blockhash = parseTransaction(Buffer.from(attempt.tip_tx as string, 'base64')).recentBlockhash;
-    const tip = raise.signer.build({ tipAccount: attempt.tip_account as string, lamports, blockhash });
+    const wire = Buffer.from(attempt.tip_tx as string, 'base64');
+    const blockhash = parseTransaction(wire).recentBlockhash;
+    // The same requested CU as the tip it replaces: the pack's CU, and so every member's rank, stay as planned (the
+    // new amount keeps it apart from any other tip).
+    const tip = raise.signer.build({
+      tipAccount: attempt.tip_account as string,
+      lamports,
+      blockhash,
+      computeUnits: wireComputeUnits(wire),
+    });
     return { wire: Buffer.from(tip.wire).toString('base64'), signature: tip.signature };
   }
 

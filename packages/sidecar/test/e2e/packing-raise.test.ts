@@ -46,11 +46,21 @@ test('a pack raises its tip so each member keeps its own bid per CU; the raised 
     expect(enqueued.status).toBe(202);
     ids.push(enqueued.body.tx_id as string);
   }
-  // Each at the same tip, its bid per CU its own tip over its own bundle's CU (no pricing given).
-  for (const id of ids) {
-    const submitted = await post(url, '/internal/submit', { tx_id: id, tip_lamports: TIP, reason: 'test' });
-    expect(submitted.status).toBe(202);
-  }
+  // Each at the same tip, its bid per CU its own tip over its own bundle's CU (no pricing given). The first goes out
+  // at once and takes the region's token; the other seven, submitted together while it is out, wait a second for the
+  // next one, so packs form however slow the machine is.
+  const submit = (id: string) =>
+    post(url, '/internal/submit', { tx_id: id, tip_lamports: TIP, reason: 'test' }).then((answer) => {
+      expect(answer.status).toBe(202);
+      return answer.body.bundle_id as string;
+    });
+  const firstBundle = await submit(ids[0] as string);
+  await waitUntil(
+    () => stack.simnet.engine.getBundle(firstBundle) !== undefined,
+    10_000,
+    'the first bundle sent',
+  );
+  await Promise.all(ids.slice(1).map(submit));
   await waitAllFinalized(url, ids, 60_000);
 
   const records = await Promise.all(ids.map(async (id) => (await get(url, `/tx/${id}`)).body));
@@ -88,10 +98,13 @@ test('a pack raises its tip so each member keeps its own bid per CU; the raised 
     const stored = (await stack.sidecar.relay.stored(record.tx_id))?.attempts.find(
       (a) => a.bundle_id === carrier.bundle_id,
     );
-    expect(stored && repricedFrom(stored)).toEqual({
-      tip_lamports: TIP,
-      compute_units: ownCu.get(record.tx_signatures[0] as string),
-    });
+    const own = stored ? repricedFrom(stored) : null;
+    expect(own?.tip_lamports).toBe(TIP);
+    // Its own bundle's CU: its transaction and its tip transaction (whose requested CU, a per-tip nonce of 450-1,399,
+    // may differ from the first one's if the tip was signed again on a fresh blockhash), not the pack's.
+    const ownBundleCu = ownCu.get(record.tx_signatures[0] as string) as number;
+    expect(Math.abs((own?.compute_units ?? 0) - ownBundleCu)).toBeLessThan(950);
+    expect(own?.compute_units ?? 0).toBeLessThan(carrier.compute_units as number);
   }
   expect(raisedPacks).toBeGreaterThan(0);
   expect(await counterValue(url, 'relay_pack_tips_raised_total')).toBe(raisedPacks);
