@@ -51,9 +51,11 @@ export function spawnSidecar(
     child.stderr!.on('data', (chunk: Buffer) => {
       output += chunk.toString();
     });
-    void exited.then((how) => {
+    // 'close', not 'exit': the process can exit before its stdout and stderr are read to the end, and the reason it
+    // gave (on stderr) would be missing from the error.
+    child.on('close', (code, signal) => {
       clearTimeout(timer);
-      reject(new Error(`sidecar exited (${String(how)}) before listening:\n${output}`));
+      reject(new Error(`sidecar exited (${String(signal ?? code)}) before listening:\n${output}`));
     });
   });
 }
