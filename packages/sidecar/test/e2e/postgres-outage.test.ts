@@ -135,7 +135,14 @@ beforeAll(async () => {
   });
   stack = await startRelayStack({
     simnet: { slotMs: 400 },
-    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: String(TIP), RELAY_DATABASE_URL: databaseUrl },
+    // One bundle per transaction (no packing): the run checks each transaction's own tip (TIP) on chain; its
+    // transfers share a fee payer and would otherwise ride together under raised tips.
+    env: {
+      BYPASS_AGENT: '1',
+      BYPASS_TIP_LAMPORTS: String(TIP),
+      RELAY_DATABASE_URL: databaseUrl,
+      BUNDLE_PACK_MAX: '1',
+    },
     policy: { 'rate-limit': 100_000, 'max-queue': 10_000 },
     sidecar: { logger: pino({ level: 'info' }, logs) },
   });
