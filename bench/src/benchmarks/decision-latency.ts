@@ -47,7 +47,7 @@ export async function runMode(
 ): Promise<ModeResult> {
   const stack = await startRelayStack({
     store,
-    simnet: { seed: 3, slotMs: 400, bundleEngineShare: 1, fixedClearingTip: 5_000 },
+    simnet: { seed: 3, slotMs: 400, bundleEngineShare: 1, fixedClearingTip: null, regime: 'calm' },
     policy: benchPolicy({ 'max-tip': 2_000_000 }),
     env: { AGENT_DECISION_MODE: mode },
     onSimnet: async (simnet) => {
@@ -218,7 +218,7 @@ export const decisionLatency: Benchmark = {
         },
       ],
       notes: [
-        `${count} transfers per tier paced at ${rate}/s (not a burst), each a new transaction from a funded payer; simnet with 400 ms slots, every leader on the bundle engine, clearing tip pinned at 5,000 lamports so first attempts land and no retry is timed.`,
+        `${count} transfers per tier paced at ${rate}/s (not a burst), each a new transaction from a funded payer; simnet with 400 ms slots, every leader on the bundle engine, the market pinned calm (\`POST /admin/auction {regime: 'calm'}\`), where a bundle that contends with nobody lands at the minimum tip, so first attempts land and no retry adds load. (Until session 15 the clearing tip was pinned at a flat 5,000 lamports; since the auction ranks tip per requested CU, reflex bids 1,000-1,900 lamports for these 4,400-CU transfers, so more than half the first attempts lost and their retries and diagnoses doubled the sidecar's work: p99 164 ms instead of about 20.)`,
         "Both timestamps are the sidecar's `ts` (ms resolution), so the figure includes the SSE hop to the agent, the agent's decision, its `POST /internal/submit`, and the sidecar's submit path up to emitting `submit_requested` (tip transaction signed and journaled with fsync).",
         `Cortex fallbacks (model answer not used): ${cortex.fallbacks}. Sidecar / agent CPU during the paced run: reflex ${reflex.cpu_pct_of_one_core.sidecar}% / ${reflex.cpu_pct_of_one_core.agent}%, cortex ${cortex.cpu_pct_of_one_core.sidecar}% / ${cortex.cpu_pct_of_one_core.agent}% of one core.`,
         `This disk's durable append (write + fdatasync, 200 probes): p50 ${fsync.p50} ms, p99 ${fsync.p99} ms, max ${fsync.max} ms; the submit path journals once with fsync before \`submit_requested\`.`,

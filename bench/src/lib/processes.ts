@@ -196,7 +196,9 @@ export async function startAgentChild(
   env: Record<string, string>,
   logPath: string,
 ): Promise<ProcessHandle> {
-  const handle = spawnGroup(process.execPath, [join(AGENT_DIR, 'dist', 'main.cjs')], {
+  // Extra node/V8 flags for the agent (e.g. "--cpu-prof --cpu-prof-dir=/tmp/agent-profile"), as for the sidecar.
+  const nodeArgs = process.env.BENCH_AGENT_NODE_FLAGS?.split(' ').filter(Boolean) ?? [];
+  const handle = spawnGroup(process.execPath, [...nodeArgs, join(AGENT_DIR, 'dist', 'main.cjs')], {
     cwd: AGENT_DIR,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, RELAY_URL: relayUrl, ...env },
     logPath,

@@ -1,3 +1,4 @@
+import { constants } from 'node:fs';
 import { open, readdir, readFile, rename, rm, mkdir, stat, type FileHandle } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -156,6 +157,15 @@ export class Journal<TState, TOp> {
     }
   }
 
+  /**
+   * Flags of the live file: append, and O_DSYNC unless fsync is off (POSIX: each write completes as if followed by
+   * fdatasync, the file's size included, which is what an append needs to survive a power cut).
+   */
+  private appendFlags(): number {
+    const base = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT;
+    return this.options.unsafeNoFsync ? base : base | constants.O_DSYNC;
+  }
+
   private scheduleFlush(): void {
     if (this.flushing) return;
     // Let every commit made in the current turn join this batch.
@@ -174,8 +184,10 @@ export class Journal<TState, TOp> {
       const started = performance.now();
       try {
         const payload = Buffer.from(batch.map((p) => p.line).join(''));
+        // The live file is opened O_DSYNC: the write returns once the bytes are as durable as a write followed by
+        // fdatasync would make them, in one trip to libuv's pool instead of two (each trip back waits its turn on
+        // the event loop, which is what a commit's latency is made of under load).
         await this.file.write(payload);
-        if (!this.options.unsafeNoFsync) await this.file.datasync();
         this.fileBytes += payload.length;
       } catch (error) {
         // The file may now hold part of this batch; refuse further commits rather than guess.
@@ -205,7 +217,7 @@ export class Journal<TState, TOp> {
 
   private async runCompaction(): Promise<void> {
     const next = this.generation + 1;
-    const newFile = await open(join(this.dir, `journal-${next}.jsonl`), 'a');
+    const newFile = await open(join(this.dir, `journal-${next}.jsonl`), this.appendFlags());
     // Wait out in-flight writes; once none is running, the code below runs without yielding, so the captured
     // state is exactly "every operation in generations <= G" and later commits land in generation G+1.
     while (this.flushing) await this.flushing.catch(() => undefined);
@@ -295,7 +307,7 @@ export class Journal<TState, TOp> {
     }
     this.generation = lastGen;
     const livePath = join(this.dir, `journal-${lastGen}.jsonl`);
-    this.file = await open(livePath, 'a');
+    this.file = await open(livePath, this.appendFlags());
     this.fileBytes = (await stat(livePath)).size;
     return { snapshotGeneration, operationsReplayed: replayed, warnings };
   }

@@ -156,8 +156,12 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
         res.end(String(error.message));
       });
     });
-    // Keep-alive sockets must not hold close() up.
-    candidate.keepAliveTimeout = 1_000;
+    // Idle connections stay open a minute, as RPC endpoints behind the usual load balancers keep them. The 1 s this
+    // was before is under undici's keep-alive threshold (2 s: Node's fetch does not reuse a connection the server
+    // may close sooner), so every JSON-RPC call of relay opened a new TCP connection: the sidecar's profile showed
+    // the connects and undici's 'reset' errors, a cost a real endpoint does not impose. close() still ends every
+    // connection at once (closeAllConnections below).
+    candidate.keepAliveTimeout = 60_000;
     try {
       await listen(candidate, wanted, host);
     } catch (error) {
