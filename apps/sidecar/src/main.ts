@@ -3,23 +3,14 @@
  * service, and stops it cleanly on SIGINT / SIGTERM. A bad environment stops start-up with one clear line.
  */
 import { isRelayError } from '@solrelay/core';
-import { configFromEnv, startSidecar } from '@solrelay/sidecar';
-import { setFlagsFromString } from 'node:v8';
+import {
+  applyV8Flags,
+  configFromEnv,
+  memoryModeFlags,
+  parseMemoryMode,
+  startSidecar,
+} from '@solrelay/sidecar';
 import pino from 'pino';
-
-/**
- * `RELAY_MEMORY_MODE=small` trades speed for a smaller, flatter resident size: V8's `--optimize-for-size` (smaller
- * young generation, slower heap growth, leaner code). Measured in BENCHMARKS.md: RSS after 10,000 transactions
- * through ~150 MB instead of ~230–400 MB, at ~30% fewer enqueues per second. Set before anything is allocated.
- */
-function applyMemoryMode(env: NodeJS.ProcessEnv): void {
-  const mode = env.RELAY_MEMORY_MODE?.trim() || 'default';
-  if (mode === 'small') setFlagsFromString('--optimize-for-size');
-  else if (mode !== 'default') {
-    process.stderr.write(`relay: RELAY_MEMORY_MODE must be "default" or "small", got "${mode}"\n`);
-    process.exit(1);
-  }
-}
 
 /**
  * Crash tests name points where the process kills itself (SIGKILL: no cleanup, like a power cut).
@@ -52,7 +43,12 @@ function crashPointFromEnv(env: NodeJS.ProcessEnv): CrashHook | undefined {
 }
 
 async function main(): Promise<void> {
-  applyMemoryMode(process.env);
+  // RELAY_MEMORY_MODE (the sidecar's runtime/memory-mode.ts): part before the service allocates, part once started.
+  const memory = memoryModeFlags(parseMemoryMode(process.env.RELAY_MEMORY_MODE), [
+    ...process.execArgv,
+    ...(process.env.NODE_OPTIONS ?? '').split(/\s+/),
+  ]);
+  applyV8Flags(memory.start);
   const logger = pino({ name: 'relay', level: process.env.LOG_LEVEL ?? 'info' });
   const config = configFromEnv(process.env);
   const crashPoint = crashPointFromEnv(process.env);
@@ -69,6 +65,7 @@ async function main(): Promise<void> {
     ...(crashPoint ? { crashPoint } : {}),
     ...(process.env.RELAY_WEB_DIST ? { webDist: process.env.RELAY_WEB_DIST } : {}),
   });
+  applyV8Flags(memory.running);
   // One line a supervisor or test can wait for.
   process.stdout.write(`relay: listening on ${sidecar.url}\n`);
   let stopping = false;

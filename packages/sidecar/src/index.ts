@@ -4,6 +4,14 @@
 // The service: environment → config → running sidecar.
 export { startSidecar, loadKeypair, type Sidecar, type SidecarOptions } from './service';
 export { configFromEnv, DEFAULTS, type SidecarConfig } from './config';
+export {
+  applyV8Flags,
+  HEAP_GROWING_PERCENT,
+  MEMORY_MODES,
+  memoryModeFlags,
+  parseMemoryMode,
+  type MemoryMode,
+} from './runtime/memory-mode';
 
 // The transaction path behind the API (the facade over the stages), and its records.
 export {

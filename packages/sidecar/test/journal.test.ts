@@ -104,6 +104,38 @@ describe('Journal', () => {
     await reopened.close();
   });
 
+  test('a snapshot larger than one serialization chunk (1 Mi chars) is written whole and read back', async () => {
+    const dir = await freshDir();
+    const { journal } = await Journal.open(dir, codec);
+    // ~30,000 operations of ~60 characters each: about two chunks of lines, so a chunk boundary falls inside.
+    const pad = 'k'.repeat(40);
+    for (let i = 0; i < 30_000; i += 1000) {
+      await Promise.all(
+        Array.from({ length: 1000 }, (_, j) =>
+          journal.commit({ k: 'set', key: `${pad}${i + j}`, value: i + j }),
+        ),
+      );
+    }
+    await journal.compact();
+    await journal.close();
+    const files = readdirSync(dir);
+    expect(files.filter((f) => f.startsWith('snapshot-'))).toHaveLength(1);
+    const snapshot = await readFile(
+      join(dir, files.find((f) => f.startsWith('snapshot-')) as string),
+      'utf8',
+    );
+    expect(snapshot.length).toBeGreaterThan(1 << 20);
+    const lines = snapshot.split('\n');
+    expect(lines.pop()).toBe(''); // ends with a newline
+    expect(lines.pop()).toBe('{"end":30000}');
+    expect(lines).toHaveLength(30_000);
+    const { journal: reopened, recovery } = await Journal.open(dir, codec);
+    expect(reopened.state.size).toBe(30_000);
+    expect(reopened.state.get(`${pad}29999`)).toBe(29_999);
+    expect(recovery.warnings).toEqual([]);
+    await reopened.close();
+  });
+
   test('compacts by itself once the file passes the size threshold', async () => {
     const dir = await freshDir();
     const { journal } = await Journal.open(dir, codec, { compactAtBytes: 2000 });

@@ -1,7 +1,15 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { isRelayError } from '@solrelay/core';
-import { configFromEnv, startSidecar, type Sidecar, type SidecarConfig } from '@solrelay/sidecar';
+import {
+  applyV8Flags,
+  configFromEnv,
+  memoryModeFlags,
+  parseMemoryMode,
+  startSidecar,
+  type Sidecar,
+  type SidecarConfig,
+} from '@solrelay/sidecar';
 import pino from 'pino';
 import { resolveAppDir } from '../env';
 import { EXIT_CODES, ExitError } from '../errors';
@@ -71,8 +79,14 @@ export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): P
     }
 
     let config: SidecarConfig;
+    // The sidecar runs in this process: its memory mode is this process's (RELAY_MEMORY_MODE, as for apps/sidecar).
+    let memory: ReturnType<typeof memoryModeFlags>;
     try {
       config = configFromEnv(env, ctx.cwd);
+      memory = memoryModeFlags(parseMemoryMode(env.RELAY_MEMORY_MODE), [
+        ...process.execArgv,
+        ...(env.NODE_OPTIONS ?? '').split(/\s+/),
+      ]);
     } catch (error) {
       throw startError(error, options.sim === null);
     }
@@ -87,12 +101,14 @@ export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): P
       { name: 'relay', level: env.LOG_LEVEL ?? 'info' },
       pino.destination({ dest: 2, sync: true }),
     );
+    applyV8Flags(memory.start);
     let sidecar: Sidecar;
     try {
       sidecar = await startSidecar(config, { logger, ...(webDist ? { webDist } : {}) });
     } catch (error) {
       throw listenError(error, config.apiPort) ?? startError(error, false);
     }
+    applyV8Flags(memory.running);
     stack.push(() => sidecar.close());
 
     const local = sidecar.url.replace('://127.0.0.1:', '://localhost:');
