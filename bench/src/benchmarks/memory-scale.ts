@@ -192,15 +192,18 @@ async function throughPhase(
  * Flatness (issue #32): the mean RSS of the last third of the samples against that of the middle third, as a
  * fraction (0.05: 5 % higher). The first third is the warm-up (the retained records fill up to their bound).
  */
-function rssDrift(samples: Sample[]): number {
-  const third = Math.max(1, Math.floor(samples.length / 3));
+function rssDrift(samples: Sample[]): number | null {
+  // Too few samples (a quick run) make no thirds: no judgement rather than a vacuous "flat".
+  if (samples.length < 6) return null;
+  const third = Math.floor(samples.length / 3);
   const mean = (xs: Sample[]) => xs.reduce((a, s) => a + s.rss_mb, 0) / Math.max(1, xs.length);
   const middle = mean(samples.slice(third, 2 * third));
   const last = mean(samples.slice(2 * third));
   return middle > 0 ? round(last / middle - 1, 3) : 0;
 }
 
-const pct = (x: number) => `${x >= 0 ? '+' : ''}${round(x * 100, 1)} %`;
+const pct = (x: number | null) =>
+  x === null ? 'n/a (under 6 samples)' : `${x >= 0 ? '+' : ''}${round(x * 100, 1)} %`;
 
 export const memoryScale: Benchmark = {
   name: 'memory-scale',
@@ -226,7 +229,7 @@ export const memoryScale: Benchmark = {
         )
       : null;
     const drift = rssDrift(through.samples);
-    const smallDrift = small ? rssDrift(small.samples) : 0;
+    const smallDrift = small ? rssDrift(small.samples) : null;
     const lastRss = (r: typeof through) => r.samples[r.samples.length - 1]?.rss_mb ?? 0;
     const reachedAll = through.landed >= through.target_transactions;
     return {
@@ -241,7 +244,7 @@ export const memoryScale: Benchmark = {
           metric: `RSS after ${through.landed.toLocaleString('en-US')} transactions through, default settings`,
           target: `<= ${THROUGH_RSS_TARGET_MB} MB, flat (last third within ${FLAT_WITHIN * 100} % of the middle third)`,
           measured: `${lastRss(through)} MB (peak ${through.peak_rss_mb} MB; last third vs middle third ${pct(drift)})`,
-          met: lastRss(through) <= THROUGH_RSS_TARGET_MB && Math.abs(drift) <= FLAT_WITHIN,
+          met: lastRss(through) <= THROUGH_RSS_TARGET_MB && drift !== null && Math.abs(drift) <= FLAT_WITHIN,
         },
         ...(small
           ? [
@@ -249,7 +252,10 @@ export const memoryScale: Benchmark = {
                 metric: `RELAY_MEMORY_MODE=small: RSS after ${small.landed.toLocaleString('en-US')} through`,
                 target: `<= ${THROUGH_RSS_TARGET_MB} MB, flat`,
                 measured: `${lastRss(small)} MB (peak ${small.peak_rss_mb} MB; last third vs middle third ${pct(smallDrift)}; ${small.through_per_s}/s through)`,
-                met: lastRss(small) <= THROUGH_RSS_TARGET_MB && Math.abs(smallDrift) <= FLAT_WITHIN,
+                met:
+                  lastRss(small) <= THROUGH_RSS_TARGET_MB &&
+                  smallDrift !== null &&
+                  Math.abs(smallDrift) <= FLAT_WITHIN,
               },
             ]
           : []),

@@ -10,6 +10,8 @@ export interface MachineInfo {
   os: string;
   date: string;
   git_sha: string;
+  /** Code (packages, apps, bench sources) differed from the commit when the run started: the sha is its base. */
+  dirty?: boolean;
 }
 
 export function machineInfo(repoRoot: string): MachineInfo {
@@ -23,8 +25,15 @@ export function machineInfo(repoRoot: string): MachineInfo {
     // not Linux: os.cpus() is the fallback
   }
   let sha = 'unknown';
+  let dirty = false;
   try {
     sha = execFileSync('git', ['rev-parse', 'HEAD'], { cwd: repoRoot, encoding: 'utf8' }).trim();
+    const changed = execFileSync(
+      'git',
+      ['status', '--porcelain', '--', 'packages', 'apps', 'bench/src', 'protos'],
+      { cwd: repoRoot, encoding: 'utf8' },
+    );
+    dirty = changed.trim().length > 0;
   } catch {
     // not a git checkout
   }
@@ -36,6 +45,7 @@ export function machineInfo(repoRoot: string): MachineInfo {
     os: `${os.type()} ${os.release()}`,
     date: new Date().toISOString(),
     git_sha: sha,
+    ...(dirty ? { dirty } : {}),
   };
 }
 

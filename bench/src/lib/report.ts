@@ -95,7 +95,7 @@ export async function writeBenchmarksMd(
   lines.push('## Machine', '');
   for (const m of machines.values()) {
     lines.push(
-      `- ${m.cpu_model}, ${m.cores} cores, ${m.ram_gib} GiB RAM, Node ${m.node}, ${m.os}; commit \`${m.git_sha.slice(0, 12)}\``,
+      `- ${m.cpu_model}, ${m.cores} cores, ${m.ram_gib} GiB RAM, Node ${m.node}, ${m.os}; commit \`${m.git_sha.slice(0, 12)}\`${m.dirty ? ' with uncommitted code changes' : ''}`,
     );
   }
   lines.push('');

@@ -2,7 +2,14 @@ import { readdirSync } from 'node:fs';
 import { mkdtemp, open, readdir, appendFile, writeFile, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Journal, JournalCorruptError, type JournalCodec } from '../src/journal/journal';
+import { constants } from 'node:fs';
+import {
+  appendFlags,
+  durableAppend,
+  Journal,
+  JournalCorruptError,
+  type JournalCodec,
+} from '../src/journal/journal';
 
 type Op = { k: 'set'; key: string; value: number } | { k: 'del'; key: string };
 type State = Map<string, number>;
@@ -247,5 +254,22 @@ describe('Journal', () => {
     const { journal } = await Journal.open(await freshDir(), codec);
     await journal.close();
     await expect(journal.commit({ k: 'set', key: 'a', value: 1 })).rejects.toThrow(/closed/);
+  });
+});
+
+describe('durable appends', () => {
+  test('O_DSYNC on Linux only; write + fdatasync elsewhere; nothing when fsync is off', () => {
+    expect(durableAppend('linux', false)).toBe('o_dsync');
+    expect(durableAppend('darwin', false)).toBe('write+fdatasync');
+    expect(durableAppend('win32', false)).toBe('write+fdatasync');
+    expect(durableAppend('linux', true)).toBe('none');
+  });
+
+  test('the live file is opened append-only, with O_DSYNC exactly when that mode is chosen', () => {
+    const base = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT;
+    expect(appendFlags('write+fdatasync')).toBe(base);
+    expect(appendFlags('none')).toBe(base);
+    expect(appendFlags('o_dsync') & constants.O_DSYNC).toBe(constants.O_DSYNC);
+    expect(appendFlags('o_dsync') & base).toBe(base);
   });
 });
