@@ -10,7 +10,7 @@ import { RelayError } from '@solrelay/core';
  *   before it collects (its heap limit is a share of the machine's memory: 4 GB here), so a sidecar whose live heap
  *   is ~150 MB sat at 1.3-1.5 GB of RSS after 100,000 transactions. A growth factor, unlike a heap cap
  *   (`--max-old-space-size`), adds no out-of-memory risk beyond V8's own limit: the next collection simply comes
- *   sooner. It costs throughput (238 against 265 transactions a second through in the benchmark).
+ *   sooner. It costs throughput (217-238 against 265 transactions a second through in the benchmark).
  * - `small`: the same, plus V8's `--optimize-for-size` (leaner code and heap heuristics; set at start, before the
  *   service allocates): smaller still, at about 30 % fewer enqueues per second (BENCHMARKS.md).
  * - `unbounded`: V8's own heuristics untouched (the fastest, the largest).
@@ -28,7 +28,7 @@ export const MEMORY_MODES: readonly MemoryMode[] = ['default', 'small', 'unbound
 /**
  * The growth factor of `default` and `small`, chosen with the memory-scale benchmark (BENCHMARKS.md §4). Streaming
  * ~250 transactions a second through, V8's own growth reached 1.3 GB of RSS and kept rising; 20 % held RSS flat at
- * 340-384 MB over 100,000 (238/s); 10 % saved little more (348 MB after 92,000) for a fifth of the rate (201/s): the
+ * 340-430 MB over 100,000 (217-238/s); 10 % saved little more (348 MB after 92,000) at a lower rate still (201/s): the
  * full collections came too often once ~150 MB was live.
  */
 export const HEAP_GROWING_PERCENT = 20;
