@@ -3,7 +3,13 @@
  * service, and stops it cleanly on SIGINT / SIGTERM. A bad environment stops start-up with one clear line.
  */
 import { isRelayError } from '@solrelay/core';
-import { applyV8Flags, configFromEnv, memoryModeFlagsFromEnv, startSidecar } from '@solrelay/sidecar';
+import {
+  applyV8Flags,
+  configFromEnv,
+  memoryModeFlags,
+  parseMemoryMode,
+  startSidecar,
+} from '@solrelay/sidecar';
 import pino from 'pino';
 
 /**
@@ -38,7 +44,10 @@ function crashPointFromEnv(env: NodeJS.ProcessEnv): CrashHook | undefined {
 
 async function main(): Promise<void> {
   // RELAY_MEMORY_MODE (the sidecar's runtime/memory-mode.ts): part before the service allocates, part once started.
-  const memory = memoryModeFlagsFromEnv(process.env, process.execArgv);
+  const memory = memoryModeFlags(parseMemoryMode(process.env.RELAY_MEMORY_MODE), [
+    ...process.execArgv,
+    ...(process.env.NODE_OPTIONS ?? '').split(/\s+/),
+  ]);
   applyV8Flags(memory.start);
   const logger = pino({ name: 'relay', level: process.env.LOG_LEVEL ?? 'info' });
   const config = configFromEnv(process.env);

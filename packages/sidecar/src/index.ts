@@ -9,7 +9,6 @@ export {
   HEAP_GROWING_PERCENT,
   MEMORY_MODES,
   memoryModeFlags,
-  memoryModeFlagsFromEnv,
   parseMemoryMode,
   type MemoryMode,
 } from './runtime/memory-mode';

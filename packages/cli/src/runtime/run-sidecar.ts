@@ -4,7 +4,8 @@ import { isRelayError } from '@solrelay/core';
 import {
   applyV8Flags,
   configFromEnv,
-  memoryModeFlagsFromEnv,
+  memoryModeFlags,
+  parseMemoryMode,
   startSidecar,
   type Sidecar,
   type SidecarConfig,
@@ -79,10 +80,13 @@ export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): P
 
     let config: SidecarConfig;
     // The sidecar runs in this process: its memory mode is this process's (RELAY_MEMORY_MODE, as for apps/sidecar).
-    let memory: ReturnType<typeof memoryModeFlagsFromEnv>;
+    let memory: ReturnType<typeof memoryModeFlags>;
     try {
       config = configFromEnv(env, ctx.cwd);
-      memory = memoryModeFlagsFromEnv(env, process.execArgv);
+      memory = memoryModeFlags(parseMemoryMode(env.RELAY_MEMORY_MODE), [
+        ...process.execArgv,
+        ...(env.NODE_OPTIONS ?? '').split(/\s+/),
+      ]);
     } catch (error) {
       throw startError(error, options.sim === null);
     }
