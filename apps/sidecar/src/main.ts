@@ -3,13 +3,7 @@
  * service, and stops it cleanly on SIGINT / SIGTERM. A bad environment stops start-up with one clear line.
  */
 import { isRelayError } from '@solrelay/core';
-import {
-  applyV8Flags,
-  configFromEnv,
-  memoryModeFlags,
-  parseMemoryMode,
-  startSidecar,
-} from '@solrelay/sidecar';
+import { applyV8Flags, configFromEnv, memoryModeFlagsFromEnv, startSidecar } from '@solrelay/sidecar';
 import pino from 'pino';
 
 /**
@@ -44,10 +38,7 @@ function crashPointFromEnv(env: NodeJS.ProcessEnv): CrashHook | undefined {
 
 async function main(): Promise<void> {
   // RELAY_MEMORY_MODE (the sidecar's runtime/memory-mode.ts): part before the service allocates, part once started.
-  const memory = memoryModeFlags(parseMemoryMode(process.env.RELAY_MEMORY_MODE), [
-    ...process.execArgv,
-    ...(process.env.NODE_OPTIONS ?? '').split(/\s+/),
-  ]);
+  const memory = memoryModeFlagsFromEnv(process.env, process.execArgv);
   applyV8Flags(memory.start);
   const logger = pino({ name: 'relay', level: process.env.LOG_LEVEL ?? 'info' });
   const config = configFromEnv(process.env);

@@ -9,6 +9,7 @@ export {
   HEAP_GROWING_PERCENT,
   MEMORY_MODES,
   memoryModeFlags,
+  memoryModeFlagsFromEnv,
   parseMemoryMode,
   type MemoryMode,
 } from './runtime/memory-mode';

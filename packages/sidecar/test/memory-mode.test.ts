@@ -1,6 +1,11 @@
 import { spawnSync } from 'node:child_process';
 import { isRelayError } from '@solrelay/core';
-import { HEAP_GROWING_PERCENT, memoryModeFlags, parseMemoryMode } from '../src/runtime/memory-mode';
+import {
+  HEAP_GROWING_PERCENT,
+  memoryModeFlags,
+  memoryModeFlagsFromEnv,
+  parseMemoryMode,
+} from '../src/runtime/memory-mode';
 
 test('RELAY_MEMORY_MODE: unset or empty is default; the three modes parse', () => {
   expect(parseMemoryMode(undefined)).toBe('default');
@@ -47,4 +52,18 @@ test("the growth factor is a flag this node's V8 knows (setFlagsFromString ignor
   expect(run.status).toBe(0);
   expect(run.stdout).toMatch(/--heap-growing-percent \(specifies heap growing factor/);
   expect(run.stdout).toMatch(/--optimize-for-size/);
+});
+
+test('from the environment: RELAY_MEMORY_MODE picks the mode, NODE_OPTIONS and execArgv are the node flags', () => {
+  const growth = `--heap-growing-percent=${HEAP_GROWING_PERCENT}`;
+  expect(memoryModeFlagsFromEnv({}, [])).toEqual({ start: [], running: [growth] });
+  expect(memoryModeFlagsFromEnv({ RELAY_MEMORY_MODE: 'small' }, [])).toEqual({
+    start: ['--optimize-for-size'],
+    running: [growth],
+  });
+  expect(
+    memoryModeFlagsFromEnv({ NODE_OPTIONS: '--enable-source-maps  --heap-growing-percent=50' }, []),
+  ).toEqual({ start: [], running: [] });
+  expect(memoryModeFlagsFromEnv({}, ['--heap-growing-percent=5'])).toEqual({ start: [], running: [] });
+  expect(() => memoryModeFlagsFromEnv({ RELAY_MEMORY_MODE: 'tiny' }, [])).toThrow('RELAY_MEMORY_MODE');
 });

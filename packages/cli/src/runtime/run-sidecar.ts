@@ -4,8 +4,7 @@ import { isRelayError } from '@solrelay/core';
 import {
   applyV8Flags,
   configFromEnv,
-  memoryModeFlags,
-  parseMemoryMode,
+  memoryModeFlagsFromEnv,
   startSidecar,
   type Sidecar,
   type SidecarConfig,
@@ -80,13 +79,10 @@ export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): P
 
     let config: SidecarConfig;
     // The sidecar runs in this process: its memory mode is this process's (RELAY_MEMORY_MODE, as for apps/sidecar).
-    let memory: ReturnType<typeof memoryModeFlags>;
+    let memory: ReturnType<typeof memoryModeFlagsFromEnv>;
     try {
       config = configFromEnv(env, ctx.cwd);
-      memory = memoryModeFlags(parseMemoryMode(env.RELAY_MEMORY_MODE), [
-        ...process.execArgv,
-        ...(env.NODE_OPTIONS ?? '').split(/\s+/),
-      ]);
+      memory = memoryModeFlagsFromEnv(env, process.execArgv);
     } catch (error) {
       throw startError(error, options.sim === null);
     }

@@ -104,6 +104,8 @@ export class Journal<TState, TOp> {
   private failure: unknown = null;
   private closed = false;
   private readonly stats = { commits: 0, batches: 0, compactions: 0, lastBatchMs: 0, maxBatch: 0 };
+  /** How this journal makes an append durable, fixed at open (see {@link durableAppend}). */
+  private readonly durability: ReturnType<typeof durableAppend>;
 
   private constructor(
     private readonly dir: string,
@@ -112,6 +114,7 @@ export class Journal<TState, TOp> {
       Pick<JournalOptions, 'crashPoint'>,
   ) {
     this.state = codec.initial();
+    this.durability = durableAppend(process.platform, options.unsafeNoFsync);
   }
 
   /** Open (creating if needed) and recover the journal in `dir`. */
@@ -182,15 +185,6 @@ export class Journal<TState, TOp> {
     }
   }
 
-  private appendFlags(): number {
-    return appendFlags(durableAppend(process.platform, this.options.unsafeNoFsync));
-  }
-
-  /** Whether a batch's write must be followed by fdatasync to be durable (not with O_DSYNC, nor without fsync). */
-  private get syncAfterWrite(): boolean {
-    return durableAppend(process.platform, this.options.unsafeNoFsync) === 'write+fdatasync';
-  }
-
   private scheduleFlush(): void {
     if (this.flushing) return;
     // Let every commit made in the current turn join this batch.
@@ -213,7 +207,7 @@ export class Journal<TState, TOp> {
         // followed by fdatasync would make them, in one trip to libuv's pool instead of two (each trip back waits
         // its turn on the event loop, which is what a commit's latency is made of under load).
         await this.file.write(payload);
-        if (this.syncAfterWrite) await this.file.datasync();
+        if (this.durability === 'write+fdatasync') await this.file.datasync();
         this.fileBytes += payload.length;
       } catch (error) {
         // The file may now hold part of this batch; refuse further commits rather than guess.
@@ -243,7 +237,7 @@ export class Journal<TState, TOp> {
 
   private async runCompaction(): Promise<void> {
     const next = this.generation + 1;
-    const newFile = await open(join(this.dir, `journal-${next}.jsonl`), this.appendFlags());
+    const newFile = await open(join(this.dir, `journal-${next}.jsonl`), appendFlags(this.durability));
     // The new generation's name must survive a crash before any commit in it is acknowledged.
     await syncDirectory(this.dir);
     // Wait out in-flight writes; once none is running, the code below runs without yielding, so the captured
@@ -354,7 +348,7 @@ export class Journal<TState, TOp> {
     }
     this.generation = lastGen;
     const livePath = join(this.dir, `journal-${lastGen}.jsonl`);
-    this.file = await open(livePath, this.appendFlags());
+    this.file = await open(livePath, appendFlags(this.durability));
     this.fileBytes = (await stat(livePath)).size;
     return { snapshotGeneration, operationsReplayed: replayed, warnings };
   }

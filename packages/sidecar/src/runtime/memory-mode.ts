@@ -62,6 +62,20 @@ export function memoryModeFlags(
   };
 }
 
+/**
+ * {@link memoryModeFlags} of a process from its environment (`RELAY_MEMORY_MODE`, `NODE_OPTIONS`) and `execArgv`: what
+ * each entry that runs the sidecar (apps/sidecar, the CLI's `relay start` / `relay up`) applies.
+ */
+export function memoryModeFlagsFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+  execArgv: readonly string[],
+): { start: string[]; running: string[] } {
+  return memoryModeFlags(parseMemoryMode(env.RELAY_MEMORY_MODE), [
+    ...execArgv,
+    ...(env.NODE_OPTIONS ?? '').split(/\s+/),
+  ]);
+}
+
 /** Set `flags` on this process's V8 (see {@link memoryModeFlags}). */
 export function applyV8Flags(flags: readonly string[]): void {
   for (const flag of flags) setFlagsFromString(flag);
