@@ -34,9 +34,10 @@ test('relay up --sim: addresses and env lines, [ AGENT ] lines, a finalized demo
   });
   await relay.waitForStdout(new RegExp(`relay: dashboard http://localhost:${port}/`), 20_000);
   expect(relay.stdout).toMatch(new RegExp(`relay: api +http://localhost:${port}`));
-  expect(relay.stdout).toMatch(/^STREAM_ENDPOINT=http:\/\/127\.0\.0\.1:\d+$/m);
-  expect(relay.stdout).toMatch(/^RPC_URL=http:\/\/127\.0\.0\.1:\d+$/m);
-  expect(relay.stdout).toMatch(/^KEYPAIR_PATH=.+keypair\.json$/m);
+  // The env lines are printed after the addresses, possibly in a later chunk: wait for each, do not assume.
+  await relay.waitForStdout(/^STREAM_ENDPOINT=http:\/\/127\.0\.0\.1:\d+$/m, 10_000);
+  await relay.waitForStdout(/^RPC_URL=http:\/\/127\.0\.0\.1:\d+$/m, 10_000);
+  await relay.waitForStdout(/^KEYPAIR_PATH=.+keypair\.json$/m, 10_000);
 
   const [, agentPid, grandchildPid] = (
     await relay.waitForStdout(/^\[ AGENT \] fixture agent pid (\d+) grandchild (\d+)$/m, 20_000)
