@@ -36,9 +36,11 @@ for (const dir of dirs) {
     }
     continue;
   }
-  // `pnpm test:reliability` writes its counts apart, so a run of the long suite adds to the total.
+  // `pnpm test:reliability` writes its counts apart, so a run of the long suite adds to the total; a package that
+  // runs its tests in two groups (the sidecar's PostgreSQL files one at a time) writes the second group's apart too.
   for (const [name, label] of [
     ['test-results.json', ''],
+    ['test-results.serial.json', ' (serial group)'],
     ['test-results.reliability.json', ' (test:reliability)'],
   ]) {
     if (!existsSync(join(dir, name))) continue;
