@@ -13,6 +13,7 @@ import { finality } from './benchmarks/finality';
 import { landingEconomics } from './benchmarks/landing-economics';
 import { memoryScale } from './benchmarks/memory-scale';
 import { storeCompare } from './benchmarks/stores';
+import { sseFanout } from './benchmarks/sse-fanout';
 import { submissionBudget } from './benchmarks/submission-budget';
 import { loadAverage, machineInfo } from './lib/machine';
 import { REPO_ROOT } from './lib/processes';
@@ -21,6 +22,7 @@ import { writeBenchmarksMd, writeResult, type BenchResult } from './lib/report';
 const BENCHMARKS: Benchmark[] = [
   decisionLatency,
   apiFanout,
+  sseFanout,
   submissionBudget,
   landingEconomics,
   memoryScale,

@@ -3,6 +3,7 @@
  * slots and randomness are always inputs.
  */
 export * from './api';
+export * from './base58';
 export * from './bundle-id';
 export * from './errors';
 export * from './event-cursor';

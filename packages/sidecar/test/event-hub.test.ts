@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import type { SlotUpdateEvent } from '@solrelay/core';
 import { EventHub } from '../src/events/hub';
-import { SseReader } from '@solrelay/testkit';
+import { SseReader, waitUntil } from '@solrelay/testkit';
 
 /** A `slot_update` for slot `slot`: the numbered event most tests publish. */
 function slotUpdate(slot: number): SlotUpdateEvent {
@@ -153,13 +153,15 @@ test('a client that stops reading is dropped past its buffer limit; others keep 
 
 async function countingServer(target: EventHub) {
   const writes: number[] = [];
+  // Counts what reaches each connection's socket after the headers: the hub writes framed chunks to it directly.
   const server = createServer((_req, res) => {
-    const write = res.write.bind(res) as (chunk: string) => boolean;
-    res.write = ((chunk: string) => {
+    target.subscribe(res, {});
+    const socket = res.socket as Socket;
+    const write = socket.write.bind(socket) as (chunk: Buffer) => boolean;
+    socket.write = ((chunk: Buffer) => {
       writes.push(chunk.length);
       return write(chunk);
-    }) as typeof res.write;
-    target.subscribe(res, {});
+    }) as typeof socket.write;
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
@@ -212,6 +214,34 @@ test('a burst published in one turn reaches each client as one socket write, in 
     expect(a.messages.map((m) => JSON.parse(m.data).slot)).toEqual([...Array(200).keys()]);
     a.close();
     b.close();
+  } finally {
+    await server.close();
+  }
+});
+
+test('frames reach an HTTP/1.1 client as chunks and an HTTP/1.0 client unframed, the same events', async () => {
+  const server = await countingServer(hub);
+  const raw = async (version: '1.0' | '1.1') => {
+    const socket = connect(Number(new URL(server.url).port), '127.0.0.1');
+    let text = '';
+    socket.setEncoding('latin1').on('data', (d: string) => (text += d));
+    socket.write(`GET / HTTP/${version}\r\nHost: x\r\n\r\n`);
+    return { socket, text: () => text };
+  };
+  try {
+    const [v10, v11] = [await raw('1.0'), await raw('1.1')];
+    await waitUntil(() => v10.text().includes('\r\n\r\n') && v11.text().includes('\r\n\r\n'));
+    hub.publish('slot_update', slotUpdate(7));
+    await waitUntil(() => v10.text().includes('"slot":7') && /"slot":7[^\n]*\n\n\r\n/.test(v11.text()));
+    const body = (t: string) => t.slice(t.indexOf('\r\n\r\n') + 4);
+    const frame = body(v10.text());
+    expect(frame).toMatch(/^id: [^\n]+\nevent: slot_update\ndata: \{[^\n]*"slot":7[^\n]*\}\n\n$/);
+    expect(v10.text()).not.toMatch(/transfer-encoding/i);
+    expect(v11.text()).toMatch(/transfer-encoding: chunked/i);
+    // The HTTP/1.1 body is that same frame as one chunk: its size in hex, CRLF, the frame, CRLF.
+    expect(body(v11.text())).toBe(`${Buffer.byteLength(frame).toString(16)}\r\n${frame}\r\n`);
+    v10.socket.destroy();
+    v11.socket.destroy();
   } finally {
     await server.close();
   }

@@ -1,4 +1,5 @@
 import { createPrivateKey, randomInt, sign } from 'node:crypto';
+import { encodeBase58 } from '@solrelay/core';
 import { ComputeBudgetProgram, type Keypair, type PublicKey } from '@solana/web3.js';
 import bs58 from 'bs58';
 
@@ -103,7 +104,7 @@ export class TipSigner {
     message.writeBigUInt64LE(BigInt(input.lamports), at);
     const signature = sign(null, message, this.privateKey);
     const wire = Buffer.concat([Buffer.from([1]), signature, message]);
-    return { wire, signature: bs58.encode(signature) };
+    return { wire, signature: encodeBase58(signature) };
   }
 }
 

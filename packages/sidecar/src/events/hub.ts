@@ -444,9 +444,10 @@ export class EventHub {
     let writes = 0;
     if (this.broadcast.length > 0) {
       writes += this.unfilteredClients;
-      const chunk = Buffer.from(this.broadcast.length === 1 ? this.broadcast[0]! : this.broadcast.join(''));
+      const body = Buffer.from(this.broadcast.length === 1 ? this.broadcast[0]! : this.broadcast.join(''));
       this.broadcast = [];
-      for (const client of this.clients) if (client.everything) this.writeChunk(client, chunk, chunk.length);
+      const chunk = new SharedChunk(body);
+      for (const client of this.clients) if (client.everything) this.writeChunk(client, chunk);
     }
     const held: Client[] = [];
     for (const client of this.dirty) {
@@ -456,11 +457,10 @@ export class EventHub {
       }
       if (client.queued.length === 0) continue;
       writes++;
-      const chunk = client.queued.length === 1 ? client.queued[0]! : client.queued.join('');
-      const bytes = client.queuedBytes;
+      const body = Buffer.from(client.queued.length === 1 ? client.queued[0]! : client.queued.join(''));
       client.queued = [];
       client.queuedBytes = 0;
-      this.writeChunk(client, chunk, bytes);
+      this.writeChunk(client, new SharedChunk(body));
     }
     this.dirty.clear();
     for (const client of held) this.dirty.add(client);
@@ -578,10 +578,19 @@ export class EventHub {
     return Math.ceil(this.lastFlushAt + spacing - performance.now());
   }
 
-  /** Write one flush's chunk to a client, or drop the client if its unsent bytes would pass the limit. */
-  private writeChunk(client: Client, chunk: string | Buffer, bytes: number): void {
+  /**
+   * Write one flush's chunk to a client, or drop the client if its unsent bytes would pass the limit.
+   *
+   * Straight to the socket, already framed: `ServerResponse.write` builds each client's chunk header, corks the
+   * socket and schedules its uncork for every call, which at 1,000 subscribers was most of a flush's JS time. The
+   * response's headers are on the socket (`subscribe` flushes them) and every write to it goes through the same
+   * socket queue in order, so frames written by `res.write` (initial state, replay) and here never interleave.
+   * `res.end()` still writes the chunked terminator.
+   */
+  private writeChunk(client: Client, chunk: SharedChunk): void {
     const { res } = client;
     if (res.destroyed || res.writableEnded) return;
+    const bytes = chunk.body.length;
     // The socket's own backlog plus this chunk: past the limit the reader is not keeping up.
     if (res.writableLength + bytes > this.limit) {
       this.counters.slowClientsDropped++;
@@ -589,7 +598,11 @@ export class EventHub {
       res.destroy();
       return;
     }
-    res.write(chunk);
+    const socket = res.socket;
+    // A response still waiting behind earlier ones on its connection (pipelining) has no socket yet: node frames
+    // and holds its writes until it gets one.
+    if (socket) socket.write(res.chunkedEncoding ? chunk.chunked() : chunk.body);
+    else res.write(chunk.body);
     const backlog = res.writableLength;
     if (backlog > this.counters.peakClientBufferedBytes) this.counters.peakClientBufferedBytes = backlog;
     if (client.closing) res.end();
@@ -609,3 +622,23 @@ export class EventHub {
     return this.options.now ? this.options.now() : Date.now();
   }
 }
+
+/**
+ * One flush's frames as bytes, and (built once, on first use) the same bytes as an HTTP/1.1 chunk: what every
+ * client of a flush is sent, whichever framing its response uses (chunked for HTTP/1.1, none for HTTP/1.0).
+ */
+class SharedChunk {
+  private framed: Buffer | null = null;
+  constructor(readonly body: Buffer) {}
+
+  chunked(): Buffer {
+    this.framed ??= Buffer.concat([
+      Buffer.from(`${this.body.length.toString(16)}\r\n`, 'latin1'),
+      this.body,
+      CRLF,
+    ]);
+    return this.framed;
+  }
+}
+
+const CRLF = Buffer.from('\r\n', 'latin1');

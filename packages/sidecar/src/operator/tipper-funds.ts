@@ -1,5 +1,5 @@
-import bs58 from 'bs58';
 import { SIGNATURE_FEE_LAMPORTS } from '../engine/tip-tx';
+import { encodeBase58 } from '@solrelay/core';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import { tipStillLive } from '../chain/tip-life';
 
@@ -36,7 +36,7 @@ export function tipperOf(a: StoredAttempt): string | null {
   if (!a.tip_tx) return null;
   const wire = Buffer.from(a.tip_tx, 'base64');
   if (wire.length < FIRST_KEY_OFFSET + 32) return null;
-  return bs58.encode(wire.subarray(FIRST_KEY_OFFSET, FIRST_KEY_OFFSET + 32));
+  return encodeBase58(wire.subarray(FIRST_KEY_OFFSET, FIRST_KEY_OFFSET + 32));
 }
 
 /**

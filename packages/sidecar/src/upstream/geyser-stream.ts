@@ -1,4 +1,5 @@
 import { statSync } from 'node:fs';
+import { encodeBase58 } from '@solrelay/core';
 import { dirname, join } from 'node:path';
 import {
   credentials,
@@ -9,7 +10,6 @@ import {
   type ServiceError,
 } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
-import bs58 from 'bs58';
 
 /**
  * The Yellowstone (geyser) gRPC stream: slot updates and transaction statuses for the accounts relay watches.
@@ -241,7 +241,7 @@ export class GeyserStream {
       const errBytes = ts.err?.err && ts.err.err.length > 0 ? new Uint8Array(ts.err.err) : null;
       this.options.onTransactionStatus({
         slot: Number(ts.slot),
-        signature: bs58.encode(ts.signature),
+        signature: encodeBase58(ts.signature),
         failed: errBytes !== null,
         errBytes,
       });

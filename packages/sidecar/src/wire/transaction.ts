@@ -1,4 +1,5 @@
 import { createPublicKey, verify, type KeyObject } from 'node:crypto';
+import { encodeBase58 } from '@solrelay/core';
 import bs58 from 'bs58';
 
 /**
@@ -109,8 +110,8 @@ export function parseTransaction(wire: Uint8Array): ParsedTransaction {
 
   const keyCount = reader.shortVec();
   const accountKeys: string[] = [];
-  for (let i = 0; i < keyCount; i++) accountKeys.push(bs58.encode(reader.take(32)));
-  const recentBlockhash = bs58.encode(reader.take(32));
+  for (let i = 0; i < keyCount; i++) accountKeys.push(encodeBase58(reader.take(32)));
+  const recentBlockhash = encodeBase58(reader.take(32));
 
   const instructionCount = reader.shortVec();
   const instructions: ParsedInstruction[] = [];
@@ -149,7 +150,7 @@ export function parseTransaction(wire: Uint8Array): ParsedTransaction {
   return {
     wire,
     version,
-    signatures: signatureBytes.map((s) => bs58.encode(s)),
+    signatures: signatureBytes.map((s) => encodeBase58(s)),
     signatureBytes,
     message: wire.subarray(messageStart),
     numRequiredSignatures,
