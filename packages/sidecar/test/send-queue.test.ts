@@ -276,13 +276,36 @@ test('requests to one region leave at least a paced token apart, however late ea
     [0, start],
     [1, start],
     [0, start + Math.ceil(gap)],
-    [0, start + Math.ceil(2 * gap)],
+    [0, start + 2 * Math.ceil(gap)],
   ]);
   // A send prepared long after the last one goes at once.
   await jest.advanceTimersByTimeAsync(5_000);
   const late = Date.now();
   await go(0);
   expect(wentAt.at(-1)).toEqual([0, late]);
+  close();
+});
+
+test('a request whose turn came late (the event loop busy) still leaves the next one a whole paced token later', async () => {
+  // Real timers: the point is a timer that fires late because the thread was busy, which fake timers cannot show.
+  // Asserted is a lower bound on the gap only, which a loaded machine can only widen.
+  jest.useRealTimers();
+  const { queue, close } = rig({ rps: 4, pacing: 1 });
+  const gap = 250;
+  const wentAt: number[] = [];
+  const go = () => queue.waitTurn(0).then(() => wentAt.push(Date.now()));
+  const turns = [go(), go(), go()];
+  await turns[0];
+  // The thread is busy through the second's due time (250 ms after the first) and 200 ms past it.
+  const busyUntil = Date.now() + 450;
+  while (Date.now() < busyUntil) {
+    // a burst's synchronous work
+  }
+  await Promise.all(turns);
+  const [first, second, third] = wentAt as [number, number, number];
+  expect(second - first).toBeGreaterThanOrEqual(450);
+  // Counted from when the second went, not from when it was due (which would leave only ~50 ms).
+  expect(third - second).toBeGreaterThanOrEqual(gap);
   close();
 });
 

@@ -77,6 +77,8 @@ export class SendQueue {
   private readonly heldJobs = new Set<string>();
   /** When each region's next request may go on the wire (see `waitTurn`). */
   private readonly nextSendAt: number[];
+  /** Each region's last request waiting its turn (or gone): the next waits for it first. */
+  private readonly turns: Promise<void>[];
   /** The least time between two requests to one region: one token of its paced budget. */
   private readonly sendGapMs: number;
 
@@ -90,6 +92,7 @@ export class SendQueue {
     this.failures = new Array<number>(regions).fill(0);
     this.maxConcurrent = d.maxConcurrent ?? MAX_CONCURRENT_SENDS;
     this.nextSendAt = new Array<number>(regions).fill(0);
+    this.turns = Array.from({ length: regions }, () => Promise.resolve());
     this.sendGapMs = 1_000 / (d.ratePerSecond * (d.pacing ?? 1));
   }
 
@@ -99,14 +102,28 @@ export class SendQueue {
    * simulated: up to ~9 RPC calls), so sends taken a token apart could reach the engine closer together than its
    * per-IP budget allows, and the engine answers 429 (on mainnet with a back-off penalty). Requests to one region
    * leave at least one paced token apart, in the order they asked.
+   *
+   * The gap is measured from when the previous request really left, not from when it was due: each waiter starts
+   * after the one before it went, and the next may go a paced token after that moment. Counting from the due time
+   * let a timer that fired late (the event loop busy in a burst: signature checks, pack simulations) shorten the gap
+   * to the next request below the engine's second, and the engine answered 429 (session 16: relay without packing
+   * met 1-8 of them in 5 of 15 cells). A cool-down that starts while a request waits (a 429 from that region) moves
+   * its turn past the cool-down too.
    */
   waitTurn(region: number): Promise<void> {
     if (region < 0 || region >= this.nextSendAt.length) return Promise.resolve();
-    const now = this.d.now();
-    const at = Math.max(now, this.nextSendAt[region] as number);
-    this.nextSendAt[region] = at + this.sendGapMs;
-    if (at <= now) return Promise.resolve();
-    return new Promise((resolve) => setTimeout(resolve, Math.ceil(at - now)).unref());
+    const turn = (this.turns[region] as Promise<void>).then(() => this.untilPacedAfterLast(region));
+    this.turns[region] = turn;
+    return turn;
+  }
+
+  private async untilPacedAfterLast(region: number): Promise<void> {
+    for (;;) {
+      const wait = (this.nextSendAt[region] as number) - this.d.now();
+      if (wait <= 0) break;
+      await new Promise((resolve) => setTimeout(resolve, Math.ceil(wait)).unref());
+    }
+    this.nextSendAt[region] = this.d.now() + this.sendGapMs;
   }
 
   get regionCount(): number {
