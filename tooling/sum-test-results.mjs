@@ -27,6 +27,14 @@ for (const dir of dirs) {
   const file = join(dir, 'test-results.json');
   const manifest = join(dir, 'package.json');
   const hasTests = existsSync(manifest) && Boolean(JSON.parse(readFileSync(manifest, 'utf8')).scripts?.test);
+  // A package that runs its tests in two groups (tooling/jest-groups.mjs) must have both groups' results.
+  const grouped =
+    existsSync(manifest) &&
+    /jest-groups\.mjs/.test(JSON.parse(readFileSync(manifest, 'utf8')).scripts?.test ?? '');
+  if (grouped && existsSync(file) && !existsSync(join(dir, 'test-results.serial.json'))) {
+    missing.push(`${dir.slice(root.length + 1)} (serial group)`);
+    perPackage.push(`${dir.slice(root.length + 1)}: no results of the serial group (its tests did not run)`);
+  }
   if (!existsSync(file)) {
     // A package with a test script but no results did not run its tests (crash, no tests found):
     // that must fail the run, not silently drop out of the total.

@@ -76,9 +76,12 @@ export async function runLevel(
     let timedFrames = 0;
     const timedReaders: SseReader[] = [];
     const counters: RawSseCounter[] = [];
-    for (let i = 0; i < Math.min(TIMED_SUBSCRIBERS, subscribers); i++) {
-      timedReaders.push(
-        new SseReader(`${url}/internal/events`, {
+    // Timed readers spread through the connection order (the hub writes each flush to clients in the order they came).
+    const every = Math.max(1, Math.floor(subscribers / TIMED_SUBSCRIBERS));
+    const readers: { open(): Promise<void>; close(): void; closed: boolean }[] = [];
+    for (let i = 0; i < subscribers; i++) {
+      if (i % every === 0 && timedReaders.length < TIMED_SUBSCRIBERS) {
+        const reader = new SseReader(`${url}/internal/events`, {
           parse: true,
           onEvent: (e) => {
             const ts = (JSON.parse(e.data) as { ts?: number }).ts;
@@ -87,15 +90,15 @@ export async function runLevel(
             timedFrames++;
             eventMix[e.event] = (eventMix[e.event] ?? 0) + 1;
           },
-        }),
-      );
+        });
+        timedReaders.push(reader);
+        readers.push(reader);
+      } else {
+        const counter = new RawSseCounter(`${url}/internal/events`);
+        counters.push(counter);
+        readers.push(counter);
+      }
     }
-    for (let i = timedReaders.length; i < subscribers; i++)
-      counters.push(new RawSseCounter(`${url}/internal/events`));
-    const readers: { open(): Promise<void>; close(): void; closed: boolean }[] = [
-      ...timedReaders,
-      ...counters,
-    ];
     for (let i = 0; i < readers.length; i += 100)
       await Promise.all(readers.slice(i, i + 100).map((r) => r.open()));
     await sleep(500);
@@ -252,7 +255,7 @@ export const apiFanout: Benchmark = {
       ],
       notes: [
         `Closed loop: ${CONCURRENCY} keep-alive connections, each posting its next pre-signed transfer as soon as the last answer arrives, for ${seconds} s per level; a fresh sidecar child (real fsync, journal group commit) and simnet child per level; no agent and \`RELAY_AGENT_GRACE_S=0\`, so nothing is submitted and the simulated bank does no work.`,
-        `Subscribers are in the load-generator process: ${TIMED_SUBSCRIBERS} raw \`node:http\` readers parse every frame and time it (receipt \`Date.now()\` minus the event's \`ts\`), the others count bytes on bare TCP sockets (since session 16; before, node's HTTP client, whose cost per read loaded the machine the sidecar runs on); \`min_delivery_ratio\` in the JSON checks they all got the same stream. Each enqueue emits \`tx_enqueued\` and \`tx_status_changed\` (plus \`slot_update\` / \`tip_update\` per slot), so the event rate per subscriber is about twice the enqueue rate.`,
+        `Subscribers are in the load-generator process: ${TIMED_SUBSCRIBERS} raw \`node:http\` readers, spread through the connection order, parse every frame and time it (receipt \`Date.now()\` minus the event's \`ts\`), the others count bytes on bare TCP sockets (since session 16; before, node's HTTP client, whose cost per read loaded the machine the sidecar runs on); \`min_delivery_ratio\` in the JSON checks they all got the same stream. Each enqueue emits \`tx_enqueued\` and \`tx_status_changed\` (plus \`slot_update\` / \`tip_update\` per slot), so the event rate per subscriber is about twice the enqueue rate.`,
         "Delivery latency is measured in the load generator, whose event loop is also busy posting; at saturation part of it is our own queueing, so it is an upper bound on the sidecar's.",
       ],
       details: { concurrency: CONCURRENCY, seconds, levels, profiled },

@@ -43,6 +43,7 @@ export function writeResult(resultsDir: string, result: BenchResult): string {
 const ORDER = [
   'decision-latency',
   'api-fanout',
+  'sse-fanout',
   'submission-budget',
   'landing-economics',
   'memory-scale',

@@ -247,6 +247,29 @@ test('frames reach an HTTP/1.1 client as chunks and an HTTP/1.0 client unframed,
   }
 });
 
+test('a HEAD request gets the headers and no body bytes, while a GET beside it gets the events', async () => {
+  const server = await countingServer(hub);
+  const port = Number(new URL(server.url).port);
+  const head = connect(port, '127.0.0.1');
+  let text = '';
+  head.setEncoding('latin1').on('data', (d: string) => (text += d));
+  head.write('HEAD / HTTP/1.1\r\nHost: x\r\n\r\n');
+  try {
+    await waitUntil(() => text.includes('\r\n\r\n'));
+    const reader = await SseReader.open(server.url);
+    hub.publish('slot_update', slotUpdate(9));
+    hub.publish('slot_update', slotUpdate(10));
+    await reader.waitFor((r) => r.messages.length === 2);
+    // Both were written in the same flushes; give loopback a few more turns to deliver anything sent to HEAD.
+    await new Promise((r) => setTimeout(r, 50));
+    expect(text.slice(text.indexOf('\r\n\r\n') + 4)).toBe('');
+    reader.close();
+  } finally {
+    head.destroy();
+    await server.close();
+  }
+});
+
 test("publish takes only the names of core's RelayEventMap, each with its own payload", () => {
   const quiet = new EventHub({ bootId: 'types', keepAliveMs: 0 });
   try {

@@ -188,7 +188,19 @@ function stopServer(info: PgServerInfo): void {
  * Start a throwaway server; see {@link PgServer}. Cleans up after itself if any step fails. Stopped by `stop()`, or
  * when this process exits; `shared` leaves that to {@link postgresGlobalTeardown} (other workers use it).
  */
+/**
+ * A package that runs its tests in two groups (tooling/jest-groups.mjs) runs the files using PostgreSQL one at a
+ * time (`RELAY_JEST_GROUP=serial`); one that reaches here from the parallel group is missing from the config's list.
+ */
+function refuseInParallelGroup(): void {
+  if (process.env.RELAY_JEST_GROUP === 'parallel')
+    throw new Error(
+      "this test file uses PostgreSQL but runs in the parallel group: add it to the package's jest.config.cjs list of PostgreSQL files (they run one at a time)",
+    );
+}
+
 export async function startPostgres(options: PgServerOptions & { shared?: boolean } = {}): Promise<PgServer> {
+  refuseInParallelGroup();
   const bin = findPostgresBinaries();
   const owner = asServerUser();
   const root = mkdtempSync(join(tmpdir(), 'relay-pg-'));
@@ -416,6 +428,7 @@ export function usePostgres(
 } {
   let server: PgServer | null = null;
   const shared = process.env[SHARED_POSTGRES_ENV];
+  refuseInParallelGroup();
   beforeAll(async () => {
     if (shared) {
       server = await sharedServer(shared, prepare ? template : undefined, prepare);

@@ -585,7 +585,7 @@ export class EventHub {
    * socket and schedules its uncork for every call, which at 1,000 subscribers was most of a flush's JS time. The
    * response's headers are on the socket (`subscribe` flushes them) and every write to it goes through the same
    * socket queue in order, so frames written by `res.write` (initial state, replay) and here never interleave.
-   * `res.end()` still writes the chunked terminator.
+   * `res.end()` still writes the chunked terminator. Anything but a plain chunked response goes through `res.write`.
    */
   private writeChunk(client: Client, chunk: SharedChunk): void {
     const { res } = client;
@@ -599,9 +599,11 @@ export class EventHub {
       return;
     }
     const socket = res.socket;
-    // A response still waiting behind earlier ones on its connection (pipelining) has no socket yet: node frames
-    // and holds its writes until it gets one.
-    if (socket) socket.write(res.chunkedEncoding ? chunk.chunked() : chunk.body);
+    // Straight to the socket only for a chunked response that owns a writable, uncorked socket. Otherwise node's own
+    // write path: a response waiting behind earlier ones on its connection (pipelining) has no socket yet and node
+    // holds its writes; a HEAD response has no body and node drops them; HTTP/1.0 (no chunking) is rare.
+    if (socket && res.chunkedEncoding && socket.writable && !res.writableCorked)
+      socket.write(chunk.chunked());
     else res.write(chunk.body);
     const backlog = res.writableLength;
     if (backlog > this.counters.peakClientBufferedBytes) this.counters.peakClientBufferedBytes = backlog;
@@ -625,7 +627,7 @@ export class EventHub {
 
 /**
  * One flush's frames as bytes, and (built once, on first use) the same bytes as an HTTP/1.1 chunk: what every
- * client of a flush is sent, whichever framing its response uses (chunked for HTTP/1.1, none for HTTP/1.0).
+ * client of a flush is sent, as a chunk on its socket or as the body through `res.write`.
  */
 class SharedChunk {
   private framed: Buffer | null = null;

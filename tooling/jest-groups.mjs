@@ -1,0 +1,21 @@
+// Runs a package's jest in its two groups, one after the other, with the same arguments: `parallel` (files without
+// PostgreSQL, several at once), then `serial` (the PostgreSQL files, one at a time); the package's jest.config.cjs
+// reads RELAY_JEST_GROUP to choose the files and workers. Both groups run even if the first fails; the exit status
+// fails if either did. Used as `"test": "node ../../tooling/jest-groups.mjs"`. With arguments (`pnpm test --
+// <files>`) it runs jest once, without a group: the files named, one at a time (a filter matching one group only
+// would fail the other with "no tests found").
+import { spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+const jest = createRequire(join(process.cwd(), 'package.json')).resolve('jest/bin/jest');
+const args = process.argv.slice(2);
+let status = 0;
+for (const group of args.length > 0 ? [undefined] : ['parallel', 'serial']) {
+  const env = { ...process.env };
+  if (group) env.RELAY_JEST_GROUP = group;
+  else delete env.RELAY_JEST_GROUP;
+  const run = spawnSync(process.execPath, [jest, ...args], { stdio: 'inherit', env });
+  if (run.status !== 0) status = run.status ?? 1;
+}
+process.exit(status);
