@@ -1,4 +1,10 @@
-import { Keypair, SystemProgram, Transaction } from '@solana/web3.js';
+import {
+  Keypair,
+  SystemProgram,
+  Transaction,
+  TransactionMessage,
+  VersionedTransaction,
+} from '@solana/web3.js';
 import bs58 from 'bs58';
 import { SignatureVerifier } from '../src/wire/signature-verifier';
 import { firstInvalidSignature, parseTransaction } from '../src/wire/transaction';
@@ -49,4 +55,30 @@ test('after close, checks run inline and still answer', async () => {
   const [valid, bad] = cases(2).map((wire) => parseTransaction(wire));
   expect(await verifier.verify(valid!)).toBeNull();
   expect(await verifier.verify(bad!)).toEqual({ index: 0, reason: 'invalid' });
+});
+
+test('v0 transactions: the worker reads the signers keys where the versioned message puts them', async () => {
+  const verifier = new SignatureVerifier(1);
+  try {
+    const wires = [0, 1].map((flip) => {
+      const message = new TransactionMessage({
+        payerKey: payer.publicKey,
+        recentBlockhash: blockhash,
+        instructions: [
+          SystemProgram.transfer({ fromPubkey: payer.publicKey, toPubkey: cosigner.publicKey, lamports: 5 }),
+        ],
+      }).compileToV0Message();
+      const tx = new VersionedTransaction(message);
+      tx.sign([payer]);
+      const wire = tx.serialize();
+      if (flip) wire[10]! ^= 0x01;
+      return wire;
+    });
+    const parsed = wires.map((wire) => parseTransaction(wire));
+    expect(parsed.map((tx) => tx.version)).toEqual([0, 0]);
+    const answers = await Promise.all(parsed.map((tx) => verifier.verify(tx)));
+    expect(answers).toEqual([null, { index: 0, reason: 'invalid' }]);
+  } finally {
+    await verifier.close();
+  }
 });

@@ -1,5 +1,4 @@
 import { Worker } from 'node:worker_threads';
-import bs58 from 'bs58';
 import { firstInvalidSignature, type ParsedTransaction } from './transaction';
 
 export type SignatureProblem = { index: number; reason: 'missing' | 'invalid' } | null;
@@ -39,14 +38,41 @@ export class SignatureVerifier {
   }
 }
 
+/** A job's fixed header in a batch: id, signer count, message length (u32 each, little-endian). */
+const JOB_HEADER_BYTES = 12;
+
 interface Job {
   id: number;
-  message: Uint8Array;
-  /** `n` public keys of 32 bytes, back to back. */
-  keys: Uint8Array;
-  /** `n` signatures of 64 bytes, back to back. */
-  signatures: Uint8Array;
-  n: number;
+  tx: ParsedTransaction;
+}
+
+/**
+ * A batch as one buffer, transferred to the worker rather than cloned: per job its header, then the signers' keys
+ * (32 bytes each, straight from the wire), their signatures (64 each) and the message. Cloning an array of job
+ * objects with three typed arrays each cost the sidecar's thread more than the checks' own bookkeeping (postMessage
+ * was 5-6 % of it under enqueue load).
+ */
+function packBatch(batch: readonly Job[]): ArrayBuffer {
+  let size = 0;
+  for (const { tx } of batch) size += JOB_HEADER_BYTES + 96 * tx.numRequiredSignatures + tx.message.length;
+  const buffer = new ArrayBuffer(size);
+  const view = new DataView(buffer);
+  const bytes = new Uint8Array(buffer);
+  let at = 0;
+  for (const { id, tx } of batch) {
+    const n = tx.numRequiredSignatures;
+    view.setUint32(at, id, true);
+    view.setUint32(at + 4, n, true);
+    view.setUint32(at + 8, tx.message.length, true);
+    at += JOB_HEADER_BYTES;
+    bytes.set(tx.wire.subarray(tx.accountKeysOffset, tx.accountKeysOffset + 32 * n), at);
+    at += 32 * n;
+    for (let i = 0; i < n; i++) bytes.set(tx.signatureBytes[i] as Uint8Array, at + 64 * i);
+    at += 64 * n;
+    bytes.set(tx.message, at);
+    at += tx.message.length;
+  }
+  return buffer;
 }
 
 class WorkerSlot {
@@ -65,18 +91,10 @@ class WorkerSlot {
   }
 
   verify(tx: ParsedTransaction): Promise<SignatureProblem> {
-    const n = tx.numRequiredSignatures;
-    const keys = new Uint8Array(32 * n);
-    const signatures = new Uint8Array(64 * n);
-    for (let i = 0; i < n; i++) {
-      keys.set(bs58.decode(tx.accountKeys[i] as string), 32 * i);
-      signatures.set(tx.signatureBytes[i] as Uint8Array, 64 * i);
-    }
     const id = this.nextId++;
-    const job: Job = { id, message: tx.message, keys, signatures, n };
     return new Promise<SignatureProblem>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      if (this.batch.push(job) === 1) setImmediate(() => this.send());
+      if (this.batch.push({ id, tx }) === 1) setImmediate(() => this.send());
     });
   }
 
@@ -95,7 +113,8 @@ class WorkerSlot {
       for (const job of batch) this.settle(job.id, new Error('no worker'));
       return;
     }
-    this.worker.postMessage(batch);
+    const packed = packBatch(batch);
+    this.worker.postMessage(packed, [packed]);
   }
 
   private start(): void {
@@ -156,16 +175,26 @@ function keyFor(raw) {
   }
   return key;
 }
-parentPort.on('message', (batch) => {
+parentPort.on('message', (buffer) => {
+  const view = new DataView(buffer);
+  const bytes = new Uint8Array(buffer);
   const out = [];
-  for (const job of batch) {
-    let result = [job.id, -1, 0];
-    for (let i = 0; i < job.n; i++) {
-      const signature = job.signatures.subarray(64 * i, 64 * i + 64);
-      if (signature.every((b) => b === 0)) { result = [job.id, i, 0]; break; }
+  let at = 0;
+  while (at < bytes.length) {
+    const id = view.getUint32(at, true);
+    const n = view.getUint32(at + 4, true);
+    const messageLength = view.getUint32(at + 8, true);
+    const keysAt = at + 12;
+    const signaturesAt = keysAt + 32 * n;
+    const message = bytes.subarray(signaturesAt + 64 * n, signaturesAt + 64 * n + messageLength);
+    at = signaturesAt + 64 * n + messageLength;
+    let result = [id, -1, 0];
+    for (let i = 0; i < n; i++) {
+      const signature = bytes.subarray(signaturesAt + 64 * i, signaturesAt + 64 * i + 64);
+      if (signature.every((b) => b === 0)) { result = [id, i, 0]; break; }
       let ok = false;
-      try { ok = verify(null, job.message, keyFor(job.keys.subarray(32 * i, 32 * i + 32)), signature); } catch {}
-      if (!ok) { result = [job.id, i, 1]; break; }
+      try { ok = verify(null, message, keyFor(bytes.subarray(keysAt + 32 * i, keysAt + 32 * i + 32)), signature); } catch {}
+      if (!ok) { result = [id, i, 1]; break; }
     }
     out.push(result);
   }

@@ -36,6 +36,8 @@ export interface ParsedTransaction {
   numReadonlyUnsigned: number;
   /** Static account keys, base58; the fee payer is the first. */
   accountKeys: string[];
+  /** Where the static account keys start in `wire` (32 bytes each, in order): the signers' keys as bytes. */
+  accountKeysOffset: number;
   recentBlockhash: string;
   instructions: ParsedInstruction[];
   /** Number of address-table lookups (v0 only). */
@@ -109,6 +111,7 @@ export function parseTransaction(wire: Uint8Array): ParsedTransaction {
   const numReadonlyUnsigned = reader.u8();
 
   const keyCount = reader.shortVec();
+  const accountKeysOffset = reader.offset;
   const accountKeys: string[] = [];
   for (let i = 0; i < keyCount; i++) accountKeys.push(encodeBase58(reader.take(32)));
   const recentBlockhash = encodeBase58(reader.take(32));
@@ -157,6 +160,7 @@ export function parseTransaction(wire: Uint8Array): ParsedTransaction {
     numReadonlySigned,
     numReadonlyUnsigned,
     accountKeys,
+    accountKeysOffset,
     recentBlockhash,
     instructions,
     addressTableLookups,
