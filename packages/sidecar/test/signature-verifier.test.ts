@@ -82,3 +82,18 @@ test('v0 transactions: the worker reads the signers keys where the versioned mes
     await verifier.close();
   }
 });
+
+test('checks arriving turn after turn while batches are out all get their own answers', async () => {
+  const verifier = new SignatureVerifier(1);
+  try {
+    const parsed = cases(120).map((wire) => parseTransaction(wire));
+    const answers: Promise<unknown>[] = [];
+    for (const tx of parsed) {
+      answers.push(verifier.verify(tx));
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(await Promise.all(answers)).toEqual(parsed.map((tx) => firstInvalidSignature(tx)));
+  } finally {
+    await verifier.close();
+  }
+});
