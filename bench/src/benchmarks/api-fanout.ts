@@ -12,7 +12,7 @@ import type { Benchmark, BenchContext } from '../benchmark';
 import { keepAliveAgent, postJson } from '../lib/http';
 import { cpuTimeMs, rssBytes, sleep } from '../lib/processes';
 import { summarizeCpuProfile, type ProfileSummary } from '../lib/profile';
-import { RawSseCounter, SseReader } from '../lib/sse';
+import { openFanoutSubscribers } from '../lib/sse';
 import { benchPolicy, startRelayStack } from '../lib/stack';
 import { distribution, round, type Distribution } from '../lib/stats';
 import type { BenchStore, StoreUse } from '../lib/store';
@@ -74,33 +74,18 @@ export async function runLevel(
     let windowStart = Infinity;
     let windowEnd = Infinity;
     let timedFrames = 0;
-    const timedReaders: SseReader[] = [];
-    const counters: RawSseCounter[] = [];
-    // Timed readers spread through the connection order (the hub writes each flush to clients in the order they came).
-    const every = Math.max(1, Math.floor(subscribers / TIMED_SUBSCRIBERS));
-    const readers: { open(): Promise<void>; close(): void; closed: boolean }[] = [];
-    for (let i = 0; i < subscribers; i++) {
-      if (i % every === 0 && timedReaders.length < TIMED_SUBSCRIBERS) {
-        const reader = new SseReader(`${url}/internal/events`, {
-          parse: true,
-          onEvent: (e) => {
-            const ts = (JSON.parse(e.data) as { ts?: number }).ts;
-            if (typeof ts !== 'number' || ts < windowStart || ts > windowEnd) return;
-            delivery.push(e.receivedAt - ts);
-            timedFrames++;
-            eventMix[e.event] = (eventMix[e.event] ?? 0) + 1;
-          },
-        });
-        timedReaders.push(reader);
-        readers.push(reader);
-      } else {
-        const counter = new RawSseCounter(`${url}/internal/events`);
-        counters.push(counter);
-        readers.push(counter);
-      }
-    }
-    for (let i = 0; i < readers.length; i += 100)
-      await Promise.all(readers.slice(i, i + 100).map((r) => r.open()));
+    const { counters, all: readers } = await openFanoutSubscribers(
+      `${url}/internal/events`,
+      subscribers,
+      TIMED_SUBSCRIBERS,
+      (e) => {
+        const ts = (JSON.parse(e.data) as { ts?: number }).ts;
+        if (typeof ts !== 'number' || ts < windowStart || ts > windowEnd) return;
+        delivery.push(e.receivedAt - ts);
+        timedFrames++;
+        eventMix[e.event] = (eventMix[e.event] ?? 0) + 1;
+      },
+    );
     await sleep(500);
     const bytesAtStart = counters.map((r) => r.bytes);
 

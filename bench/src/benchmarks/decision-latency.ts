@@ -73,7 +73,6 @@ export async function runMode(
     const accepted: string[] = [];
     const submitted = new Map<string, { ts: number; bundle: string }>();
     const observer = new SseReader(`${url}/internal/events`, {
-      parse: true,
       onEvent: (e) => {
         if (e.event !== 'tx_enqueued' && e.event !== 'submit_requested') return;
         const d = JSON.parse(e.data) as { tx_id: string; ts: number; bundle_id?: string };

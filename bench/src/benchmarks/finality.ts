@@ -52,7 +52,6 @@ async function runMode(ctx: BenchContext, mode: Mode, count: number): Promise<Mo
     const landedAt = new Map<string, number>();
     const finalizedAt = new Map<string, number>();
     const observer = new SseReader(`${url}/internal/events`, {
-      parse: true,
       onEvent: (e) => {
         if (e.event !== 'tx_status_changed') return;
         const d = JSON.parse(e.data) as { tx_id: string; state: string };

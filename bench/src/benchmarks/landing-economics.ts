@@ -122,7 +122,6 @@ async function endToEnd(
     const bundleTip = new Map<string, number>();
     let submits = 0;
     const observer = new SseReader(`${url}/internal/events`, {
-      parse: true,
       onEvent: (e) => {
         const d = JSON.parse(e.data) as Record<string, unknown>;
         if (e.event === 'slot_update') slot = Math.max(slot, d.slot as number);

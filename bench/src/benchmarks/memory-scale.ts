@@ -110,7 +110,6 @@ async function throughPhase(
     let landed = 0;
     let finalized = 0;
     const observer = new SseReader(`${url}/internal/events`, {
-      parse: true,
       onEvent: (e) => {
         if (e.event !== 'tx_status_changed') return;
         // A cheap test before JSON.parse: this reader sees every event of the run.

@@ -19,7 +19,7 @@ import { txStatusChangedEvent, type TxEnqueuedEvent } from '@solrelay/core';
 import { EventHub } from '@solrelay/sidecar';
 import type { Benchmark, BenchContext } from '../benchmark';
 import { cpuTimeMs, sleep } from '../lib/processes';
-import { RawSseCounter, SseReader } from '../lib/sse';
+import { openFanoutSubscribers } from '../lib/sse';
 import { distribution, round, type Distribution } from '../lib/stats';
 
 const TIMED_SUBSCRIBERS = 10;
@@ -182,30 +182,10 @@ function once(child: ChildProcess, kind: 'ready' | 'report'): Promise<unknown> {
 async function readersMain(url: string, subscribers: number): Promise<void> {
   let windowStart = Infinity;
   const delivery: number[] = [];
-  const timed: SseReader[] = [];
-  const counters: RawSseCounter[] = [];
-  // The timed readers are spread through the connection order: the hub writes a flush to its clients in the order they
-  // subscribed, so timing only the first ten would leave out most of each flush's write loop.
-  const every = Math.max(1, Math.floor(subscribers / TIMED_SUBSCRIBERS));
-  const all: { open(): Promise<void>; closed: boolean }[] = [];
-  for (let i = 0; i < subscribers; i++) {
-    if (i % every === 0 && timed.length < TIMED_SUBSCRIBERS) {
-      const reader = new SseReader(url, {
-        parse: true,
-        onEvent: (e) => {
-          const ts = (JSON.parse(e.data) as { ts?: number }).ts;
-          if (typeof ts === 'number' && ts >= windowStart) delivery.push(e.receivedAt - ts);
-        },
-      });
-      timed.push(reader);
-      all.push(reader);
-    } else {
-      const counter = new RawSseCounter(url);
-      counters.push(counter);
-      all.push(counter);
-    }
-  }
-  for (let i = 0; i < all.length; i += 100) await Promise.all(all.slice(i, i + 100).map((r) => r.open()));
+  const { counters, all } = await openFanoutSubscribers(url, subscribers, TIMED_SUBSCRIBERS, (e) => {
+    const ts = (JSON.parse(e.data) as { ts?: number }).ts;
+    if (typeof ts === 'number' && ts >= windowStart) delivery.push(e.receivedAt - ts);
+  });
   process.on('message', (message: { window?: number; report?: boolean }) => {
     if (message.window !== undefined) windowStart = message.window;
     if (message.report) {

@@ -86,7 +86,6 @@ export async function runRelay(options: RelayRunOptions): Promise<StrategyRun> {
     /** When the first `submit_requested` of each transaction was read (the decision made and journaled). */
     const decidedAt = new Map<string, number>();
     const observer = new SseReader(`${url}/internal/events`, {
-      parse: true,
       onEvent: (e) => {
         if (e.event === 'submit_requested') {
           const d = JSON.parse(e.data) as { tx_id: string };

@@ -10,7 +10,7 @@ export interface SseEvent {
 
 /**
  * A raw SSE reader on node's http (no EventSource library: its cost would be measured instead of the sidecar's).
- * A `parse: false` reader only counts bytes; the fan-out benchmarks count with `RawSseCounter`, cheaper still.
+ * Subscribers that only count bytes are `RawSseCounter`s, cheaper still.
  */
 export class SseReader {
   bytes = 0;
@@ -22,7 +22,7 @@ export class SseReader {
 
   constructor(
     private readonly url: string,
-    private readonly options: { parse: boolean; onEvent?: (event: SseEvent) => void; agent?: http.Agent },
+    private readonly options: { onEvent?: (event: SseEvent) => void; agent?: http.Agent },
   ) {}
 
   /** Resolves when the response headers arrive (the subscription is live). */
@@ -53,7 +53,6 @@ export class SseReader {
 
   private onChunk(chunk: Buffer): void {
     this.bytes += chunk.length;
-    if (!this.options.parse) return;
     const receivedAt = Date.now();
     this.buffer += chunk.toString('utf8');
     let end: number;
@@ -132,4 +131,35 @@ export class RawSseCounter {
     this.socket?.destroy();
     this.closed = true;
   }
+}
+
+/**
+ * The fan-out benchmarks' subscribers on `url`: `timed` SSE readers that parse every frame (given to `onEvent`),
+ * spread through the connection order (the hub writes each flush to its clients in the order they came, so timing
+ * only the first would leave out most of each flush's write loop), and byte counters for the rest; opened 100 at a
+ * time.
+ */
+export async function openFanoutSubscribers(
+  url: string,
+  subscribers: number,
+  timed: number,
+  onEvent: (event: SseEvent) => void,
+): Promise<{ timed: SseReader[]; counters: RawSseCounter[]; all: (SseReader | RawSseCounter)[] }> {
+  const readers: SseReader[] = [];
+  const counters: RawSseCounter[] = [];
+  const all: (SseReader | RawSseCounter)[] = [];
+  const every = Math.max(1, Math.floor(subscribers / timed));
+  for (let i = 0; i < subscribers; i++) {
+    if (i % every === 0 && readers.length < timed) {
+      const reader = new SseReader(url, { onEvent });
+      readers.push(reader);
+      all.push(reader);
+    } else {
+      const counter = new RawSseCounter(url);
+      counters.push(counter);
+      all.push(counter);
+    }
+  }
+  for (let i = 0; i < all.length; i += 100) await Promise.all(all.slice(i, i + 100).map((r) => r.open()));
+  return { timed: readers, counters, all };
 }
