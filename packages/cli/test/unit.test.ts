@@ -50,3 +50,69 @@ test('queue text from an older sidecar (no by_state, no entry state): the count 
     'tx_01A  3 slots  normal    -',
   ]);
 });
+
+test('status text: on PostgreSQL this host and every session of its database; nothing of it on the journal', async () => {
+  const { renderStatus } = await import('../src/commands/status');
+  const base = {
+    slot: 100,
+    leader: null,
+    bundle_engine_leader: null,
+    next_bundle_engine_leader_slot: null,
+    tip: { p50: 1000, p75: 2000 },
+    stale: false,
+    decision_mode: 'reflex' as const,
+    bypass: false,
+    queue: 3,
+    agent: { connected: false, model: null, provider: null },
+    upstream: {
+      stream: { ok: true, detail: null, last_ok_at: null },
+      rpc: { ok: true, detail: null, last_ok_at: null },
+      block_engine: { ok: true, detail: null, last_ok_at: null },
+      tip_floor: { ok: true, detail: null, last_ok_at: null },
+    },
+    tipper: { pubkey: 'Tipper111', balance_lamports: 5_000_000 },
+    spend: { window_lamports: 0, limit_lamports: 0 },
+    paused_reason: null,
+    block_engine_regions: [],
+    capacity: { send_rate_per_s: 8, slot_ms: 400, waiting: 0, expected_wait_s: 0, refused_total: 0 },
+    webhooks: [],
+  };
+  expect(renderStatus({ ...base, fleet: null }, false)).not.toMatch(/session|epoch/);
+  const text = renderStatus(
+    {
+      ...base,
+      fleet: {
+        host_id: 'relay-a:7777',
+        epoch: 12,
+        lease_ms: 5000,
+        live: true,
+        hosts: [
+          {
+            host_id: 'relay-a:7777',
+            epoch: 11,
+            started_at: '2026-11-27T10:00:00.000Z',
+            heartbeat_age_ms: 60_000,
+            lease_remaining_ms: -55_000,
+            live: false,
+            ended_at: '2026-11-27T10:01:00.000Z',
+            owned: 0,
+          },
+          {
+            host_id: 'relay-a:7777',
+            epoch: 12,
+            started_at: '2026-11-27T10:01:00.000Z',
+            heartbeat_age_ms: 800,
+            lease_remaining_ms: 4200,
+            live: true,
+            ended_at: null,
+            owned: 3,
+          },
+        ],
+      },
+    },
+    false,
+  );
+  expect(text).toMatch(/host\s+│ relay-a:7777, epoch 12; lease 5000 ms/);
+  expect(text).toMatch(/session relay-a:7777 #11\s+│ ended 2026-11-27T10:01:00.000Z; owns 0 live/);
+  expect(text).toMatch(/session relay-a:7777 #12\s+│ live, heartbeat 0.8 s ago; owns 3 live/);
+});

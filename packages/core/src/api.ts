@@ -258,6 +258,42 @@ export interface StatusResponse {
   };
   /** One entry per configured webhook endpoint (`RELAY_WEBHOOK_URL`); empty when none is. */
   webhooks: WebhookEndpointStatus[];
+  /**
+   * This sidecar's host session and every session of its database (PostgreSQL store, DESIGN §10); null on the local
+   * journal. Absent from sidecars older than host sessions.
+   */
+  fleet?: FleetStatus | null;
+}
+
+/** `GET /status`'s `fleet`: this host's session, and the sessions its database knows. */
+export interface FleetStatus {
+  /** `RELAY_HOST_ID`. */
+  host_id: string;
+  /** This host's current epoch (a new one at each start, and after a lease that lapsed). */
+  epoch: number;
+  /** `RELAY_LEASE_MS`. */
+  lease_ms: number;
+  /** Whether this host's session holds (its writes are fenced by it); false while it registers again. */
+  live: boolean;
+  /** Sessions not ended, and those ended in the last 10 minutes; null when the database could not be read. */
+  hosts: FleetHostStatus[] | null;
+}
+
+/** One host session in {@link FleetStatus}. Ages are by the database's clock. */
+export interface FleetHostStatus {
+  host_id: string;
+  epoch: number;
+  /** ISO 8601. */
+  started_at: string;
+  heartbeat_age_ms: number;
+  /** Until the lease lapses (negative once it has). */
+  lease_remaining_ms: number;
+  /** Not ended and its lease not lapsed. */
+  live: boolean;
+  /** ISO 8601, or null while open. */
+  ended_at: string | null;
+  /** Live transactions this session owns. */
+  owned: number;
 }
 
 export interface BlockEngineRegionStatus {

@@ -157,6 +157,11 @@ export interface RelayErrorContext {
   RELAY_E_DB_UNAVAILABLE: { url: string; reason: string; retry_after_s: number };
   /** Another sidecar is this database's only writer (one host per database until the fleet; DESIGN §10). */
   RELAY_E_DB_IN_USE: { url: string; holder: string };
+  /**
+   * Another live sidecar holds this host id on the shared database (`RELAY_HOST_ID`; DESIGN §10): two processes under
+   * one id would fence each other's transactions. `holder` names the PostgreSQL session that holds the id.
+   */
+  RELAY_E_HOST_ID_IN_USE: { host_id: string; url: string; holder: string };
 
   RELAY_E_INTERNAL_ERROR: { reason: string };
 }
@@ -346,6 +351,11 @@ export const RELAY_ERRORS = {
     status: 500,
     message:
       'Another relay sidecar writes to the database at $url ($holder); run one sidecar per database, or stop that one first',
+  },
+  RELAY_E_HOST_ID_IN_USE: {
+    status: 500,
+    message:
+      'Another live relay sidecar runs as host $host_id on the database at $url ($holder); give each sidecar its own RELAY_HOST_ID, or stop that one first',
   },
 
   // A bug

@@ -289,6 +289,12 @@ const SAMPLES: { [C in RelayErrorCode]: RelayErrorContext[C] } = {
     url: 'postgres://relay:***@db:5432/relay',
     holder: 'PostgreSQL session pid 4242 from 10.0.0.7, application relay, since 2026-11-26T22:00:00.000Z',
   },
+  RELAY_E_HOST_ID_IN_USE: {
+    host_id: 'relay-a:8080',
+    url: 'postgres://relay:***@db:5432/relay',
+    holder:
+      'PostgreSQL session pid 4243 from 10.0.0.8, application relay-host, since 2026-11-26T22:00:00.000Z',
+  },
   RELAY_E_INTERNAL_ERROR: { reason: 'not a slot: -1' },
 };
 

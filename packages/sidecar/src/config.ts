@@ -1,4 +1,4 @@
-import { homedir } from 'node:os';
+import { homedir, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { RelayError } from '@solrelay/core';
 import { parseDatabaseUrl } from './pg/url';
@@ -54,10 +54,17 @@ export interface SidecarConfig {
   /** The Standard Webhooks signing secret (`whsec_` + base64); set whenever `webhookUrls` is. */
   webhookSecret: string | undefined;
   /**
-   * `RELAY_DATABASE_URL` (DESIGN §10), checked; undefined (the default) keeps the local journal. The PostgreSQL store
-   * is not built yet: for now only `relay db migrate` / `relay db status` use it.
+   * `RELAY_DATABASE_URL` (DESIGN §10), checked; undefined (the default) keeps the local journal, set it selects the
+   * PostgreSQL store.
    */
   databaseUrl: string | undefined;
+  /**
+   * `RELAY_HOST_ID` (DESIGN §10): this sidecar's name in the database (its host session, the rows it owns, its
+   * events and leases); default `<hostname>:<API_PORT>`. A second live sidecar with the same id is refused at start.
+   */
+  hostId: string;
+  /** `RELAY_LEASE_MS` (DESIGN §10): how long a host session lives without a heartbeat (one every lease / 5). */
+  leaseMs: number;
 }
 
 /** Jito's regional mainnet block engines (jito.md §1.1); each gives an IP its own budget. */
@@ -83,6 +90,7 @@ export const DEFAULTS = {
   bundlePackMax: 4,
   verifyThreads: 1,
   journalCompactBytes: 64 * 1024 * 1024,
+  leaseMs: 5_000,
 } as const;
 
 type Env = Record<string, string | undefined>;
@@ -293,6 +301,27 @@ function databaseUrl(env: Env): string | undefined {
   return v === undefined ? undefined : parseDatabaseUrl(v).url;
 }
 
+/**
+ * `RELAY_HOST_ID`: 1-128 printable ASCII characters without spaces (it is shown in logs, /status and the database's
+ * rows); default `<hostname>:<API_PORT>`, which is unique per machine and port.
+ */
+function hostId(env: Env, apiPort: number): string {
+  const v = value(env, 'RELAY_HOST_ID');
+  // The default is never refused: a machine name outside that set (spaces, non-ASCII) has those characters replaced.
+  if (v === undefined)
+    return `${
+      hostname()
+        .replace(/[^\x21-\x7e]/g, '-')
+        .slice(0, 120) || 'relay'
+    }:${apiPort}`;
+  if (!/^[\x21-\x7e]{1,128}$/.test(v))
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name: 'RELAY_HOST_ID',
+      reason: `expected 1 to 128 printable ASCII characters without spaces, got ${JSON.stringify(v)}`,
+    });
+  return v;
+}
+
 function flag(env: Env, name: string): boolean {
   return oneOf(env, name, ['0', '1', 'true', 'false'] as const, '0') === '1' || value(env, name) === 'true';
 }
@@ -311,6 +340,7 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     'jsonrpc',
   );
   const keypairPaths = keypairList(env, cwd, join(home, '.config', 'solana', 'id.json'));
+  const apiPort = integer(env, 'API_PORT', DEFAULTS.apiPort, 0, 65_535);
   return {
     streamEndpoint: url(env, 'STREAM_ENDPOINT'),
     streamXToken: value(env, 'STREAM_X_TOKEN'),
@@ -332,7 +362,7 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     keypairPaths,
     keypairPath: keypairPaths[0] as string,
     apiHost: value(env, 'API_HOST') ?? DEFAULTS.apiHost,
-    apiPort: integer(env, 'API_PORT', DEFAULTS.apiPort, 0, 65_535),
+    apiPort,
     apiToken: value(env, 'RELAY_API_TOKEN'),
     allowedHosts: hostList(env, 'RELAY_ALLOWED_HOSTS'),
     sseBufferBytes: integer(env, 'RELAY_SSE_BUFFER_BYTES', DEFAULTS.sseBufferBytes, 16 * 1024, 1024 ** 3),
@@ -354,5 +384,8 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     webhookUrls,
     webhookSecret: webhookSecret(env, webhookUrls),
     databaseUrl: databaseUrl(env),
+    hostId: hostId(env, apiPort),
+    // At least 1 s (a heartbeat every 200 ms at most); at most 10 min (a dead host's work waits that long).
+    leaseMs: integer(env, 'RELAY_LEASE_MS', DEFAULTS.leaseMs, 1_000, 600_000),
   };
 }

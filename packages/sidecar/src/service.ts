@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { LeaderBuffer, RelayError, TipOracle, type LifecycleEntry } from '@solrelay/core';
 import pino, { type Logger } from 'pino';
@@ -322,6 +321,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     storeName: opened.name,
     clock,
     webhooks: () => webhooks?.dispatcher.status() ?? [],
+    ...(store instanceof PgTxStore && store.hostSession ? { fleet: () => store.fleetStatus() } : {}),
   };
   const listener = createRequestListener({
     relay: r,
@@ -428,8 +428,8 @@ async function deliverFromTable(
 ): Promise<{ dispatcher: WebhookDispatcher; close: () => Promise<void> }> {
   const outbox = new PgWebhookOutbox(store.database, {
     endpoints: config.webhookUrls,
-    hostId: hostIdOf(config),
-    epoch: Date.now(),
+    hostId: config.hostId,
+    epoch: store.hostSession?.epoch ?? Date.now(),
     onError: (error) => d.log.warn({ err: error }, 'webhooks: the outbox table could not be read or written'),
   });
   const dispatcher = new WebhookDispatcher({
@@ -503,11 +503,6 @@ async function followEventLog(
   return follower;
 }
 
-/** This sidecar's name in the database (its events, lifecycle entries and webhook leases). */
-function hostIdOf(config: SidecarConfig): string {
-  return `${hostname()}:${config.apiPort}`;
-}
-
 /** The store a sidecar runs on, and what opening it found. */
 interface OpenedStore {
   store: TxStore;
@@ -526,7 +521,8 @@ async function openStore(config: SidecarConfig, options: SidecarOptions, log: Lo
   if (config.databaseUrl !== undefined) {
     const store = await PgTxStore.open(config.databaseUrl, {
       retainTerminal,
-      hostId: hostIdOf(config),
+      hostId: config.hostId,
+      session: { hostId: config.hostId, leaseMs: config.leaseMs },
       webhookEndpoints: config.webhookSecret ? config.webhookUrls : [],
     });
     log.info({ database: redactDatabaseUrl(config.databaseUrl) }, 'store: PostgreSQL');

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { isRelayError } from '@solrelay/core';
 import { configFromEnv, DEFAULTS } from '../src/config';
 
@@ -223,5 +224,35 @@ test('RELAY_DATABASE_URL: unset keeps the local journal; a postgres URL is kept;
     expect([url, error.code]).toEqual([url, 'RELAY_E_DB_INVALID_URL']);
     expect(error.message).toMatch(reason);
     expect(error.message).not.toContain('s3cret');
+  }
+});
+
+test('RELAY_HOST_ID defaults to <hostname>:<API_PORT>; RELAY_LEASE_MS defaults to 5 s; each mistake named', () => {
+  const config = configFromEnv({ ...minimal, API_PORT: '7801' }, '/srv/relay');
+  // The machine's name, any character outside printable ASCII replaced: the default is never refused.
+  expect(config.hostId).toBe(
+    `${
+      hostname()
+        .replace(/[^\x21-\x7e]/g, '-')
+        .slice(0, 120) || 'relay'
+    }:7801`,
+  );
+  expect(config.hostId).toMatch(/^[\x21-\x7e]{1,128}$/);
+  expect(config.leaseMs).toBe(5_000);
+  const set = configFromEnv(
+    { ...minimal, RELAY_HOST_ID: ' relay-a.eu-1 ', RELAY_LEASE_MS: '8000' },
+    '/srv/relay',
+  );
+  expect([set.hostId, set.leaseMs]).toEqual(['relay-a.eu-1', 8_000]);
+  for (const [env, message] of [
+    [{ RELAY_HOST_ID: 'two words' }, /RELAY_HOST_ID.*printable ASCII characters without spaces/],
+    [{ RELAY_HOST_ID: 'x'.repeat(129) }, /RELAY_HOST_ID/],
+    [{ RELAY_HOST_ID: 'héte' }, /RELAY_HOST_ID/],
+    [{ RELAY_LEASE_MS: '999' }, /RELAY_LEASE_MS.*from 1000 to 600000/],
+    [{ RELAY_LEASE_MS: '5s' }, /RELAY_LEASE_MS/],
+  ] as const) {
+    const error = errorOf({ ...minimal, ...env });
+    expect([env, error.code]).toEqual([env, 'RELAY_E_CONFIG_INVALID_ENV']);
+    expect(error.message).toMatch(message);
   }
 });

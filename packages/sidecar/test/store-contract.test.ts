@@ -337,6 +337,8 @@ describe.each(stores)('%s', (_name, open) => {
     expect(counts.waiting).toEqual({ high: 1, normal: 1, low: 0 });
     expect(counts.evicted).toEqual({ failed: 1 });
     expect(ids(await h.store.all())).toHaveLength(5);
+    // What the tippers' pass reads: the same records, from memory on every store.
+    expect(ids(await h.store.held())).toEqual(ids(await h.store.all()));
   });
 
   test('a terminal record drops its wire bytes; retention forgets the oldest terminal ones', async () => {

@@ -120,7 +120,7 @@ describe('the pool', () => {
       policy: () => ({ ...DEFAULT_POLICY, ...policy }),
       now: () => 0,
       chain: CHAIN as ConstructorParameters<typeof TipperPool>[0]['chain'],
-      store: { all: () => Promise.resolve([...records.values()]) } as ConstructorParameters<
+      store: { held: () => Promise.resolve([...records.values()]) } as ConstructorParameters<
         typeof TipperPool
       >[0]['store'],
     };

@@ -1,4 +1,5 @@
 import type {
+  FleetStatus,
   LeaderBuffer,
   ReadyResponse,
   StatusResponse,
@@ -24,12 +25,19 @@ export interface StatusSources {
   clock: Clock;
   /** Each webhook endpoint's delivery state (empty without webhooks). */
   webhooks: () => WebhookEndpointStatus[];
+  /** This host's session and its database's sessions (PostgreSQL); absent on the local journal. */
+  fleet?: () => Promise<FleetStatus>;
 }
 
 /** `GET /status`: the chain position, tip floor, decider, queue, upstreams, tippers and the hour's spend. */
 export async function statusOf(s: StatusSources): Promise<StatusResponse> {
   const r = s.relay;
-  const [counts, spent, capacity] = await Promise.all([r.counts(), r.spentThisHour(), r.capacity()]);
+  const [counts, spent, capacity, fleet] = await Promise.all([
+    r.counts(),
+    r.spentThisHour(),
+    r.capacity(),
+    s.fleet?.() ?? null,
+  ]);
   const view = s.leaders.leaderView(r.slot);
   const floor = s.oracle.view(s.clock.now());
   const agent = r.agent;
@@ -62,6 +70,7 @@ export async function statusOf(s: StatusSources): Promise<StatusResponse> {
     block_engine_regions: r.engineRegions(),
     capacity,
     webhooks: s.webhooks(),
+    fleet,
   };
 }
 

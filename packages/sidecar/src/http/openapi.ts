@@ -186,6 +186,7 @@ export function openApiDocument(): Record<string, unknown> {
             'block_engine_regions',
             'capacity',
             'webhooks',
+            'fleet',
           ],
           properties: {
             slot: { type: 'integer' },
@@ -270,6 +271,46 @@ export function openApiDocument(): Record<string, unknown> {
               },
             },
             webhooks: { type: 'array', items: { type: 'object' } },
+            fleet: {
+              type: ['object', 'null'],
+              description:
+                "This host's session and its database's sessions (PostgreSQL store, DESIGN §10); null on the local journal",
+              required: ['host_id', 'epoch', 'lease_ms', 'live', 'hosts'],
+              properties: {
+                host_id: { type: 'string', description: 'RELAY_HOST_ID' },
+                epoch: { type: 'integer' },
+                lease_ms: { type: 'integer', description: 'RELAY_LEASE_MS' },
+                live: { type: 'boolean' },
+                hosts: {
+                  type: ['array', 'null'],
+                  description:
+                    'Sessions not ended and those ended in the last 10 minutes; null if unreadable',
+                  items: {
+                    type: 'object',
+                    required: [
+                      'host_id',
+                      'epoch',
+                      'started_at',
+                      'heartbeat_age_ms',
+                      'lease_remaining_ms',
+                      'live',
+                      'ended_at',
+                      'owned',
+                    ],
+                    properties: {
+                      host_id: { type: 'string' },
+                      epoch: { type: 'integer' },
+                      started_at: { type: 'string', format: 'date-time' },
+                      heartbeat_age_ms: { type: 'integer' },
+                      lease_remaining_ms: { type: 'integer' },
+                      live: { type: 'boolean' },
+                      ended_at: { type: ['string', 'null'], format: 'date-time' },
+                      owned: { type: 'integer', description: 'Live transactions this session owns' },
+                    },
+                  },
+                },
+              },
+            },
           },
         },
         Queue: {

@@ -141,7 +141,7 @@ export class TipperPool {
     // Reservations already journaled are counted from the records (read at this same moment); those still being
     // built stay counted as live.
     const journaled = [...this.live].filter((l) => l.journaled);
-    const records = await this.d.store.all();
+    const records = await this.d.store.held();
     for (const reading of readings) {
       const t = this.byKey.get(reading.pubkey);
       if (!t || reading.contextSlot < t.readSlot) continue;

@@ -1,10 +1,12 @@
-// PostgreSQL (DESIGN §10): connecting with relay's settings and coded errors, and the schema's migrations. The store
-// on top of it, PgTxStore, is in src/store/pg-store.ts (exported by the package's main entry).
+// PostgreSQL (DESIGN §10): connecting with relay's settings and coded errors, the schema's migrations, and host
+// sessions (the fleet's fencing token). The store on top of it, PgTxStore, is in src/store/pg-store.ts (exported by
+// the package's main entry).
 export {
   DATABASE_DEFAULTS,
   connectDatabase,
   createDatabasePool,
   databaseError,
+  withServerKeepalives,
   type DatabaseOptions,
   type DatabasePool,
 } from './connect';
@@ -21,3 +23,10 @@ export {
   type Migration,
   type MigrationStatus,
 } from './migrations';
+export {
+  HOST_LEASE_MS,
+  HOST_SESSION_WAIT_MS,
+  HostSession,
+  type FleetHost,
+  type HostSessionOptions,
+} from './host-session';

@@ -1,5 +1,7 @@
 import { RelayError } from '@solrelay/core';
 import pg from 'pg';
+import { withServerKeepalives } from './connect';
+import { advisoryLockHolder } from './lock-holder';
 import type { DatabaseUrl } from './url';
 
 /**
@@ -47,10 +49,9 @@ export class SoleWriterLock {
     onLost: () => void,
     waitMs = SOLE_WRITER_WAIT_MS,
   ): Promise<SoleWriterLock> {
-    const client = new pg.Client({
-      ...config,
-      application_name: `${config.application_name ?? 'relay'}-lock`,
-    });
+    const client = new pg.Client(
+      withServerKeepalives({ ...config, application_name: `${config.application_name ?? 'relay'}-lock` }),
+    );
     client.on('error', () => undefined);
     await client.connect();
     try {
@@ -95,21 +96,9 @@ export class SoleWriterLock {
   }
 }
 
-/** Who holds the lock, from pg_locks and pg_stat_activity (the role may see only its own sessions' details). */
-async function holderOf(client: pg.Client): Promise<string> {
-  const { rows } = await client.query<{
-    pid: number;
-    client_addr: string | null;
-    application_name: string | null;
-    backend_start: Date | null;
-  }>(
-    `SELECT l.pid, a.client_addr::text AS client_addr, a.application_name, a.backend_start
-     FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
-     WHERE l.locktype = 'advisory' AND l.granted
-       AND ((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint`,
-    [SOLE_WRITER_KEY],
-  );
-  const r = rows[0];
-  if (!r) return 'a session that has just ended; start again';
-  return `PostgreSQL session pid ${r.pid}${r.client_addr ? ` from ${r.client_addr}` : ''}, application ${r.application_name ?? 'unknown'}${r.backend_start ? `, since ${r.backend_start.toISOString()}` : ''}`;
+/** Who holds the lock (its single-bigint key shows as `classid` and `objid`, high and low halves). */
+function holderOf(client: pg.Client): Promise<string> {
+  return advisoryLockHolder(client, '((l.classid::bigint << 32) | l.objid::bigint) = $1::bigint', [
+    SOLE_WRITER_KEY,
+  ]);
 }

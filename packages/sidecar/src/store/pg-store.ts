@@ -4,11 +4,13 @@ import {
   isTerminalTxState,
   webhookIdsOfChange,
   type EventCursor,
+  type FleetStatus,
   type TxState,
 } from '@solrelay/core';
 import pg from 'pg';
 import { connectDatabase, databaseError, warmPool, type DatabaseOptions } from '../pg/connect';
 import { assertSchema } from '../pg/migrations';
+import { HostSession } from '../pg/host-session';
 import { SoleWriterLock } from '../pg/sole-writer';
 import type { DatabaseUrl } from '../pg/url';
 import {
@@ -119,9 +121,10 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  * deleted in batches by {@link PgTxStore.pruneTerminal} (run by the store's maintenance timer), never row by row on
  * a transition: so `retainTerminal` is a level the store returns to, not one it holds at every commit.
  *
- * One host for now: the owner and epoch columns stay null (fencing by owner and claiming come with the fleet; the
- * version compare-and-set already refuses a write on a stale record). No
- * transaction is held across anything but SQL; the statement, lock and idle-in-transaction timeouts are the pool's
+ * **Owner.** With a host session (`options.session`, pg/host-session.ts) an accept writes the session as the row's
+ * owner, the live rows are adopted under each new epoch ({@link adopt}), and every write of a live row is fenced by
+ * the owner in its own compare-and-set: the database refuses a write by an epoch whose work moved. Claiming and the
+ * takeover sweep of several hosts are not built yet. No transaction is held across anything but SQL; the statement, lock and idle-in-transaction timeouts are the pool's
  * (`connectDatabase`).
  */
 export class PgTxStore implements TxStore {
@@ -147,6 +150,13 @@ export class PgTxStore implements TxStore {
   private readonly lost = new Map<string, LostWrite[]>();
   /** The lock that makes this store its database's only writer (`sole`); null without it. */
   private soleLock: SoleWriterLock | null = null;
+  /**
+   * This host's session (`options.session`): the owner every accept writes and every write of live work is fenced by
+   * (DESIGN §10). Null without one: the owner columns stay null and the fence compares nulls.
+   */
+  private session: HostSession | null = null;
+  /** The epoch this host's live work has been adopted under ({@link adopt}): writes wait for it to be the session's. */
+  private adoptedEpoch: number | null = null;
   /** Lamports of spend-limited reservations being committed now (`sole`: counted by the next check, as the journal). */
   private reserving = 0;
   /** Writes begun and not settled (`close` waits for them). */
@@ -159,7 +169,7 @@ export class PgTxStore implements TxStore {
   onMaintenanceError: ((error: unknown) => void) | null = null;
   private closed = false;
   /** Since when, and why, the database has been unavailable (cleared when the probe next succeeds). */
-  private outage: { since: number; reason: string } | null = null;
+  private outage: { since: number; reason: string; session?: boolean } | null = null;
   private probe: NodeJS.Timeout | null = null;
   /** A probe is waiting for its answer (one at a time: a server that hangs must not fill the pool with them). */
   private probing = false;
@@ -183,12 +193,22 @@ export class PgTxStore implements TxStore {
     }
     const store = new PgTxStore(pool, target, options, true);
     try {
+      // The session first: a second sidecar started under the same RELAY_HOST_ID is refused by name
+      // (RELAY_E_HOST_ID_IN_USE) before anything else, the sole-writer lock included.
+      const session = store.options.session;
+      if (session)
+        store.session = await HostSession.open(pool.options, target, {
+          hostId: session.hostId,
+          leaseMs: session.leaseMs,
+          onLost: (reason) => store.sessionLost(reason),
+        });
       // One host: this store is the database's only writer (what it holds answers counts, spend and dedupe), so
       // another sidecar on the same database is refused, and a dead predecessor's commit still running is waited
       // for before the records are read (see SoleWriterLock).
       if (store.options.sole)
         store.soleLock = await SoleWriterLock.acquire(pool.options, target, () => store.lockLost());
       await warmPool(pool);
+      await store.adopt();
       await store.load();
       // Upkeep once before anything is written: after days down, today's `events` partition must exist before the
       // first insert, or rows go to the default partition and that day's partition can never be made (its range would
@@ -211,12 +231,13 @@ export class PgTxStore implements TxStore {
       retainTerminal: options.retainTerminal ?? 20_000,
       maintenanceMs: options.maintenanceMs ?? 60_000,
       eventRetentionDays: options.eventRetentionDays ?? 7,
-      hostId: options.hostId ?? null,
+      hostId: options.session?.hostId ?? options.hostId ?? null,
       webhookEndpoints: options.webhookEndpoints ?? [],
       doneWebhookRetentionMs: options.doneWebhookRetentionMs ?? 60 * 60 * 1000,
       lifecycleRetentionDays: options.lifecycleRetentionDays ?? 30,
       notifyEvents: options.notifyEvents ?? false,
       sole: options.sole ?? true,
+      session: options.session ?? null,
     };
     this.codec = storeCodec(this.options.retainTerminal);
     this.owned = this.codec.initial();
@@ -253,20 +274,51 @@ export class PgTxStore implements TxStore {
     return this.pool;
   }
 
+  /** This host's session (its id and current epoch), or null without one. */
+  get hostSession(): HostSession | null {
+    return this.session;
+  }
+
+  /**
+   * `GET /status`'s `fleet`: this host's session and every session of the database (with the live work each owns);
+   * `hosts` is null when the database cannot answer (the status still answers).
+   */
+  async fleetStatus(): Promise<FleetStatus> {
+    const session = this.session;
+    if (!session) throw new Error('this store has no host session');
+    const hosts = await HostSession.fleet((text, values) => this.statement(text, values)).catch(() => null);
+    return {
+      host_id: session.hostId,
+      epoch: session.epoch,
+      lease_ms: session.leaseMs,
+      live: session.live && this.adoptedEpoch === session.epoch,
+      hosts,
+    };
+  }
+
   /** Whether each commit with events NOTIFYs other hosts' followers (so followers should LISTEN). */
   get notifiesEvents(): boolean {
     return this.options.notifyEvents;
   }
 
   get healthy(): boolean {
-    return !this.closed && this.outage === null;
+    // A session found lapsed by its own clock is not healthy even before its heartbeat has told the store.
+    return !this.closed && this.outage === null && this.fenced() === null;
   }
 
   /** Why the store is not healthy, naming the database (null while it is). */
   get problem(): string | null {
     if (this.closed) return 'store closed';
-    if (!this.outage) return null;
+    if (!this.outage) {
+      const fenced = this.fenced();
+      return fenced
+        ? `PostgreSQL at ${this.target.redacted}: writes stopped (${String(fenced.details.reason)})`
+        : null;
+    }
     const seconds = Math.round((Date.now() - this.outage.since) / 1000);
+    // The database may be fine (a pause outlived the lease) or gone (its restart ended the session's connection).
+    if (this.outage.session)
+      return `PostgreSQL at ${this.target.redacted}: writes stopped for ${seconds} s (${this.outage.reason})`;
     return `PostgreSQL at ${this.target.redacted} unavailable for ${seconds} s (${this.outage.reason})`;
   }
 
@@ -413,6 +465,8 @@ export class PgTxStore implements TxStore {
     await this.statement(`SELECT relay_events_drop_partitions(now() - make_interval(days => $1))`, [
       this.options.eventRetentionDays,
     ]);
+    // Ended host sessions are history a week long (no row refers to a session: owners are plain columns).
+    await this.statement(`DELETE FROM host_sessions WHERE ended_at < now() - interval '7 days'`);
   }
 
   async close(): Promise<void> {
@@ -423,6 +477,7 @@ export class PgTxStore implements TxStore {
     this.probe = null;
     await Promise.allSettled([...this.pending]);
     await this.soleLock?.release();
+    await this.session?.end();
     if (this.ownsPool) await this.pool.end();
   }
 
@@ -525,6 +580,13 @@ export class PgTxStore implements TxStore {
 
   all(): Promise<StoredTx[]> {
     return this.read('true');
+  }
+
+  async held(): Promise<StoredTx[]> {
+    // Every 2 s (the tippers' balance pass): reading the table here was the whole retained set (20,000 terminal
+    // records by default) sent and parsed on the sidecar's thread each time.
+    await this.settle();
+    return [...this.owned.records.values()];
   }
 
   async counts(): Promise<StoreCounts> {
@@ -738,7 +800,8 @@ export class PgTxStore implements TxStore {
    * The parameters of {@link CHANGE} and {@link ACCEPT}: the row ($1..$21), the version it is expected at ($22), the
    * attempts it added or changed ($23), spend reserved, counted again and released ($24..$26), an eviction ($27),
    * this host ($28), the events (names, payloads, webhook-ids: $29..$31), the webhook endpoints ($32), the lifecycle
-   * entries ($33) and whether to NOTIFY ($34).
+   * entries ($33), whether to NOTIFY ($34), and the owner every write is fenced by: this host's session ($35, $36;
+   * null without one).
    */
   private changeParams(
     tx: StoredTx,
@@ -773,6 +836,8 @@ export class PgTxStore implements TxStore {
       endpoints,
       entries,
       this.options.notifyEvents && told.length > 0,
+      this.session?.hostId ?? null,
+      this.session?.epoch ?? null,
     ];
   }
 
@@ -1071,6 +1136,13 @@ export class PgTxStore implements TxStore {
     if (this.outage || this.closed) return reason;
     this.outage = { since: Date.now(), reason };
     this.tell({ kind: 'down', url: this.target.redacted, reason, at: this.outage.since });
+    this.startProbe();
+    return reason;
+  }
+
+  /** Probe every {@link PROBE_EVERY_MS} until the database answers and {@link relock} has what writes need. */
+  private startProbe(): void {
+    if (this.probe) return;
     this.probe = setInterval(() => {
       if (this.closed || this.probing) return;
       this.probing = true;
@@ -1088,7 +1160,6 @@ export class PgTxStore implements TxStore {
         });
     }, PROBE_EVERY_MS);
     this.probe.unref();
-    return reason;
   }
 
   /**
@@ -1105,6 +1176,12 @@ export class PgTxStore implements TxStore {
 
   /** Writes refused while this store should be the only writer and is not sure it still is. */
   private fenced(): RelayError | null {
+    if (this.session && (!this.session.live || this.adoptedEpoch !== this.session.epoch))
+      return new RelayError('RELAY_E_DB_UNAVAILABLE', {
+        url: this.target.redacted,
+        reason: `this sidecar's host session (${this.session.hostId}, epoch ${this.session.epoch}) lapsed: registering again and adopting its work`,
+        retry_after_s: DATABASE_RETRY_AFTER_S,
+      });
     if (!this.soleLock || this.soleLock.held) return null;
     return new RelayError('RELAY_E_DB_UNAVAILABLE', {
       url: this.target.redacted,
@@ -1118,14 +1195,80 @@ export class PgTxStore implements TxStore {
    * sidecar holding it keeps this store unavailable (its log says so once per outage, through `problem`).
    */
   private async relock(): Promise<boolean> {
-    if (!this.soleLock || this.soleLock.held) return true;
     try {
-      this.soleLock = await SoleWriterLock.acquire(this.pool.options, this.target, () => this.lockLost(), 0);
-      return true;
+      if (this.soleLock && !this.soleLock.held)
+        this.soleLock = await SoleWriterLock.acquire(
+          this.pool.options,
+          this.target,
+          () => this.lockLost(),
+          0,
+        );
+      const session = this.session;
+      if (session) {
+        if (!session.live) await session.renew();
+        if (this.adoptedEpoch !== session.epoch) {
+          // Writes begun under the old epoch end first (fenced() refuses new ones meanwhile): one still waiting
+          // for a connection would otherwise commit its old owner after the adoption and strand its row.
+          await Promise.allSettled([...this.pending]);
+          await this.adopt();
+        }
+      }
+      // The session may have lapsed again meanwhile: the probe goes on until it holds.
+      return this.fenced() === null;
     } catch (error) {
       if (this.outage) this.outage.reason = reasonOf(error);
       return false;
     }
+  }
+
+  /**
+   * The session's heartbeat found its lease gone, or its connection ended: writes stop at once ({@link fenced}), and
+   * the store is unavailable until the probe has registered a new epoch and adopted this host's work under it.
+   */
+  private sessionLost(reason: string): void {
+    if (this.closed) return;
+    const session = this.session;
+    const said = `host session ${session?.hostId ?? ''} (epoch ${session?.epoch ?? '?'}) lapsed: ${reason}`;
+    if (this.outage) return;
+    this.outage = { since: Date.now(), reason: said, session: true };
+    this.tell({ kind: 'down', url: this.target.redacted, reason: said, at: this.outage.since });
+    this.startProbe();
+  }
+
+  /**
+   * Own the live work under this session's epoch (at open, and after each new epoch): one host is its database's
+   * only writer (`sole`), so every live row is its own, whoever wrote it before (an earlier epoch of this host, a
+   * row of another host id is marked `inherited`). The records held in memory stay valid: no one else wrote.
+   */
+  private async adopt(): Promise<number> {
+    const session = this.session;
+    if (!session) return 0;
+    if (!this.options.sole) {
+      // Several hosts: this host's own live rows of its earlier epochs come back to it (holding the host-id lock
+      // proves those epochs' processes are gone); other hosts' work moves by the takeover sweep, not by this.
+      const { rowCount } = await this.pool.query(
+        `UPDATE transactions SET owner_epoch = $2
+         WHERE terminal_at IS NULL AND owner_host = $1 AND owner_epoch <> $2`,
+        [session.hostId, session.epoch],
+      );
+      this.adoptedEpoch = session.epoch;
+      return rowCount ?? 0;
+    }
+    // One host holds the sole-writer lock, so every other session still open is of a process that is gone: ended
+    // once its lease has passed (a sidecar being refused the lock right now ends its own).
+    await this.pool.query(
+      `UPDATE host_sessions SET ended_at = now()
+       WHERE ended_at IS NULL AND lease_expires_at < now() AND host_id <> $1`,
+      [session.hostId],
+    );
+    const { rowCount } = await this.pool.query(
+      `UPDATE transactions SET owner_host = $1, owner_epoch = $2,
+         inherited = inherited OR (owner_host IS NOT NULL AND owner_host <> $1)
+       WHERE terminal_at IS NULL AND (owner_host, owner_epoch) IS DISTINCT FROM ($1::text, $2::bigint)`,
+      [session.hostId, session.epoch],
+    );
+    this.adoptedEpoch = session.epoch;
+    return rowCount ?? 0;
   }
 
   private up(): void {
@@ -1230,7 +1373,10 @@ export interface PgTxStoreOptions {
   doneWebhookRetentionMs?: number;
   /** Days of lifecycle entries kept in `lifecycle_entries` (LIFECYCLE_PATH is this host's to rotate). Default 30. */
   lifecycleRetentionDays?: number;
-  /** This sidecar's name, recorded with its events and lifecycle entries (nothing is fenced by it yet). */
+  /**
+   * This sidecar's name, recorded with its events and lifecycle entries; the session's host id when there is one
+   * (`session`).
+   */
   hostId?: string | null;
   /**
    * NOTIFY the event followers of other hosts at each commit with events (pg-events.ts EVENTS_CHANNEL). Off by
@@ -1245,6 +1391,12 @@ export interface PgTxStoreOptions {
   sole?: boolean;
   /** Webhook endpoints (`RELAY_WEBHOOK_URL`): each webhook event is owed to each, a `webhook_outbox` row apiece. */
   webhookEndpoints?: readonly string[];
+  /**
+   * Register a host session (`RELAY_HOST_ID`, `RELAY_LEASE_MS`; pg/host-session.ts) and own the work this store
+   * writes by it: accepts record it as the owner, and every write of live work is fenced by it. None (tests of the
+   * store alone): the owner columns stay null.
+   */
+  session?: { hostId: string; leaseMs: number } | null;
 }
 
 // ------------------------------------------------------------------ SQL
@@ -1351,20 +1503,25 @@ const EFFECTS = `a AS (
 
 /**
  * A change to a record, one statement (one round trip, one commit in autocommit): the row, compare-and-set on its
- * version ($22: no row changes if another writer moved it), and every effect of {@link EFFECTS}.
+ * version ($22: no row changes if another writer moved it) and fenced by its owner while it is live ($35, $36: a
+ * host whose session lapsed, or whose work another session adopted, touches no row: DESIGN §10's fence, checked by
+ * the database in the write itself), and every effect of {@link EFFECTS}. A terminal row is no one's work any more
+ * (no attempt can be added to it); what is still written to it (a tip found leaked) is ordered by the version alone.
  */
 const CHANGE = `WITH t AS (
     UPDATE transactions SET (${TX_COLUMNS}, version, updated_at, terminal_at) =
       (${TX_VALUES.replace('$1, ', '')}, version + 1, now(),
        CASE WHEN $2::text IN ${TERMINAL} THEN coalesce(terminal_at, clock_timestamp()) END)
     WHERE tx_id = $1 AND version = $22::bigint
+      AND (terminal_at IS NOT NULL OR (owner_host IS NOT DISTINCT FROM $35::text AND owner_epoch IS NOT DISTINCT FROM $36::bigint))
     RETURNING tx_id, version
   ), ${EFFECTS}`;
 
 /** A new record (at version $22), with its attempts and events; nothing if its first signature is taken. */
 const ACCEPT = `WITH t AS (
-    INSERT INTO transactions (tx_id, ${TX_COLUMNS}, version, terminal_at)
-    VALUES (${TX_VALUES}, $22::bigint, CASE WHEN $2::text IN ${TERMINAL} THEN clock_timestamp() END)
+    INSERT INTO transactions (tx_id, ${TX_COLUMNS}, version, terminal_at, owner_host, owner_epoch)
+    VALUES (${TX_VALUES}, $22::bigint, CASE WHEN $2::text IN ${TERMINAL} THEN clock_timestamp() END, $35::text,
+      $36::bigint)
     ON CONFLICT (first_signature) DO NOTHING
     RETURNING tx_id, version
   ), ${EFFECTS}`;

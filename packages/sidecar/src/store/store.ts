@@ -82,8 +82,14 @@ export interface TxQueries {
    * `sinceSlot` (its tip may still land: the caller decides exactly, by the tip's blockhash).
    */
   followed(sinceSlot: number): Promise<{ live: StoredTx[]; ended: StoredTx[] }>;
-  /** Every retained record, terminal ones included (recovery, tipper loads). */
+  /** Every retained record, terminal ones included (recovery). */
   all(): Promise<StoredTx[]>;
+  /**
+   * The records this store holds in memory (the tippers' loads, every balance read): on the local stores every
+   * retained one, as `all`; on PostgreSQL with one host the same set (every live record and the retained terminal
+   * ones), without reading the table.
+   */
+  held(): Promise<StoredTx[]>;
   /**
    * Which of these tips the store itself holds on that attempt, read from where it keeps them (a database: read from
    * it now, not from what this process holds). After a database outage, a tip this process sent that the database
@@ -427,6 +433,10 @@ abstract class TableTxStore implements TxStore {
 
   all(): Promise<StoredTx[]> {
     return Promise.resolve([...this.state.records.values()]);
+  }
+
+  held(): Promise<StoredTx[]> {
+    return this.all();
   }
 
   counts(): Promise<StoreCounts> {

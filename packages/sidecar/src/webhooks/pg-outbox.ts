@@ -142,7 +142,7 @@ export class PgWebhookOutbox implements OutboxPort {
   ): Promise<number> {
     this.take = take;
     // This host id's leases from earlier runs: a dead process's (see the class comment), taken over now. Any other
-    // epoch, not just smaller ones: the epoch is the start's wall clock, which may have stepped back.
+    // epoch, not just smaller ones: without a host session the epoch is the start's wall clock, which may step back.
     await this.pool.query(
       `UPDATE webhook_outbox SET lease_host = NULL, lease_epoch = NULL, lease_expires_at = NULL
        WHERE done_at IS NULL AND lease_host = $1 AND lease_epoch <> $2`,

@@ -39,6 +39,17 @@ test('enqueue to finalized on PostgreSQL: one tip paid, every row in the databas
   const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer() });
   expect(enqueued.status).toBe(202);
   const txId: string = enqueued.body.tx_id;
+  // The host session owns it while it is live: /status says so, and so does the row.
+  const fleet = (await get(url, '/status')).body.fleet;
+  expect(fleet).toMatchObject({ host_id: expect.stringMatching(/^\S+:\d+$/), lease_ms: 5000, live: true });
+  const owner = await db.query(
+    `SELECT owner_host, owner_epoch::int AS epoch FROM transactions WHERE tx_id = $1`,
+    [txId],
+  );
+  expect(owner.rows).toEqual([{ owner_host: fleet.host_id, epoch: fleet.epoch }]);
+  expect(fleet.hosts).toEqual([
+    expect.objectContaining({ host_id: fleet.host_id, epoch: fleet.epoch, live: true, ended_at: null }),
+  ]);
   await waitAllFinalized(url, [txId], 45_000);
 
   const record = (await get(url, `/tx/${txId}`)).body;
@@ -80,6 +91,13 @@ test('enqueue to finalized on PostgreSQL: one tip paid, every row in the databas
   const restarted = await stack.restart();
   const again = (await get(restarted.url, `/tx/${txId}`)).body;
   expect(again).toMatchObject({ tx_id: txId, state: 'finalized', attempts: [{ stage: 'finalized' }] });
+  // ... under a new epoch of the same host, the earlier one ended.
+  const after = (await get(restarted.url, '/status')).body.fleet;
+  expect(after.epoch).toBeGreaterThan(fleet.epoch);
+  expect(after.hosts.map((h: { epoch: number; live: boolean }) => [h.epoch, h.live])).toEqual([
+    [fleet.epoch, false],
+    [after.epoch, true],
+  ]);
 }, 90_000);
 
 test('an unmigrated database refuses to start with its coded error, naming both versions', async () => {

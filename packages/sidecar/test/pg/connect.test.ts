@@ -1,6 +1,6 @@
 import { isRelayError, type RelayError } from '@solrelay/core';
 import { freePort, usePostgres } from '@solrelay/testkit';
-import { DATABASE_DEFAULTS, connectDatabase } from '../../src/pg';
+import { DATABASE_DEFAULTS, connectDatabase, withServerKeepalives } from '../../src/pg';
 
 // A real PostgreSQL 15 (testkit): password authentication over TCP, so a wrong password is refused as in production.
 const pg = usePostgres();
@@ -74,4 +74,21 @@ test('a database that does not exist is RELAY_E_DB_NOT_FOUND naming it; the pass
   expect(error.details).toMatchObject({ database: 'no_such_db' });
   expect(error.message).toContain('no_such_db');
   expect(error.message).not.toContain(server.password);
+});
+
+test("a lock's own connection asks the server for TCP keepalives, so a vanished peer's lock is freed in seconds", async () => {
+  const { pool } = await connectDatabase(`${await pg.fresh()}?application_name=relay`);
+  const client = new (await import('pg')).default.Client(withServerKeepalives(pool.options));
+  try {
+    await client.connect();
+    const { rows } = await client.query<Record<string, string>>(
+      `SELECT current_setting('tcp_keepalives_idle') AS idle, current_setting('tcp_keepalives_interval') AS interval,
+              current_setting('tcp_keepalives_count') AS count, current_setting('tcp_user_timeout') AS user_timeout,
+              current_setting('application_name') AS app`,
+    );
+    expect(rows[0]).toEqual({ idle: '5', interval: '2', count: '3', user_timeout: '10000', app: 'relay' });
+  } finally {
+    await client.end();
+    await pool.end();
+  }
 });

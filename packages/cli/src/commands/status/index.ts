@@ -68,5 +68,22 @@ export function renderStatus(s: StatusResponse, color: boolean): string {
       w.consecutive_failures > 0 ? `; failing (${w.consecutive_failures}× ${w.last_error ?? ''})` : '';
     rows.push([`webhook ${w.url}`, `${w.delivered} delivered, ${backlog}${failing}`]);
   }
+  // PostgreSQL: this host's session and the database's (null on the journal; absent from older sidecars).
+  if (s.fleet) {
+    const f = s.fleet;
+    rows.push([
+      'host',
+      `${f.host_id}, epoch ${f.epoch}${f.live ? '' : ' (session lapsed: registering again)'}; lease ${f.lease_ms} ms`,
+    ]);
+    if (f.hosts === null) rows.push(['fleet', 'the database could not be read']);
+    for (const h of f.hosts ?? []) {
+      const state = h.ended_at
+        ? `ended ${h.ended_at}`
+        : h.live
+          ? `live, heartbeat ${(h.heartbeat_age_ms / 1000).toFixed(1)} s ago`
+          : `lease lapsed ${(-h.lease_remaining_ms / 1000).toFixed(1)} s ago`;
+      rows.push([`session ${h.host_id} #${h.epoch}`, `${state}; owns ${h.owned} live`]);
+    }
+  }
   return keyValueTable(rows, color);
 }
