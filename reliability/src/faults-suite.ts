@@ -352,7 +352,20 @@ const CASES: FaultCase[] = [
     ],
     inject: async (fs) => {
       const { cluster } = fs.stack.simnet;
-      const counts = { voteOnly: 0, deleted: 0, firstVoteOnlyMs: 0, lastVoteOnlyMs: 0 };
+      const counts = { voteOnly: 0, deleted: 0, firstVoteOnlyMs: 0, lastVoteOnlyMs: 0, relaySawWindowMs: 0 };
+      // relay holds once its own view of the processed tip reaches the boundary; on a loaded host that view may lag
+      // the cluster's by a few of these short slots. When relay knew is read from relay itself, not assumed.
+      let polling = false;
+      const poll = setInterval(() => {
+        if (polling || counts.relaySawWindowMs !== 0) return;
+        polling = true;
+        void metric(fs.url, 'relay_consensus_migration_window_open')
+          .then((open) => {
+            if (open === 1 && counts.relaySawWindowMs === 0) counts.relaySawWindowMs = Date.now();
+          })
+          .catch(() => undefined)
+          .finally(() => (polling = false));
+      }, 20);
       const onSlot = (e: { status: string }) => {
         if (e.status !== 'processed' || cluster.consensusPhase !== 'vote-only') return;
         counts.voteOnly++;
@@ -367,7 +380,7 @@ const CASES: FaultCase[] = [
       cluster.on('rollback', onRollback);
       migrations.set(fs, {
         counts,
-        stop: () => (cluster.off('slot', onSlot), cluster.off('rollback', onRollback)),
+        stop: () => (clearInterval(poll), cluster.off('slot', onSlot), cluster.off('rollback', onRollback)),
       });
       cluster.scheduleMigration(cluster.slot + MIGRATION_LEAD_SLOTS);
       return {};
@@ -381,12 +394,20 @@ const CASES: FaultCase[] = [
         'relay to detect Alpenglow',
       );
       migrations.get(fs)?.stop();
-      // Nothing went out through the window (DESIGN §12: its blocks pack no user transactions): no bundle reached the
-      // engine between the window's first vote-only block (give or take two slots: a bundle on the wire as relay's
-      // stream crossed the boundary) and its last one.
+      // Nothing went out through the window once relay knew of it (DESIGN §12: its blocks pack no user transactions):
+      // no bundle reached the engine between the later of the window's first vote-only block (give or take two
+      // slots: a bundle on the wire as relay's stream crossed the boundary) and the moment relay was seen reporting
+      // the window open (plus a slot on the wire), and the window's last block. How late relay's view was is said.
       const counts = migrations.get(fs)?.counts;
       if (!counts || counts.voteOnly === 0) throw new Error('the migration produced no vote-only block');
-      const from = counts.firstVoteOnlyMs + 2 * slotMs;
+      if (counts.relaySawWindowMs === 0)
+        throw new Error('relay was never seen reporting the migration window open');
+      const lagMs = counts.relaySawWindowMs - counts.firstVoteOnlyMs;
+      if (lagMs > 2 * slotMs)
+        console.log(
+          `consensus migration: relay reported the window open ${lagMs} ms after its first vote-only block`,
+        );
+      const from = Math.max(counts.firstVoteOnlyMs + 2 * slotMs, counts.relaySawWindowMs + slotMs);
       const during = fs.stack.simnet.engine
         .received()
         .bundles.filter((b) => b.receivedMs > from && b.receivedMs <= counts.lastVoteOnlyMs);
@@ -441,6 +462,8 @@ const migrations = new Map<
       deleted: number;
       firstVoteOnlyMs: number;
       lastVoteOnlyMs: number;
+      /** When relay was first seen reporting the window open (its /metrics gauge, polled): 0 until then. */
+      relaySawWindowMs: number;
     };
     stop: () => void;
   }
