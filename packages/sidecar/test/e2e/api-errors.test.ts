@@ -210,11 +210,16 @@ test('the per-transaction stream of an already-terminal transaction sends its st
   expect((await post(url, '/internal/submit', { tx_id, tip_lamports: 200_000, reason: 'x' })).status).toBe(
     202,
   );
-  // Finalized (~32 slots of 60 ms after it lands); on a loaded machine give it time, and say where it stopped.
-  await waitUntil(
-    async () => (await get(url, `/tx/${tx_id}`)).body.state === 'finalized',
+  // Terminal: finalized (~32 slots of 60 ms after it lands), or expired should its one attempt miss its window on a
+  // loaded machine (nothing decides again here: no agent). Either is what this test needs; say where it stopped.
+  const terminal = ['finalized', 'expired', 'failed'];
+  const state = await waitUntil(
+    async () => {
+      const now = (await get(url, `/tx/${tx_id}`)).body.state as string;
+      return terminal.includes(now) ? now : undefined;
+    },
     60_000,
-    'finalized',
+    'a terminal state',
   ).catch(async (error: Error) => {
     throw new Error(`${error.message}: ${JSON.stringify((await get(url, `/tx/${tx_id}`)).body)}`);
   });
@@ -222,7 +227,7 @@ test('the per-transaction stream of an already-terminal transaction sends its st
   await reader.waitFor((r) => r.ended, 5000);
   expect(reader.messages).toHaveLength(1);
   expect(reader.messages[0]!.event).toBe('tx_status_changed');
-  expect(JSON.parse(reader.messages[0]!.data)).toMatchObject({ tx_id, state: 'finalized' });
+  expect(JSON.parse(reader.messages[0]!.data)).toMatchObject({ tx_id, state });
 }, 80_000);
 
 test('Last-Event-ID resumes the global stream; an unknown id gets resync', async () => {
