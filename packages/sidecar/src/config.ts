@@ -1,6 +1,7 @@
 import { homedir, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { RelayError } from '@solrelay/core';
+import { HOST_LEASE_MS } from './pg/host-session';
 import { parseDatabaseUrl } from './pg/url';
 
 /**
@@ -90,7 +91,7 @@ export const DEFAULTS = {
   bundlePackMax: 4,
   verifyThreads: 1,
   journalCompactBytes: 64 * 1024 * 1024,
-  leaseMs: 5_000,
+  leaseMs: HOST_LEASE_MS,
 } as const;
 
 type Env = Record<string, string | undefined>;
