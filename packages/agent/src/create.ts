@@ -55,6 +55,8 @@ export function createRelayAgent(options: CreateRelayAgentOptions): CreatedRelay
   } = options;
   const client = new RelayClient({
     baseUrl: relayUrl,
+    // In a fleet the agent decides for its own sidecar only: another host's transactions are that host's agent's.
+    eventScope: 'host',
     ...(token ? { token } : {}),
     ...(clientLogger ? { logger: clientLogger } : {}),
   });

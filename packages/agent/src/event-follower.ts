@@ -47,6 +47,7 @@ export class EventFollower {
     on('bundle_settled', (e) => this.onSettled(e));
     on('slot_update', (e) => this.onSlot(e));
     on('tx_status_changed', (e) => this.onStatusChanged(e));
+    on('tx_adopted', (e) => this.onAdopted(e));
     on('mode_changed', (e) => ctx.state.setMode(e.decision_mode));
     on('policy_changed', (e) => ctx.state.applyPolicy(e));
     on('tip_update', (e) => ctx.state.applyTip(e));
@@ -97,6 +98,34 @@ export class EventFollower {
         ` cu=${tx.compute_units ?? 'unknown'} contention=${tx.contention?.class ?? 'unread'}`,
     );
     ctx.kick(tx.tx_id);
+  }
+
+  /**
+   * A fleet (DESIGN §10): this agent's sidecar took over a transaction from a host whose session ended. Pending, it is
+   * decided as if just enqueued (its retries so far kept); with an attempt in flight, it waits for that attempt's
+   * `bundle_settled` as any submitted one does (the sidecar resends only the committed bytes meanwhile).
+   */
+  private onAdopted(e: RelayEventMap['tx_adopted']): void {
+    const { ctx } = this;
+    if (ctx.txs.has(e.tx_id) || isTerminalTxState(e.state)) return;
+    const pending = e.state === 'pending';
+    ctx.txs.set(e.tx_id, {
+      tx_id: e.tx_id,
+      priority: e.priority,
+      max_tip: e.max_tip,
+      tip: e.tip,
+      enqueue_slot: e.enqueued_slot,
+      expires_at_slot: e.expires_at_slot,
+      retries: e.retries,
+      previous: null,
+      compute_units: null,
+      contention: null,
+      status: pending ? 'pending' : 'submitted',
+      cooldown_until_slot: 0,
+      cycle_started_ms: ctx.clock.now(),
+    });
+    ctx.log.line(`adopted ${e.tx_id} from=${e.from_host_id} state=${e.state} retries=${e.retries}`);
+    if (pending) ctx.kick(e.tx_id);
   }
 
   private onSettled(e: RelayEventMap['bundle_settled']): void {

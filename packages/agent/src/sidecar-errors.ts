@@ -44,7 +44,10 @@ export function isTokenRefusal(error: unknown): error is RelayError {
 
 /** What a refused `POST /internal/submit` means for the transaction, read from the error's code. */
 export type SubmitRefusal =
-  /** `RELAY_E_TX_NOT_FOUND`: the sidecar has no such transaction; stop tracking it. */
+  /**
+   * `RELAY_E_TX_NOT_FOUND`: the sidecar has no such transaction; `RELAY_E_TX_OWNED_ELSEWHERE`: another host of its
+   * fleet runs it (that host's agent decides). Either way, stop tracking it.
+   */
   | 'unknown_tx'
   /** `RELAY_E_TX_WRONG_STATE` naming a terminal state: the transaction is over; stop tracking it. */
   | 'tx_ended'
@@ -61,7 +64,8 @@ export type SubmitRefusal =
 export function submitRefusalOf(error: unknown): SubmitRefusal {
   if (!isRelayError(error)) return 'retry_later';
   if (TOKEN_REFUSAL_CODES.has(error.code)) return 'token_refused';
-  if (error.code === 'RELAY_E_TX_NOT_FOUND') return 'unknown_tx';
+  if (error.code === 'RELAY_E_TX_NOT_FOUND' || error.code === 'RELAY_E_TX_OWNED_ELSEWHERE')
+    return 'unknown_tx';
   if (error.code === 'RELAY_E_TX_WRONG_STATE') {
     const state = error.details.state;
     return isTxState(state) && isTerminalTxState(state) ? 'tx_ended' : 'not_pending';

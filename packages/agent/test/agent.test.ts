@@ -313,3 +313,42 @@ test('a 409 from the sidecar does not loop: the transaction waits for events or 
   expect(agent.tracked('tx_w')?.status).toBe('submitted');
   expect(log.lines.some((l) => l.startsWith('skip tx_w reason='))).toBe(true);
 });
+
+test('tx_adopted (a fleet took over a dead host’s work): pending is decided at once; in flight waits for its bundle_settled', async () => {
+  const relay = new FakeRelay();
+  relay.nextBundleEngineSlot = 100;
+  const { log } = await startAgent(relay);
+  const adopted = (txId: string, state: 'pending' | 'submitted', retries: number) =>
+    relay.emit('tx_adopted', {
+      tx_id: txId,
+      host_id: 'relay-b',
+      from_host_id: 'relay-a',
+      from_epoch: 7,
+      state,
+      priority: 'normal',
+      enqueued_slot: relay.slot,
+      expires_at_slot: relay.slot + 150,
+      max_tip: null,
+      tip: 'auto',
+      retries,
+    });
+  adopted('tx_pending', 'pending', 1);
+  await waitUntil(() => relay.submits.length === 1, 5_000, 'the adopted pending transaction decided');
+  expect(relay.submits[0]).toMatchObject({ tx_id: 'tx_pending' });
+  expect(log.lines).toContain('adopted tx_pending from=relay-a state=pending retries=1');
+
+  // In flight: the inherited attempt's bytes are the sidecar's to resend; no decision until it settles.
+  adopted('tx_flying', 'submitted', 0);
+  await new Promise((r) => setTimeout(r, 50));
+  expect(relay.submits.map((s) => s.tx_id)).toEqual(['tx_pending']);
+  relay.emit('bundle_settled', {
+    bundle_id: 'b-old',
+    stage: 'failed',
+    failure_type: 'dropped',
+    tx_id: 'tx_flying',
+    tip_lamports: 40_000,
+    retries: 1,
+  });
+  await waitUntil(() => relay.submits.length === 2, 5_000, 'the retry after the inherited attempt settled');
+  expect(relay.submits[1]).toMatchObject({ tx_id: 'tx_flying' });
+});

@@ -31,13 +31,20 @@ function refusalFromBody(code: RelayErrorCode, details: Record<string, unknown> 
 }
 
 describe('submitRefusalOf', () => {
-  test('only RELAY_E_TX_NOT_FOUND and a terminal RELAY_E_TX_WRONG_STATE end tracking; no other code does', () => {
+  test('only RELAY_E_TX_NOT_FOUND, RELAY_E_TX_OWNED_ELSEWHERE and a terminal RELAY_E_TX_WRONG_STATE end tracking; no other code does', () => {
     const ending = new Set<string>(['unknown_tx', 'tx_ended']);
+    const ends = new Set(['RELAY_E_TX_NOT_FOUND', 'RELAY_E_TX_OWNED_ELSEWHERE']);
     for (const code of RELAY_ERROR_CODES) {
       const refusal = submitRefusalOf(refusalFromBody(code, { state: 'pending' }));
-      expect({ code, ends: ending.has(refusal) }).toEqual({ code, ends: code === 'RELAY_E_TX_NOT_FOUND' });
+      expect({ code, ends: ending.has(refusal) }).toEqual({ code, ends: ends.has(code) });
     }
     expect(submitRefusalOf(refusalFromBody('RELAY_E_TX_NOT_FOUND', { tx_id: 'tx_1' }))).toBe('unknown_tx');
+    // Another host of the fleet runs it: its own agent decides.
+    expect(
+      submitRefusalOf(
+        refusalFromBody('RELAY_E_TX_OWNED_ELSEWHERE', { tx_id: 'tx_1', owner_host: 'relay-b' }),
+      ),
+    ).toBe('unknown_tx');
     for (const state of ['finalized', 'failed', 'expired'])
       expect(submitRefusalOf(refusalFromBody('RELAY_E_TX_WRONG_STATE', { state }))).toBe('tx_ended');
     for (const state of ['submitted', 'landed', 'pending (attempts stopped)', undefined])

@@ -47,6 +47,13 @@ export interface RelayClientOptions {
    * `WAIT_READ_TIMEOUT_MS`, 10 s). A read that takes longer counts as a lost connection: it is retried with backoff.
    */
   waitReadTimeoutMs?: number;
+  /**
+   * Which events the `/internal/events` stream carries when the sidecar is one of a fleet (several sidecars on one
+   * database): `fleet` (the default) every host's, `host` only what this sidecar's own commits wrote (its
+   * transactions and what it adopted) and its own news: what an agent deciding for this sidecar follows. A sidecar
+   * alone sends the same either way.
+   */
+  eventScope?: 'fleet' | 'host';
 }
 
 /** The default of `RelayClientOptions.waitReadTimeoutMs`. */
@@ -119,8 +126,12 @@ export class RelayClient {
       isClosed: () => this.closed,
     });
     const timers = options.timers ?? globalTimers;
-    this.stream = new EventStream(this.http, timers, options.logger, (name, data) =>
-      this.dispatch(name, data),
+    this.stream = new EventStream(
+      this.http,
+      timers,
+      options.logger,
+      (name, data) => this.dispatch(name, data),
+      options.eventScope === 'host' ? '/internal/events?scope=host' : '/internal/events',
     );
     this.handleContext = {
       http: this.http,

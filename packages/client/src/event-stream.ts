@@ -55,6 +55,8 @@ export class EventStream {
     private readonly timers: Timers,
     private readonly logger: RelayClientLogger | undefined,
     private readonly emit: <K extends RelayClientEventName>(name: K, data: RelayClientEventMap[K]) => void,
+    /** The stream's path (with its query: `?scope=host` for an agent, see `RelayClientOptions.eventScope`). */
+    private readonly path = '/internal/events',
   ) {}
 
   get connectionState(): ConnectionState {
@@ -93,7 +95,7 @@ export class EventStream {
     this.setState('connecting', null);
     this.connection = openSse(
       this.http,
-      '/internal/events',
+      this.path,
       RELAY_EVENT_NAMES,
       this.lastId,
       {

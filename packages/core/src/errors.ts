@@ -62,6 +62,11 @@ export interface RelayErrorContext {
   RELAY_E_TX_NOT_FOUND: { tx_id: string };
   /** `state`: the state, or a description of it (`pending (attempts stopped)`). */
   RELAY_E_TX_WRONG_STATE: { tx_id: string; state: string; expected: string };
+  /**
+   * Several sidecars share one database (DESIGN §10) and another host of the fleet runs this transaction: only its
+   * owner decides, sends and changes it. `owner_host` is that host's `RELAY_HOST_ID`.
+   */
+  RELAY_E_TX_OWNED_ELSEWHERE: { tx_id: string; owner_host: string };
   RELAY_E_TX_TIP_NOT_RAISABLE: PolicyViolationDetails;
   RELAY_E_TX_ILLEGAL_TRANSITION: { from: TxState; to: TxState };
 
@@ -227,6 +232,10 @@ export const RELAY_ERRORS = {
   },
   RELAY_E_TX_NOT_FOUND: { status: 404, message: 'Unknown transaction $tx_id' },
   RELAY_E_TX_WRONG_STATE: { status: 409, message: 'Transaction $tx_id is $state; this needs $expected' },
+  RELAY_E_TX_OWNED_ELSEWHERE: {
+    status: 409,
+    message: 'Transaction $tx_id is run by host $owner_host of this fleet; send this request to that host',
+  },
   RELAY_E_TX_TIP_NOT_RAISABLE: {
     status: 422,
     message: 'The transaction carries its own tip ("tip":"included"); tip_lamports must be 0 (got $actual)',

@@ -123,6 +123,31 @@ export interface TxEnqueuedEvent extends EventBase {
   contention?: ContentionSignal;
 }
 
+/**
+ * Several sidecars on one database (DESIGN §10): a host's takeover sweep adopted a transaction whose owner's session
+ * ended or lapsed (a host stopped, died, or paused past its lease). From this event on, `host_id` runs it: an attempt
+ * in flight is resent only as the bytes already committed, and a new tip is built only once the old one provably
+ * cannot land. Written by the adopting host in the same commit as the move, so every host's stream carries it.
+ */
+export interface TxAdoptedEvent extends EventBase {
+  tx_id: string;
+  /** The host that owns the transaction now (`RELAY_HOST_ID`). */
+  host_id: string;
+  /** The host that owned it before, and the epoch of its session that ended or lapsed. */
+  from_host_id: string;
+  from_epoch: number;
+  /** The transaction's state when adopted (never terminal). */
+  state: TxState;
+  priority: Priority;
+  /** The slot it was enqueued at (`tx_enqueued`'s `slot`). */
+  enqueued_slot: number;
+  expires_at_slot: number;
+  max_tip: number | null;
+  tip: TipMode;
+  /** The transaction's retries counted so far. */
+  retries: number;
+}
+
 /** A submission was requested through `POST /internal/submit`. */
 export interface SubmitRequestedEvent extends EventBase {
   tx_id: string;
@@ -173,6 +198,7 @@ export interface RelayEventMap {
   agent_presence: AgentPresenceEvent;
   policy_changed: PolicyChangedEvent;
   tip_update: TipUpdateEvent;
+  tx_adopted: TxAdoptedEvent;
   resync: ResyncEvent;
 }
 
@@ -198,6 +224,7 @@ export const RELAY_EVENT_NAMES = [
   'agent_presence',
   'policy_changed',
   'tip_update',
+  'tx_adopted',
   'resync',
 ] as const satisfies readonly RelayEventName[];
 

@@ -11,7 +11,7 @@ import {
 } from '../src';
 
 describe('event map', () => {
-  it('lists the five spec events and the five extra ones', () => {
+  it('lists the five spec events and the six extra ones', () => {
     expect([...SPEC_EVENT_NAMES]).toEqual([
       'tx_status_changed',
       'bundle_settled',
@@ -24,6 +24,7 @@ describe('event map', () => {
       'agent_presence',
       'policy_changed',
       'tip_update',
+      'tx_adopted',
       'resync',
     ]);
     expect(new Set(RELAY_EVENT_NAMES).size).toBe(RELAY_EVENT_NAMES.length);
@@ -41,6 +42,7 @@ describe('event map', () => {
       agent_presence: true,
       policy_changed: true,
       tip_update: true,
+      tx_adopted: true,
       resync: true,
     };
     expect([...RELAY_EVENT_NAMES].sort()).toEqual(Object.keys(keys).sort());

@@ -66,6 +66,11 @@ export interface SidecarConfig {
   hostId: string;
   /** `RELAY_LEASE_MS` (DESIGN §10): how long a host session lives without a heartbeat (one every lease / 5). */
   leaseMs: number;
+  /**
+   * `RELAY_FLEET` (README "Running a fleet"): this sidecar is one of several on `RELAY_DATABASE_URL`. Off (the
+   * default), the sidecar is its database's only writer (a second one is refused with RELAY_E_DB_IN_USE).
+   */
+  fleet: boolean;
 }
 
 /** Jito's regional mainnet block engines (jito.md §1.1); each gives an IP its own budget. */
@@ -388,5 +393,17 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     hostId: hostId(env, apiPort),
     // At least 1 s (a heartbeat every 200 ms at most); at most 10 min (a dead host's work waits that long).
     leaseMs: integer(env, 'RELAY_LEASE_MS', DEFAULTS.leaseMs, 1_000, 600_000),
+    fleet: fleet(env),
   };
+}
+
+/** `RELAY_FLEET`: a flag, and only with `RELAY_DATABASE_URL` (hosts share nothing else). */
+function fleet(env: Env): boolean {
+  const on = flag(env, 'RELAY_FLEET');
+  if (on && value(env, 'RELAY_DATABASE_URL') === undefined)
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name: 'RELAY_FLEET',
+      reason: 'a fleet shares one PostgreSQL: set RELAY_DATABASE_URL too',
+    });
+  return on;
 }

@@ -308,6 +308,11 @@ export class Relay {
     return this.s.recovery.resumeAfterRestart();
   }
 
+  /** Resume what this host adopted from another one of its fleet (see `Recovery.resumeAdopted`). */
+  resumeAdopted(txIds: readonly string[]): Promise<{ resent: number; tracked: number }> {
+    return this.s.recovery.resumeAdopted(txIds);
+  }
+
   close(): void {
     this.s.close();
   }

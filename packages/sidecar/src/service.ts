@@ -268,6 +268,20 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     });
   }
 
+  // A fleet: what the takeover sweep adopts from a host whose session ended is resumed as a restart resumes its own.
+  if (store instanceof PgTxStore && config.fleet)
+    store.watchAdoptions(({ txs, from }) => {
+      const previous = [...new Set([...from.values()].map((f) => `${f.hostId}#${f.epoch}`))];
+      log.warn(
+        { adopted: txs.length, from: previous },
+        'fleet: adopted the live work of a host whose session ended',
+      );
+      r.resumeAdopted(txs.map((t) => t.tx_id)).then(
+        (resumed) => log.info(resumed, 'fleet: resumed adopted work'),
+        (error: unknown) => log.warn({ err: error }, 'fleet: resuming adopted work failed'),
+      );
+    });
+
   // What a restart left in flight is adopted before any input arrives: packed riders are held again before a slot
   // tick, a bypass sweep or a tracking pass could send one alone beside its pack.
   const resumed = await r.resumeAfterRestart();
@@ -275,6 +289,8 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     log.info(resumed, `resumed in-flight work from the ${opened.name}`);
   if (resumed.relogged > 0)
     log.warn({ relogged: resumed.relogged }, 'lifecycle log: wrote again entries a crash lost');
+  // Its own work resumed first; then the fleet's orphans (a restarted host re-adopted its own at open).
+  if (store instanceof PgTxStore && config.fleet) store.startSweeping();
 
   const periodic = new Periodic(log);
   periodic.every(intervals.tipFloorMs, () =>
@@ -339,6 +355,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     tip: () => oracle.view(clock.now()),
     now: () => clock.now(),
     webDist: options.webDist,
+    ...(config.fleet ? { fleetHostId: config.hostId } : {}),
   });
   const server: Server = createServer(listener);
   server.keepAliveTimeout = 65_000;
@@ -480,7 +497,12 @@ async function followEventLog(
         events.map((e) =>
           e.name === 'bundle_settled'
             ? e
-            : { cursor: e.cursor, name: e.name, data: { ...(e.data as object), ts: clock.now() } },
+            : {
+                cursor: e.cursor,
+                host: e.host,
+                name: e.name,
+                data: { ...(e.data as object), ts: clock.now() },
+              },
         ),
       );
     },
@@ -523,6 +545,9 @@ async function openStore(config: SidecarConfig, options: SidecarOptions, log: Lo
       retainTerminal,
       hostId: config.hostId,
       session: { hostId: config.hostId, leaseMs: config.leaseMs },
+      // A fleet (RELAY_FLEET): several writers, each holding its own work; commits with events NOTIFY the others.
+      sole: !config.fleet,
+      notifyEvents: config.fleet,
       webhookEndpoints: config.webhookSecret ? config.webhookUrls : [],
     });
     log.info({ database: redactDatabaseUrl(config.databaseUrl) }, 'store: PostgreSQL');

@@ -256,3 +256,19 @@ test('RELAY_HOST_ID defaults to <hostname>:<API_PORT>; RELAY_LEASE_MS defaults t
     expect(error.message).toMatch(message);
   }
 });
+
+test('RELAY_FLEET is off by default, on only beside RELAY_DATABASE_URL, and a flag', () => {
+  expect(configFromEnv(minimal, '/srv/relay').fleet).toBe(false);
+  const db = { RELAY_DATABASE_URL: 'postgres://relay@db.internal/relay' };
+  expect(configFromEnv({ ...minimal, ...db, RELAY_FLEET: '1' }, '/srv/relay').fleet).toBe(true);
+  expect(configFromEnv({ ...minimal, ...db, RELAY_FLEET: 'true' }, '/srv/relay').fleet).toBe(true);
+  expect(configFromEnv({ ...minimal, ...db, RELAY_FLEET: '0' }, '/srv/relay').fleet).toBe(false);
+  for (const [env, message] of [
+    [{ RELAY_FLEET: '1' }, /RELAY_FLEET.*set RELAY_DATABASE_URL too/],
+    [{ ...db, RELAY_FLEET: 'yes' }, /RELAY_FLEET/],
+  ] as const) {
+    const error = errorOf({ ...minimal, ...env });
+    expect([env, error.code]).toEqual([env, 'RELAY_E_CONFIG_INVALID_ENV']);
+    expect(error.message).toMatch(message);
+  }
+});

@@ -37,6 +37,8 @@ export interface HubEvent {
   seq: number;
   /** The event log's cursor of a stored event (PostgreSQL); absent for events published in process. */
   cursor?: EventCursor;
+  /** The host whose commit wrote a stored event (several sidecars on one database); absent when not known. */
+  host?: string;
   name: string;
   data: unknown;
   /** The serialized frame, shared by every client. */
@@ -65,6 +67,8 @@ export interface SubscribeOptions {
 /** A stored event as the event log gives it (see store/pg-events.ts). */
 export interface StoredHubEvent {
   cursor: EventCursor;
+  /** The host whose commit wrote it, when known. */
+  host?: string | null;
   name: string;
   data: unknown;
   /** The payload as JSON text, when the caller has it (saves serializing it again). */
@@ -208,6 +212,7 @@ export class EventHub {
       const id = formatEventCursor(e.cursor);
       const frame = `id: ${id}\nevent: ${e.name}\ndata: ${e.json ?? JSON.stringify(e.data)}\n\n`;
       const event: HubEvent = { id, seq: ++this.seq, cursor: e.cursor, name: e.name, data: e.data, frame };
+      if (e.host) event.host = e.host;
       stored.position = e.cursor;
       this.remember(event);
       this.fanOut(event);
@@ -410,6 +415,7 @@ export class EventHub {
         const id = formatEventCursor(e.cursor);
         const frame = `id: ${id}\nevent: ${e.name}\ndata: ${e.json ?? JSON.stringify(e.data)}\n\n`;
         const event: HubEvent = { id, seq: 0, cursor: e.cursor, name: e.name, data: e.data, frame };
+        if (e.host) event.host = e.host;
         if (!this.replayOne(client, event)) return false;
       }
       if (batch.length < REPLAY_BATCH) return true;

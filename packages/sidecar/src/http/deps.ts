@@ -28,6 +28,12 @@ export interface AppDeps {
   allowedHosts?: readonly string[] | undefined;
   /** The service's clock (event timestamps); the system's when absent. */
   now?: () => number;
+  /**
+   * Several sidecars on one database: this host's `RELAY_HOST_ID`. The agent's stream then carries only what this
+   * host's own commits wrote (its transactions, and what it adopted) and this host's own news: another host's agent
+   * decides the rest.
+   */
+  fleetHostId?: string | undefined;
 }
 
 /** What a route group registers its routes on: the app itself (see `createApp` for why not a sub-router). */

@@ -384,8 +384,18 @@ export function openApiDocument(): Record<string, unknown> {
         get: {
           summary:
             'Every event; resumes from Last-Event-ID (<bootId>-<seq>; on PostgreSQL the event cursor <xid>.<id>) or sends resync',
-          parameters: [{ name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' } }],
-          responses: { '200': sse('Event stream'), ...errors(401) },
+          parameters: [
+            { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' } },
+            {
+              name: 'scope',
+              in: 'query',
+              required: false,
+              description:
+                "In a fleet (RELAY_FLEET): fleet (default) carries every host's events; host only this sidecar's own (the agent's)",
+              schema: { type: 'string', enum: ['fleet', 'host'], default: 'fleet' },
+            },
+          ],
+          responses: { '200': sse('Event stream'), ...errors(400, 401) },
         },
       },
       '/internal/submit': {

@@ -1,9 +1,11 @@
+import { isTerminalTxState } from '@solrelay/core';
 import type { RelayPorts } from '../context';
 import type { BypassDecider } from '../deciders/bypass';
 import { lifecycleEntry } from '../events/announce';
 import type { Packer } from '../send/packer';
 import type { SendQueue } from '../send/queue';
 import { inFlight } from '../store/queries';
+import type { StoredTx } from '../store/records';
 
 /** Start-up after a restart: resend what was journaled but not acknowledged, and repair the lifecycle log. */
 export class Recovery {
@@ -20,25 +22,46 @@ export class Recovery {
    */
   async resumeAfterRestart(): Promise<{ resent: number; tracked: number; relogged: number }> {
     const relogged = await this.relogLostLifecycleEntries();
-    let resent = 0;
-    let tracked = 0;
     // Passengers of a pack still in flight wait for it, held, rather than go out alone beside it.
     const held = await this.packer.adoptAfterRestart();
-    for (const tx of await this.d.store.live()) {
-      const flying = inFlight(tx);
-      if (held.has(tx.tx_id)) {
-        tracked++;
-      } else if (flying?.stage === 'journaled' && tx.wires) {
-        this.queue.queueSend(tx, flying.attempt);
-        resent++;
-      } else if (tx.attempts.length > 0) {
-        tracked++;
-      }
-      // Bypass decides at enqueue; a transaction accepted just before a crash has had no decision yet.
-      if (!flying && tx.state === 'pending' && !tx.stopped && this.d.bypass.enabled)
-        void this.bypass.submit(tx.tx_id);
+    const counted = { resent: 0, tracked: 0 };
+    for (const tx of await this.d.store.live()) this.resume(tx, held, counted);
+    return { ...counted, relogged };
+  }
+
+  /**
+   * Several hosts (DESIGN §10): resume what the takeover sweep adopted from a host whose session ended, as a restart
+   * resumes its own: an attempt journaled and not acknowledged is resent as its committed bytes (never rebuilt, never
+   * a new tip), one in flight is tracked until it lands or provably cannot, a pending one is decided (bypass here;
+   * the agent is told by the `tx_adopted` event the sweep wrote).
+   */
+  async resumeAdopted(txIds: readonly string[]): Promise<{ resent: number; tracked: number }> {
+    const held = await this.packer.adoptAfterRestart(new Set(txIds));
+    const counted = { resent: 0, tracked: 0 };
+    for (const txId of txIds) {
+      const tx = await this.d.store.get(txId);
+      if (tx && !isTerminalTxState(tx.state)) this.resume(tx, held, counted);
     }
-    return { resent, tracked, relogged };
+    return counted;
+  }
+
+  private resume(
+    tx: StoredTx,
+    held: ReadonlySet<string>,
+    counted: { resent: number; tracked: number },
+  ): void {
+    const flying = inFlight(tx);
+    if (held.has(tx.tx_id)) {
+      counted.tracked++;
+    } else if (flying?.stage === 'journaled' && tx.wires) {
+      this.queue.queueSend(tx, flying.attempt);
+      counted.resent++;
+    } else if (tx.attempts.length > 0) {
+      counted.tracked++;
+    }
+    // Bypass decides at enqueue; a transaction accepted just before a crash has had no decision yet.
+    if (!flying && tx.state === 'pending' && !tx.stopped && this.d.bypass.enabled)
+      void this.bypass.submit(tx.tx_id);
   }
 
   /**

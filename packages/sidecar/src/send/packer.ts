@@ -494,9 +494,11 @@ export class Packer {
    * After a restart: a journaled or submitted pack still carries its passengers. They are held again rather than
    * sent alone beside it. Returns the transactions held.
    */
-  async adoptAfterRestart(): Promise<Set<string>> {
+  async adoptAfterRestart(only?: ReadonlySet<string>): Promise<Set<string>> {
     const heldIds = new Set<string>();
     for (const tx of await this.d.store.live()) {
+      // Adopted from another host (`only`): its packs alone; the ones this host held already stay as they are.
+      if (only && !only.has(tx.tx_id)) continue;
       const flying = inFlight(tx);
       if (!flying?.passengers?.length) continue;
       const jobs: SendJob[] = [];

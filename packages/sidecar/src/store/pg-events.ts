@@ -17,6 +17,8 @@ export interface StoredEvent {
   cursor: EventCursor;
   name: string;
   txId: string | null;
+  /** The host whose commit wrote it (`RELAY_HOST_ID`), or null. */
+  host: string | null;
   data: unknown;
   /** The payload exactly as stored (JSON text). */
   json: string;
@@ -29,7 +31,7 @@ export const EVENTS_CHANNEL = 'relay_events';
 export const LOG_START: EventCursor = { xid: 0n, id: 0n };
 
 // Aliased apart from the columns: ORDER BY xid, id must sort the xid8 and bigint columns, not their text.
-const EVENT_COLUMNS = `xid::text AS xid_text, id::text AS id_text, name, tx_id, payload::text AS payload`;
+const EVENT_COLUMNS = `xid::text AS xid_text, id::text AS id_text, name, tx_id, host_id, payload::text AS payload`;
 const STABLE = `xid < pg_snapshot_xmin(pg_current_snapshot())`;
 
 interface EventRow {
@@ -37,6 +39,7 @@ interface EventRow {
   id_text: string;
   name: string;
   tx_id: string | null;
+  host_id: string | null;
   payload: string;
 }
 
@@ -45,6 +48,7 @@ function fromRow(row: EventRow): StoredEvent {
     cursor: { xid: BigInt(row.xid_text), id: BigInt(row.id_text) },
     name: row.name,
     txId: row.tx_id,
+    host: row.host_id,
     data: JSON.parse(row.payload) as unknown,
     json: row.payload,
   };
@@ -64,7 +68,7 @@ const AFTER = `WITH s AS MATERIALIZED (SELECT pg_snapshot_xmin(pg_current_snapsh
   )
   SELECT * FROM r
   UNION ALL
-  SELECT NULL, NULL, NULL, NULL, NULL FROM s
+  SELECT NULL, NULL, NULL, NULL, NULL, NULL FROM s
   WHERE EXISTS (SELECT 1 FROM events WHERE (xid, id) > ($1::text::xid8, $2::bigint) AND xid >= s.xmin)`;
 
 const END = `SELECT ${EVENT_COLUMNS} FROM events WHERE ${STABLE} ORDER BY xid DESC, id DESC LIMIT 1`;

@@ -174,6 +174,12 @@ export class PgTxStore implements TxStore {
   /** A probe is waiting for its answer (one at a time: a server that hangs must not fill the pool with them). */
   private probing = false;
   private readonly availability = new Set<(change: DatabaseAvailability) => void>();
+  /** Several hosts: the takeover sweep's timer ({@link sweep}), and who is told what it adopted. */
+  private sweeper: NodeJS.Timeout | null = null;
+  private sweeping = false;
+  /** A sweep failed in a way that may have committed: read back this session's live rows it does not hold first. */
+  private strandedCheck = false;
+  private readonly adoptions = new Set<(adopted: Adopted) => void>();
 
   /**
    * Connect (`connectDatabase`: coded errors for a bad URL, an unreachable server, wrong credentials, a missing
@@ -238,6 +244,7 @@ export class PgTxStore implements TxStore {
       notifyEvents: options.notifyEvents ?? false,
       sole: options.sole ?? true,
       session: options.session ?? null,
+      sweepMs: options.sweepMs ?? (options.session ? Math.max(100, options.session.leaseMs / 5) : 0),
     };
     this.codec = storeCodec(this.options.retainTerminal);
     this.owned = this.codec.initial();
@@ -351,10 +358,15 @@ export class PgTxStore implements TxStore {
         if (inserted === 1) outcome = { tx: record, created: true, version: 1 };
         else {
           const { rows } = await this.statement<VersionedRow>(
-            `SELECT ${RECORD}, t.version FROM transactions t WHERE t.first_signature = $1`,
+            `SELECT ${HELD} FROM transactions t WHERE t.first_signature = $1`,
             [first],
           );
-          if (rows[0]) outcome = { tx: fromRow(rows[0]), created: false, version: int(rows[0].version) };
+          const row = rows[0];
+          if (row) {
+            // Another host's (the fleet's dedupe): answered, not held; its owner runs it.
+            if (!this.ours(row)) return { tx: fromRow(row), created: false };
+            outcome = { tx: fromRow(row), created: false, version: int(row.version) };
+          }
         }
       }
       if (!outcome)
@@ -473,6 +485,7 @@ export class PgTxStore implements TxStore {
     if (this.closed) return;
     this.closed = true;
     if (this.maintenance) clearInterval(this.maintenance);
+    if (this.sweeper) clearInterval(this.sweeper);
     if (this.probe) clearInterval(this.probe);
     this.probe = null;
     await Promise.allSettled([...this.pending]);
@@ -634,8 +647,11 @@ export class PgTxStore implements TxStore {
    * they ended, so the cache's own retention lets the oldest go first; then the live ones in acceptance order.
    */
   private async load(): Promise<void> {
+    // Several hosts: this host's own rows only (adopted under its epoch just before); the rest are their owners'.
+    const own = this.options.sole || !this.session ? '' : 'WHERE t.owner_host = $1';
     const { rows } = await this.pool.query<VersionedRow>(
-      `SELECT ${RECORD}, t.version FROM transactions t ORDER BY t.terminal_at NULLS LAST, t.seq`,
+      `SELECT ${HELD} FROM transactions t ${own} ORDER BY t.terminal_at NULLS LAST, t.seq`,
+      own ? [this.session?.hostId] : [],
     );
     for (const row of rows) this.remember(fromRow(row), int(row.version));
     const counted = await this.pool.query<{ reason: string; count: string }>(
@@ -673,7 +689,11 @@ export class PgTxStore implements TxStore {
     const tx = this.owned.records.get(txId);
     const version = this.versions.get(txId);
     if (tx && version !== undefined && !this.unsure.has(txId)) return { tx, version };
-    return this.reread(txId);
+    const read = await this.reread(txId);
+    // Several hosts: another host's live transaction is its owner's to write (the database would refuse ours).
+    if (read?.owner && !this.ours({ owner_host: read.owner }) && !isTerminalTxState(read.tx.state))
+      throw new RelayError('RELAY_E_TX_OWNED_ELSEWHERE', { tx_id: txId, owner_host: read.owner });
+    return read;
   }
 
   /**
@@ -681,10 +701,12 @@ export class PgTxStore implements TxStore {
    * lost is waited for first ({@link resolve}): the read must not see the row as it was before a commit the server is
    * still finishing. While one cannot be resolved the read rejects and the record stays unsure.
    */
-  private async reread(txId: string): Promise<{ tx: StoredTx; version: number } | undefined> {
+  private async reread(
+    txId: string,
+  ): Promise<{ tx: StoredTx; version: number; owner: string | null } | undefined> {
     await this.resolve(txId);
     const { rows } = await this.statement<VersionedRow>(
-      `SELECT ${RECORD}, t.version FROM transactions t WHERE t.tx_id = $1`,
+      `SELECT ${HELD} FROM transactions t WHERE t.tx_id = $1`,
       [txId],
     );
     forgetRecord(this.owned, txId);
@@ -693,7 +715,15 @@ export class PgTxStore implements TxStore {
     const row = rows[0];
     if (!row) return undefined;
     const version = int(row.version);
-    return { tx: this.remember(fromRow(row), version), version };
+    // Another host's row (several hosts): answered, not held; only its owner writes it.
+    if (!this.ours(row)) return { tx: fromRow(row), version, owner: row.owner_host };
+    return { tx: this.remember(fromRow(row), version), version, owner: row.owner_host };
+  }
+
+  /** Whether `row` is this store's to hold and write: on one host every row is; in a fleet, its owner's. */
+  private ours(row: { owner_host: string | null }): boolean {
+    if (this.options.sole || !this.session) return true;
+    return row.owner_host === this.session.hostId;
   }
 
   /**
@@ -1070,13 +1100,7 @@ export class PgTxStore implements TxStore {
         db.release(true);
         throw this.commitUnknown(error, txId, operation, backend);
       }
-      try {
-        await db.query('ROLLBACK');
-        db.off('error', ignore);
-        db.release();
-      } catch {
-        db.release(true);
-      }
+      await rollBack(db, ignore);
       // The store's own refusals are answers, not database failures.
       if (error instanceof StoreConflict || error instanceof SpendLimitReached) throw error;
       throw this.failed(error);
@@ -1271,6 +1295,120 @@ export class PgTxStore implements TxStore {
     return rowCount ?? 0;
   }
 
+  /**
+   * Several hosts: start the takeover sweep ({@link sweep}) every `sweepMs`. Called by the sidecar once it listens
+   * ({@link watchAdoptions}) and can resume what a sweep adopts; a no-op on one host.
+   */
+  startSweeping(): void {
+    if (this.sweeper || this.closed) return;
+    if (this.options.sole || !this.session || this.options.sweepMs <= 0) return;
+    this.sweeper = setInterval(() => {
+      if (this.sweeping || this.closed || !this.healthy) return;
+      this.sweeping = true;
+      void this.sweep()
+        .catch((error: unknown) => {
+          if (!this.outage && !this.closed) this.onMaintenanceError?.(error);
+        })
+        .finally(() => {
+          this.sweeping = false;
+        });
+    }, this.options.sweepMs);
+    this.sweeper.unref();
+  }
+
+  /** Be told what each takeover sweep adopted (to resume it as a restart resumes its own); returns the unsubscribe. */
+  watchAdoptions(listener: (adopted: Adopted) => void): () => void {
+    this.adoptions.add(listener);
+    return () => this.adoptions.delete(listener);
+  }
+
+  /**
+   * The takeover sweep (DESIGN §10, several hosts): adopt the live transactions whose owner's session is gone (its
+   * lease lapsed by the database's clock, or it ended: a host stopped, killed or paused past its lease), in batches
+   * of `batch`, marked `inherited` when the owner was another host id. Each row is taken under its row lock
+   * (`FOR UPDATE SKIP LOCKED`: hosts sweeping at once split the work, none waits on another), and the owner moves in
+   * the same statement, so a write of the old owner either committed before (and is what this host reads back) or is
+   * refused after by the fence in its own statement. The adopted records are held and told to
+   * {@link watchAdoptions}' listeners. Returns how many it adopted.
+   *
+   * A restarted host re-adopts its own work at open, under the same host id, without waiting for this: its process
+   * normally comes back within the lease; one that takes longer finds its work moved, which is as safe.
+   */
+  async sweep(batch = 1000): Promise<number> {
+    const session = this.session;
+    if (this.options.sole || !session) return 0;
+    let adopted = 0;
+    for (;;) {
+      if (this.fenced() || this.closed) return adopted;
+      const epoch = session.epoch;
+      const rows = await this.sweepOnce(
+        this.strandedCheck ? STRANDED : SWEEP,
+        this.strandedCheck
+          ? [session.hostId, epoch]
+          : [session.hostId, epoch, batch, this.options.notifyEvents],
+      );
+      if (rows === null) continue; // another sweeper moved a row this one had read: read again
+      const checked = this.strandedCheck;
+      this.strandedCheck = false;
+      // The session may have lapsed while the statement ran: rows it moved are fenced like any other of this epoch,
+      // and adopted again under the next one (adopt() takes this host id's rows of earlier epochs).
+      const txs: StoredTx[] = [];
+      const from = new Map<string, { hostId: string; epoch: number }>();
+      for (const row of rows) {
+        if (checked && this.owned.records.has(row.tx_id) && !this.unsure.has(row.tx_id)) continue;
+        this.unsure.delete(row.tx_id);
+        txs.push(this.remember(fromRow(row), int(row.version)));
+        from.set(row.tx_id, { hostId: row.previous_host, epoch: int(row.previous_epoch) });
+      }
+      adopted += txs.length;
+      if (txs.length > 0) {
+        for (const listener of this.adoptions) {
+          try {
+            listener({ txs, from });
+          } catch {
+            // a listener's failure is its own
+          }
+        }
+      }
+      if (!checked && rows.length < batch) return adopted;
+    }
+  }
+
+  /**
+   * One sweep statement in a REPEATABLE READ transaction. Under READ COMMITTED a row another sweeper moved and
+   * committed after this statement's snapshot would be re-checked on its new version (EvalPlanQual), and the join with
+   * the old owner's session would no longer match it: adopted twice (a test caught exactly that). Under REPEATABLE
+   * READ such a row is a serialization failure instead (PostgreSQL 15 docs §13.2.2): answered null, read again. A
+   * failure whose commit may have happened leaves rows this session owns that it does not hold: the next sweep first
+   * reads them back ({@link STRANDED}).
+   */
+  private async sweepOnce(
+    text: string,
+    values: unknown[],
+  ): Promise<Array<VersionedRow & { previous_host: string; previous_epoch: string }> | null> {
+    const db = await this.pool.connect().catch((error: unknown) => {
+      throw this.failed(error);
+    });
+    const ignore = () => undefined;
+    db.on('error', ignore);
+    try {
+      await db.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      const { rows } = await db.query<VersionedRow & { previous_host: string; previous_epoch: string }>(
+        prepared(text, values),
+      );
+      await db.query('COMMIT');
+      db.off('error', ignore);
+      db.release();
+      return rows;
+    } catch (error) {
+      const serialization = error instanceof pg.DatabaseError && error.code === '40001';
+      await rollBack(db, ignore);
+      if (serialization) return null;
+      this.strandedCheck = true;
+      throw this.failed(error);
+    }
+  }
+
   private up(): void {
     if (!this.outage) return;
     const since = this.outage.since;
@@ -1360,7 +1498,8 @@ const END_LOST_BACKEND = `SELECT pg_terminate_backend(pid, 1000) AS ended FROM p
   WHERE pid = $1 AND extract(epoch FROM backend_start)::text = $2 AND backend_xid IS NULL AND state <> 'active'`;
 
 /** A record's row with its version (what the next write of it expects). */
-type VersionedRow = TxRow & { version: string };
+/** A row as this store holds it: the record, the version its next write expects, and who owns it. */
+type VersionedRow = TxRow & { version: string; owner_host: string | null };
 
 export interface PgTxStoreOptions {
   /** Terminal records kept: retention deletes older ones in batches (`pruneTerminal`). Default 20,000. */
@@ -1397,6 +1536,20 @@ export interface PgTxStoreOptions {
    * store alone): the owner columns stay null.
    */
   session?: { hostId: string; leaseMs: number } | null;
+  /**
+   * Several hosts (`sole: false` with a session): how often the takeover sweep looks for live work whose owner's
+   * session lapsed or ended, in ms; 0: never (tests call {@link PgTxStore.sweep}). Default `leaseMs / 5` (a
+   * heartbeat's interval): a dead host's work moves within its lease and one sweep. The sweep starts with
+   * {@link PgTxStore.startSweeping}.
+   */
+  sweepMs?: number;
+}
+
+/** What one takeover sweep adopted: the records (now this host's, held), and whose they were. */
+export interface Adopted {
+  txs: StoredTx[];
+  /** The earlier owner of each adopted record, by tx id: `host_id` and epoch. */
+  from: Map<string, { hostId: string; epoch: number }>;
 }
 
 // ------------------------------------------------------------------ SQL
@@ -1421,6 +1574,9 @@ const RECORD = `t.tx_id, t.state, t.priority, t.tip_mode, t.max_tip, ${ms('t.enq
   t.nonce_accounts, t.fee_payers, t.history, t.retries, t.last_error, t.failure, t.landed_slot, t.stopped,
   coalesce((SELECT json_agg(x ORDER BY x.attempt) FROM (SELECT ${ATTEMPT} FROM attempts a WHERE a.tx_id = t.tx_id) x),
            '[]'::json) AS attempts`;
+
+/** The columns of a {@link VersionedRow}. */
+const HELD = `${RECORD}, t.version, t.owner_host`;
 
 /** $1..$21 of a transaction row ({@link txParams}). */
 const TX_VALUES = `$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12::float8 / 1000), $13, $14, $15, $16,
@@ -1546,6 +1702,41 @@ const PRUNE_WEBHOOKS = `DELETE FROM webhook_outbox WHERE id IN (
 const PRUNE_LIFECYCLE = `DELETE FROM lifecycle_entries WHERE seq IN (
     SELECT seq FROM lifecycle_entries WHERE written_at < now() - make_interval(days => $1)
     ORDER BY written_at LIMIT $2)`;
+
+/**
+ * The takeover sweep ({@link PgTxStore.sweep}): live rows of another session ($1, $2 is this one) that has ended, whose
+ * lease the database's clock says has passed, or that is gone from `host_sessions`; up to $3, oldest first, each
+ * locked and skipped if another sweeper holds it; moved to this session in the same statement, with a `tx_adopted`
+ * event each (NOTIFYing other hosts' followers when $4).
+ */
+const SWEEP = `WITH orphaned AS (
+    SELECT t.tx_id, t.owner_host, t.owner_epoch FROM transactions t
+    LEFT JOIN host_sessions s ON s.host_id = t.owner_host AND s.epoch = t.owner_epoch
+    WHERE t.terminal_at IS NULL AND t.owner_host IS NOT NULL
+      AND (t.owner_host, t.owner_epoch) IS DISTINCT FROM ($1::text, $2::bigint)
+      AND (s.epoch IS NULL OR s.ended_at IS NOT NULL OR s.lease_expires_at < now())
+    ORDER BY t.seq
+    LIMIT $3
+    FOR UPDATE OF t SKIP LOCKED
+  ), moved AS (
+    UPDATE transactions t SET owner_host = $1, owner_epoch = $2, inherited = t.inherited OR t.owner_host <> $1
+    FROM orphaned o WHERE t.tx_id = o.tx_id
+    RETURNING ${HELD}, t.seq AS moved_seq, o.owner_host AS previous_host, o.owner_epoch AS previous_epoch
+  ), told AS (
+    INSERT INTO events (name, tx_id, host_id, payload)
+    SELECT 'tx_adopted', m.tx_id, $1::text, json_build_object('tx_id', m.tx_id, 'host_id', $1::text,
+      'from_host_id', m.previous_host, 'from_epoch', m.previous_epoch, 'state', m.state, 'priority', m.priority,
+      'enqueued_slot', m.enqueued_slot, 'expires_at_slot', m.expires_at_slot, 'max_tip', m.max_tip, 'tip', m.tip_mode, 'retries', m.retries,
+      'ts', (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+    FROM moved m ORDER BY m.moved_seq
+  ), notified AS (
+    SELECT pg_notify('${EVENTS_CHANNEL}', '') WHERE $4::boolean AND EXISTS (SELECT 1 FROM moved)
+  )
+  SELECT m.*, (SELECT count(*) FROM notified) AS notified FROM moved m ORDER BY m.moved_seq`;
+
+/** This session's live rows ($1, $2), to hold those a sweep of unknown outcome moved (see `sweepOnce`). */
+const STRANDED = `SELECT ${HELD}, t.owner_host AS previous_host, t.owner_epoch AS previous_epoch FROM transactions t
+  WHERE t.terminal_at IS NULL AND t.owner_host = $1 AND t.owner_epoch = $2 ORDER BY t.seq`;
 
 const COUNTS = `SELECT
   (SELECT count(*) FROM transactions WHERE terminal_at IS NULL) AS active,
@@ -1793,6 +1984,20 @@ const CONNECTION_CODES = new Set([
  * deadlock or serialization conflict (40P01, 40001): its transaction rolled back, and the same request may succeed
  * later.
  */
+/**
+ * End a failed transaction on `db` and give the connection back to the pool; one the ROLLBACK cannot reach is
+ * destroyed instead. `ignore` is the error listener the caller put on it while it was checked out.
+ */
+async function rollBack(db: pg.PoolClient, ignore: () => void): Promise<void> {
+  try {
+    await db.query('ROLLBACK');
+    db.off('error', ignore);
+    db.release();
+  } catch {
+    db.release(true);
+  }
+}
+
 function cancelledByServer(error: unknown): boolean {
   if (!(error instanceof pg.DatabaseError)) return false;
   return ['55P03', '57014', '40P01', '40001'].includes(error.code ?? '');

@@ -1,17 +1,30 @@
 import { RelayError, parseModeRequest } from '@solrelay/core';
 import type { Request } from 'express';
-import { EventHub as Hub } from '../../events/hub';
+import { EventHub as Hub, type HubEvent } from '../../events/hub';
 import type { AppDeps, Routes } from '../deps';
 
 /**
  * The agent's routes under `/internal`: the event stream, `submit`, the decision mode, and the presence stream
  * that registers an agent for as long as it stays open.
  */
-export function agentRoutes(app: Routes, deps: Pick<AppDeps, 'relay' | 'hub' | 'now'>): void {
+export function agentRoutes(app: Routes, deps: Pick<AppDeps, 'relay' | 'hub' | 'now' | 'fleetHostId'>): void {
   const { relay, hub } = deps;
+  const me = deps.fleetHostId;
+  // `?scope=host` in a fleet (the agent's): what this host's own commits wrote and its own news (events without a
+  // writing host). Another host's transactions are its agent's to decide (a submit here would be refused with
+  // RELAY_E_TX_OWNED_ELSEWHERE). Without it (dashboards, clients): every host's events.
+  const ours =
+    me === undefined ? undefined : (event: HubEvent) => event.host === undefined || event.host === me;
 
   app.get('/internal/events', (req, res) => {
-    hub.subscribe(res, { lastEventId: headerValue(req, 'last-event-id') });
+    const scope = req.query.scope ?? 'fleet';
+    if (scope !== 'fleet' && scope !== 'host')
+      throw new RelayError('RELAY_E_REQUEST_INVALID_FIELD', {
+        field: 'scope',
+        reason: 'expected "fleet" (every host\'s events, the default) or "host" (this sidecar\'s own)',
+      });
+    const filter = scope === 'host' ? ours : undefined;
+    hub.subscribe(res, { lastEventId: headerValue(req, 'last-event-id'), ...(filter ? { filter } : {}) });
   });
 
   app.post('/internal/submit', async (req, res) => {

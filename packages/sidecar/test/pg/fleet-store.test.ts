@@ -1,0 +1,232 @@
+import pg from 'pg';
+import { PgTxStore, type Adopted } from '../../src/store/pg-store';
+import { useMigratedPostgres } from '../helpers/migrated-postgres';
+import { attempt, tx } from '../helpers/store-records';
+
+// Several sidecars on one database (DESIGN §10): each store holds and writes only the work its host owns, another
+// host's transaction is refused with a code naming its owner, and the takeover sweep moves the live work of a host
+// whose session ended or lapsed to a live one, once, whatever the number of hosts sweeping at the same time.
+const postgres = useMigratedPostgres();
+
+let url: string;
+const opened: PgTxStore[] = [];
+const pools: pg.Pool[] = [];
+
+async function host(hostId: string, leaseMs = 60_000): Promise<PgTxStore> {
+  const store = await PgTxStore.open(url, {
+    maintenanceMs: 0,
+    sweepMs: 0,
+    sole: false,
+    notifyEvents: true,
+    session: { hostId, leaseMs },
+  });
+  opened.push(store);
+  return store;
+}
+
+function sql(): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  pools.push(pool);
+  return pool;
+}
+
+async function owners(db: pg.Pool): Promise<Record<string, [string | null, boolean]>> {
+  const { rows } = await db.query<{ tx_id: string; owner_host: string | null; inherited: boolean }>(
+    'SELECT tx_id, owner_host, inherited FROM transactions ORDER BY tx_id',
+  );
+  return Object.fromEntries(rows.map((r) => [r.tx_id, [r.owner_host, r.inherited]]));
+}
+
+/** The database's clock says the host's lease passed: a pause or a partition, as every other host sees it. */
+async function lapse(db: pg.Pool, hostId: string): Promise<void> {
+  await db.query(
+    `UPDATE host_sessions SET started_at = now() - interval '1 minute', lease_expires_at = now() - interval '1 second'
+     WHERE host_id = $1 AND ended_at IS NULL`,
+    [hostId],
+  );
+}
+
+beforeEach(async () => {
+  url = await postgres.fresh();
+});
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((s) => s.close()));
+  await Promise.all(pools.splice(0).map((p) => p.end()));
+});
+
+test('each host holds only its own work; another host answers dedupe and reads, and refuses writes naming the owner', async () => {
+  const a = await host('host-a');
+  const b = await host('host-b');
+  await a.accept(tx('tx_a', 'sig-a'));
+  await b.accept(tx('tx_b', 'sig-b'));
+
+  expect((await a.live()).map((t) => t.tx_id)).toEqual(['tx_a']);
+  expect((await b.live()).map((t) => t.tx_id)).toEqual(['tx_b']);
+  // The fleet's dedupe: the same first signature sent to host B is host A's transaction, not a second one.
+  const again = await b.accept(tx('tx_a_again', 'sig-a'));
+  expect(again).toMatchObject({ created: false, tx: { tx_id: 'tx_a' } });
+  expect((await b.live()).map((t) => t.tx_id)).toEqual(['tx_b']);
+  expect((await b.get('tx_a'))?.tx_id).toBe('tx_a');
+  expect((await b.byFirstSignature('sig-a'))?.tx_id).toBe('tx_a');
+  expect((await b.counts()).active).toBe(2);
+
+  const refusal = { code: 'RELAY_E_TX_OWNED_ELSEWHERE', details: { tx_id: 'tx_a', owner_host: 'host-a' } };
+  await expect(
+    b.transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } }),
+  ).rejects.toMatchObject(refusal);
+  await expect(
+    b.addAttempt('tx_a', attempt(1, 'b'.repeat(64)), { expect: { state: 'pending' } }),
+  ).rejects.toMatchObject(refusal);
+  // Nothing of host B's reached the row, and host B still holds none of it.
+  const db = sql();
+  expect(
+    (
+      await db.query(`SELECT state, version, (SELECT count(*)::int FROM attempts) AS attempts FROM transactions
+      WHERE tx_id = 'tx_a'`)
+    ).rows,
+  ).toEqual([{ state: 'pending', version: '1', attempts: 0 }]);
+  expect((await b.live()).map((t) => t.tx_id)).toEqual(['tx_b']);
+});
+
+test('the sweep leaves a live host alone and adopts the work of one whose lease lapsed, marked inherited, told once', async () => {
+  const db = sql();
+  const a = await host('host-a');
+  const b = await host('host-b');
+  await a.accept(tx('tx_live', 'sig-live'));
+  await a.accept(tx('tx_done', 'sig-done'));
+  await a.transition('tx_done', { state: 'pending' }, { set: { state: 'expired', stopped: true } });
+  const told: Adopted[] = [];
+  b.watchAdoptions((adopted) => told.push(adopted));
+
+  expect(await b.sweep()).toBe(0);
+  await lapse(db, 'host-a');
+  expect(await b.sweep()).toBe(1);
+  expect(await b.sweep()).toBe(0);
+
+  // The live one moved; a terminal row is no one's work and stays where it ended.
+  expect(await owners(db)).toEqual({ tx_done: ['host-a', false], tx_live: ['host-b', true] });
+  expect(told).toHaveLength(1);
+  expect(told[0]?.txs.map((t) => t.tx_id)).toEqual(['tx_live']);
+  expect(told[0]?.from.get('tx_live')).toEqual({ hostId: 'host-a', epoch: a.hostSession?.epoch });
+  expect((await b.live()).map((t) => t.tx_id)).toEqual(['tx_live']);
+  // Every host's event stream tells it, from the same commit as the move.
+  const { rows: told2 } = await db.query<{ name: string; host_id: string; payload: Record<string, unknown> }>(
+    `SELECT name, host_id, payload FROM events WHERE name = 'tx_adopted'`,
+  );
+  expect(told2).toEqual([
+    {
+      name: 'tx_adopted',
+      host_id: 'host-b',
+      payload: {
+        tx_id: 'tx_live',
+        host_id: 'host-b',
+        from_host_id: 'host-a',
+        from_epoch: a.hostSession?.epoch,
+        state: 'pending',
+        priority: 'normal',
+        enqueued_slot: expect.any(Number),
+        expires_at_slot: expect.any(Number),
+        max_tip: null,
+        tip: 'auto',
+        retries: 0,
+        ts: expect.any(Number),
+      },
+    },
+  ]);
+  expect((await b.transition('tx_live', { state: 'pending' }, { set: { state: 'submitted' } })).state).toBe(
+    'submitted',
+  );
+});
+
+test('a host whose work moved while it was paused is refused by the database, and learns who owns it now', async () => {
+  const db = sql();
+  const a = await host('host-a');
+  const b = await host('host-b');
+  await a.accept(tx('tx_a', 'sig-a'));
+  // Host A's session ended as the database sees it (its lease passed during a pause) and host B swept; host A's own
+  // heartbeat has not run yet, so its store still holds the record and still believes it owns it.
+  await db.query(`UPDATE host_sessions SET ended_at = now() WHERE host_id = 'host-a'`);
+  expect(await b.sweep()).toBe(1);
+  expect(a.healthy).toBe(true);
+
+  await expect(
+    a.addAttempt('tx_a', attempt(1, 'a'.repeat(64)), { expect: { state: 'pending' } }),
+  ).rejects.toMatchObject({ code: 'RELAY_E_TX_OWNED_ELSEWHERE', details: { owner_host: 'host-b' } });
+  expect(
+    (
+      await db.query(`SELECT (SELECT count(*)::int FROM attempts) AS attempts,
+      (SELECT count(*)::int FROM spend_reservations) AS reservations`)
+    ).rows,
+  ).toEqual([{ attempts: 0, reservations: 0 }]);
+  // Host A no longer holds it: its tracker and send queue see nothing of it.
+  expect(await a.live()).toEqual([]);
+});
+
+test('hosts sweeping at the same time split a dead host’s work: every transaction adopted exactly once', async () => {
+  const db = sql();
+  const dead = await host('host-dead');
+  const ids = Array.from({ length: 60 }, (_, i) => `tx_${String(i).padStart(2, '0')}`);
+  for (const id of ids) await dead.accept(tx(id, `sig-${id}`));
+  const sweepers = await Promise.all(['host-a', 'host-b', 'host-c'].map((id) => host(id)));
+  const adopted = new Map<string, string[]>();
+  for (const s of sweepers)
+    s.watchAdoptions(({ txs }) =>
+      adopted.set(s.hostSession?.hostId as string, [
+        ...(adopted.get(s.hostSession?.hostId as string) ?? []),
+        ...txs.map((t) => t.tx_id),
+      ]),
+    );
+  await lapse(db, 'host-dead');
+
+  const counts = await Promise.all(sweepers.map((s) => s.sweep(7)));
+  expect(counts.reduce((a, b) => a + b, 0)).toBe(ids.length);
+  const all = [...adopted.values()].flat().sort();
+  expect(all).toEqual(ids);
+  const rows = await owners(db);
+  for (const [hostId, txIds] of adopted) for (const id of txIds) expect(rows[id]).toEqual([hostId, true]);
+  // What each host holds is what it adopted, no more.
+  for (const s of sweepers)
+    expect((await s.live()).map((t) => t.tx_id).sort()).toEqual(
+      (adopted.get(s.hostSession?.hostId as string) ?? []).sort(),
+    );
+});
+
+test('a host that stops hands its work over at once; restarted under its id before anyone swept, it keeps it', async () => {
+  const db = sql();
+  const a = await host('host-a');
+  const b = await host('host-b');
+  await a.accept(tx('tx_1', 'sig-1'));
+  await a.close(); // a clean stop ends the session: no lease to wait out
+  expect(await b.sweep()).toBe(1);
+  expect(await owners(db)).toEqual({ tx_1: ['host-b', true] });
+
+  // Host B restarts and is back before any other host sweeps: its own work comes back under its new epoch.
+  await b.accept(tx('tx_2', 'sig-2'));
+  await b.close();
+  const b2 = await host('host-b');
+  expect((await b2.live()).map((t) => t.tx_id)).toEqual(['tx_1', 'tx_2']);
+  const { rows } = await db.query<{ epoch: string }>(
+    `SELECT DISTINCT owner_epoch AS epoch FROM transactions WHERE terminal_at IS NULL`,
+  );
+  expect(rows).toEqual([{ epoch: String(b2.hostSession?.epoch) }]);
+  expect((await b2.transition('tx_2', { state: 'pending' }, { set: { state: 'submitted' } })).state).toBe(
+    'submitted',
+  );
+});
+
+test('once started, the sweep runs by itself every sweepMs', async () => {
+  const db = sql();
+  const a = await host('host-a');
+  await a.accept(tx('tx_1', 'sig-1'));
+  const b = await PgTxStore.open(url, {
+    maintenanceMs: 0,
+    sweepMs: 50,
+    sole: false,
+    session: { hostId: 'host-b', leaseMs: 60_000 },
+  });
+  opened.push(b);
+  const adopted = new Promise<Adopted>((resolve) => b.watchAdoptions(resolve));
+  b.startSweeping();
+  await lapse(db, 'host-a');
+  expect((await adopted).txs.map((t) => t.tx_id)).toEqual(['tx_1']);
+});
