@@ -112,6 +112,9 @@ describe('the pool', () => {
   function rig(n: number, policy: Partial<Policy> = {}) {
     const keypairs = Array.from({ length: n }, () => Keypair.generate());
     const records = new Map<string, StoredTx>();
+    // Other hosts' attempts (a fleet sharing tippers): what otherHostsTips answers, and the slot it was asked from.
+    const others: StoredAttempt[] = [];
+    const asked: number[] = [];
     const log = { warn: jest.fn(), info: jest.fn(), debug: jest.fn(), error: jest.fn() };
     // Exactly the ports the pool declares; the log is a recording stand-in for pino's.
     const ports: ConstructorParameters<typeof TipperPool>[0] = {
@@ -120,9 +123,13 @@ describe('the pool', () => {
       policy: () => ({ ...DEFAULT_POLICY, ...policy }),
       now: () => 0,
       chain: CHAIN as ConstructorParameters<typeof TipperPool>[0]['chain'],
-      store: { held: () => Promise.resolve([...records.values()]) } as ConstructorParameters<
-        typeof TipperPool
-      >[0]['store'],
+      store: {
+        held: () => Promise.resolve([...records.values()]),
+        otherHostsTips: (since: number) => {
+          asked.push(since);
+          return Promise.resolve([...others]);
+        },
+      } as ConstructorParameters<typeof TipperPool>[0]['store'],
     };
     const pool = new TipperPool(ports, keypairs);
     const keys = keypairs.map((k) => k.publicKey.toBase58());
@@ -130,7 +137,7 @@ describe('the pool', () => {
       pool.setBalances(
         keys.map((pubkey, i) => ({ pubkey, lamports: lamports[i] as number, contextSlot: slot })),
       );
-    return { pool, keys, records, fund, log };
+    return { pool, keys, records, others, asked, fund, log };
   }
 
   test('takes the tipper used longest ago, so consecutive bundles lock different accounts', async () => {
@@ -173,6 +180,20 @@ describe('the pool', () => {
     await fund([RENT_EXEMPT_MINIMUM + 2 * tipCost(TIP)]);
     expect(pool.status()[0]).toMatchObject({ reserved_lamports: tipCost(TIP), in_flight: 1 });
     expect(pool.reserve(TIP).pubkey).toBe(keys[0]);
+  });
+
+  test('a fleet sharing a tipper: what other hosts’ attempts may still take is reserved too; a settled one is not', async () => {
+    const { pool, keys, others, asked, fund } = rig(1);
+    const shared = keys[0] as string;
+    others.push(
+      attempt({ tipper: shared, stage: 'submitted' }),
+      attempt({ attempt: 2, tipper: shared, stage: 'failed', tip_last_valid_block_height: 850 }), // its tip is dead
+    );
+    await fund([RENT_EXEMPT_MINIMUM + 2 * tipCost(TIP)]);
+    expect(asked).toEqual([CHAIN.slot - 302]);
+    expect(pool.status()[0]).toMatchObject({ reserved_lamports: tipCost(TIP), in_flight: 1 });
+    pool.reserve(TIP); // the one left beside the other host's tip in flight
+    expect(() => pool.reserve(TIP)).toThrow(/short by/);
   });
 
   test("a pack's raise is reserved on the carrier's own tipper only if it covers it beside what it holds", async () => {

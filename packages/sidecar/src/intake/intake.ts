@@ -314,26 +314,31 @@ export class Intake {
         stopped: false,
       };
       // Announced once durable (the announcer stamps `ts` then; enqueued_at is when the request arrived).
-      const accepted = await this.d.store.accept(tx, [
-        {
-          kind: 'tx_enqueued',
-          data: {
-            tx_id: txId,
-            slot,
-            priority: effectivePriority(policy, tx.priority),
-            expires_at_slot: tx.expires_at_slot,
-            max_tip: tx.max_tip,
-            tip: tx.tip,
-            ...announcedPricing(
-              bundle,
-              targetPercentile(policy['tip-percentile'], effectivePriority(policy, tx.priority)),
-              this.d.contention,
-            ),
-            ts: now,
+      const accepted = await this.d.store.accept(
+        tx,
+        [
+          {
+            kind: 'tx_enqueued',
+            data: {
+              tx_id: txId,
+              slot,
+              priority: effectivePriority(policy, tx.priority),
+              expires_at_slot: tx.expires_at_slot,
+              max_tip: tx.max_tip,
+              tip: tx.tip,
+              ...announcedPricing(
+                bundle,
+                targetPercentile(policy['tip-percentile'], effectivePriority(policy, tx.priority)),
+                this.d.contention,
+              ),
+              ts: now,
+            },
           },
-        },
-        statusEvent(tx, undefined, now),
-      ]);
+          statusEvent(tx, undefined, now),
+        ],
+        // Checked above in this process; a store shared by several hosts checks them again, fleet-wide.
+        { maxQueue: policy['max-queue'], rateLimit: policy['rate-limit'] },
+      );
       // Another sidecar of the fleet accepted the same transaction first: that one is the answer.
       if (!accepted.created) return this.repeat(accepted.tx, signatures);
       this.d.crashPoint?.('enqueue.journaled');

@@ -71,7 +71,7 @@ export interface TipperLoad {
  * may still take from it, and how many are in flight.
  */
 export function tipperLoads(
-  records: Iterable<StoredTx>,
+  records: Iterable<Pick<StoredTx, 'attempts'>>,
   readSlots: ReadonlyMap<string, number>,
   chain: { slot: number; blockHeight: number },
 ): Map<string, TipperLoad> {

@@ -5,6 +5,13 @@ import { TipSigner } from '../engine/tip-tx';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import { availableOf, describeShortfall, tipCost, tipperLoads, tipperOf } from './tipper-funds';
 
+/**
+ * How far back another host's failed attempt may still have a live tip, in slots: a tip transaction lives 151 blocks
+ * past its blockhash (Agave's MAX_PROCESSING_AGE, 150, plus the block it names), and slots outnumber blocks where
+ * leaders skip; twice that bounds it with room. `mayStillDebit` then decides from the attempt itself.
+ */
+const TIP_LIFE_SLOTS = 2 * 151;
+
 /** A balance read of one tipper: lamports at `confirmed`, and the slot the answer describes. */
 export interface TipperReading {
   pubkey: string;
@@ -141,7 +148,10 @@ export class TipperPool {
     // Reservations already journaled are counted from the records (read at this same moment); those still being
     // built stay counted as live.
     const journaled = [...this.live].filter((l) => l.journaled);
-    const records = await this.d.store.held();
+    const records: Array<Pick<StoredTx, 'attempts'>> = await this.d.store.held();
+    // A fleet's hosts may share tippers: what the others' attempts may still take counts too (none on one host).
+    for (const attempt of await this.d.store.otherHostsTips(this.d.chain.slot - TIP_LIFE_SLOTS))
+      records.push({ attempts: [attempt] });
     for (const reading of readings) {
       const t = this.byKey.get(reading.pubkey);
       if (!t || reading.contextSlot < t.readSlot) continue;
@@ -338,7 +348,7 @@ export class TipperPool {
   }
 
   /** Count again, from the records, what every tipper's attempts may still take after its last read. */
-  private rescan(records: readonly StoredTx[], journaled: readonly Live[]): void {
+  private rescan(records: ReadonlyArray<Pick<StoredTx, 'attempts'>>, journaled: readonly Live[]): void {
     const readSlots = new Map(this.tippers.map((t) => [t.pubkey, t.readSlot]));
     const loads = tipperLoads(records, readSlots, this.d.chain);
     for (const t of this.tippers) {

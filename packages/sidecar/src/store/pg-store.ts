@@ -36,6 +36,7 @@ import {
   matches,
   tipKey,
   mayAddAttempt,
+  type Admission,
   type SpendLimit,
   type StoreCounts,
   type TipRef,
@@ -62,6 +63,15 @@ const PROBE_EVERY_MS = 500;
 export type DatabaseAvailability =
   | { kind: 'down'; url: string; reason: string; at: number }
   | { kind: 'up'; url: string; downMs: number; at: number };
+
+/** The advisory lock every fleet admission takes (`PgTxStore.admitted`; an arbitrary constant beside the spend one). */
+const ADMISSION_LOCK = 0x72656c61;
+
+/** The advisory lock the upkeep of `events`' partitions takes (`PgTxStore.partitions`). */
+const PARTITIONS_LOCK = 0x72656c70;
+
+/** Thrown inside an admission's transaction to roll it back: the first signature was taken by another host. */
+class FirstSignatureTaken extends Error {}
 
 /** The advisory lock every reservation checked against `spend-limit` takes (an arbitrary constant). */
 const SPEND_LIMIT_LOCK = 0x72656c6179; // 'relay'
@@ -337,7 +347,11 @@ export class PgTxStore implements TxStore {
 
   // ------------------------------------------------------------------ transitions
 
-  accept(tx: StoredTx, events: readonly TxEvent[] = []): Promise<{ tx: StoredTx; created: boolean }> {
+  accept(
+    tx: StoredTx,
+    events: readonly TxEvent[] = [],
+    admission?: Admission,
+  ): Promise<{ tx: StoredTx; created: boolean }> {
     const first = tx.signatures[0] as string;
     return this.writes.run(`sig:${first}`, async () => {
       const knownId = this.owned.bySignature.get(first);
@@ -349,8 +363,14 @@ export class PgTxStore implements TxStore {
       const values = this.changeParams(record, [], record.attempts, {}, events);
       let outcome: { tx: StoredTx; created: boolean; version: number } | undefined;
       // Another host (or a retention batch) may delete the row that refused ours before we read it: try again.
+      // Several hosts: the fleet's limits are checked again where the row is inserted (one host's checks in
+      // memory see only its own enqueues).
+      const admit = !this.options.sole && admission ? admission : undefined;
       for (let tries = 0; tries < MAX_TRIES && !outcome; tries++) {
-        const inserted = await this.autocommit(tx.tx_id, 'accept', ACCEPT, values).catch((error: unknown) => {
+        const inserting = admit
+          ? this.admitted(tx.tx_id, admit, values)
+          : this.autocommit(tx.tx_id, 'accept', ACCEPT, values);
+        const inserted = await inserting.catch((error: unknown) => {
           // Perhaps committed: the next list reads it back (or learns it is not there) before it answers.
           if (isRelayError(error, 'RELAY_E_DB_COMMIT_UNKNOWN')) this.unsure.add(tx.tx_id);
           throw error;
@@ -374,6 +394,39 @@ export class PgTxStore implements TxStore {
       const stored = this.remember(outcome.tx, outcome.version);
       if (outcome.created) this.changes.emit(stored, events);
       return { tx: stored, created: outcome.created };
+    });
+  }
+
+  /**
+   * Several hosts: insert the row ({@link ACCEPT}) in a transaction that first takes the fleet's admission lock and
+   * checks `max-queue` (live transactions) and `rate-limit` (the `admissions` rows of the last 60 s by the database's
+   * clock; migrations/003), adding this enqueue's admission row. Admissions are thereby one at a time across the
+   * fleet, each seeing every one committed before it: no window of 60 s holds more than the limit, and the live
+   * count never passes `max-queue`. Refused: `RELAY_E_QUEUE_FULL` / `RELAY_E_RATE_LIMITED`, nothing written. A first
+   * signature already taken rolls the admission back (resolves 0: the caller reads the existing row).
+   */
+  private async admitted(txId: string, admission: Admission, values: unknown[]): Promise<number> {
+    return this.write(txId, 'accept', async (db) => {
+      await db.query(`BEGIN; SELECT pg_advisory_xact_lock(${ADMISSION_LOCK})`);
+      const { rows } = await db.query<{ active: string; recent: string; retry_ms: number | null }>(
+        prepared(ADMIT, [admission.maxQueue, admission.rateLimit, this.options.hostId]),
+      );
+      const row = rows[0];
+      if (!row) throw new Error('the admission check returned no row');
+      if (int(row.active) >= admission.maxQueue)
+        throw new RelayError('RELAY_E_QUEUE_FULL', { limit: admission.maxQueue, retry_after_s: 1 });
+      if (int(row.recent) >= admission.rateLimit)
+        throw new RelayError('RELAY_E_RATE_LIMITED', {
+          limit: admission.rateLimit,
+          retry_after_s: Math.max(1, Math.ceil((row.retry_ms ?? 1000) / 1000)),
+        });
+      const inserted = (await db.query(prepared(ACCEPT, values))).rowCount ?? 0;
+      // Taken meanwhile by another host: nothing of this enqueue may stay, its admission row included.
+      if (inserted === 0) throw new FirstSignatureTaken();
+      return inserted;
+    }).catch((error: unknown) => {
+      if (error instanceof FirstSignatureTaken) return 0;
+      throw error;
     });
   }
 
@@ -473,12 +526,41 @@ export class PgTxStore implements TxStore {
     for (const txId of this.versions.keys()) if (!this.owned.records.has(txId)) this.versions.delete(txId);
     await this.pruneTerminal();
     await this.pruneDelivered();
-    await this.statement('SELECT relay_events_add_partitions(7)');
-    await this.statement(`SELECT relay_events_drop_partitions(now() - make_interval(days => $1))`, [
-      this.options.eventRetentionDays,
-    ]);
+    await this.partitions();
+    // Admissions count for a minute (rate-limit's window); kept a few more for anyone looking.
+    await this.inBatches(
+      `DELETE FROM admissions WHERE ctid IN (SELECT ctid FROM admissions WHERE at < now() - interval '5 minutes' LIMIT $1)`,
+      [],
+      1000,
+    );
     // Ended host sessions are history a week long (no row refers to a session: owners are plain columns).
     await this.statement(`DELETE FROM host_sessions WHERE ended_at < now() - interval '7 days'`);
+  }
+
+  /**
+   * Make the coming week's daily partitions of `events` and drop those past the retention, in one transaction under
+   * an advisory lock: hosts of a fleet start and keep up at the same time, and two `CREATE TABLE ... PARTITION OF`
+   * of one day at once fail one of them ("relation already exists"; a fleet's hosts starting together found it).
+   */
+  private async partitions(): Promise<void> {
+    const db = await this.pool.connect().catch((error: unknown) => {
+      throw this.failed(error);
+    });
+    const ignore = () => undefined;
+    db.on('error', ignore);
+    try {
+      await db.query(`BEGIN; SELECT pg_advisory_xact_lock(${PARTITIONS_LOCK})`);
+      await db.query('SELECT relay_events_add_partitions(7)');
+      await db.query('SELECT relay_events_drop_partitions(now() - make_interval(days => $1))', [
+        this.options.eventRetentionDays,
+      ]);
+      await db.query('COMMIT');
+      db.off('error', ignore);
+      db.release();
+    } catch (error) {
+      await rollBack(db, ignore);
+      throw this.failed(error);
+    }
   }
 
   async close(): Promise<void> {
@@ -600,6 +682,15 @@ export class PgTxStore implements TxStore {
     // records by default) sent and parsed on the sidecar's thread each time.
     await this.settle();
     return [...this.owned.records.values()];
+  }
+
+  async otherHostsTips(sinceSlot: number): Promise<StoredAttempt[]> {
+    if (this.options.sole || !this.session) return [];
+    const { rows } = await this.statement<{ attempts: AttemptJson[] | null }>(OTHER_HOSTS_TIPS, [
+      this.session.hostId,
+      sinceSlot,
+    ]);
+    return (rows[0]?.attempts ?? []).map(attemptFromJson);
   }
 
   async counts(): Promise<StoreCounts> {
@@ -1737,6 +1828,32 @@ const SWEEP = `WITH orphaned AS (
 /** This session's live rows ($1, $2), to hold those a sweep of unknown outcome moved (see `sweepOnce`). */
 const STRANDED = `SELECT ${HELD}, t.owner_host AS previous_host, t.owner_epoch AS previous_epoch FROM transactions t
   WHERE t.terminal_at IS NULL AND t.owner_host = $1 AND t.owner_epoch = $2 ORDER BY t.seq`;
+
+/**
+ * The fleet's admission check, under the admission lock: live transactions, admissions of the last 60 s by the
+ * database's clock and how long until the oldest leaves the window; and this enqueue's admission row ($3: the host),
+ * added only when both are under their limits ($1 max-queue, $2 rate-limit).
+ */
+const ADMIT = `WITH c AS (
+    SELECT (SELECT count(*) FROM transactions WHERE terminal_at IS NULL) AS active,
+      (SELECT count(*) FROM admissions WHERE at > clock_timestamp() - interval '60 seconds') AS recent,
+      (SELECT ${ms("min(at) + interval '60 seconds' - clock_timestamp()")} FROM admissions
+        WHERE at > clock_timestamp() - interval '60 seconds') AS retry_ms
+  ), added AS (
+    INSERT INTO admissions (host_id) SELECT $3::text FROM c WHERE c.active < $1 AND c.recent < $2
+  )
+  SELECT active, recent, retry_ms FROM c`;
+
+/**
+ * Other hosts' attempts ($1: this host) whose tips may still debit a tipper (`tipper-funds.ts` mayStillDebit decides
+ * exactly): unsettled (the partial index `attempts_unsettled_tipper`), leaked, or failed since slot $2. One json
+ * array.
+ */
+const OTHER_HOSTS_TIPS = `SELECT json_agg(x) AS attempts FROM (
+    SELECT ${ATTEMPT} FROM attempts a JOIN transactions t ON t.tx_id = a.tx_id
+    WHERE t.owner_host IS DISTINCT FROM $1 AND a.tip_signature IS NOT NULL
+      AND (a.stage NOT IN ('finalized', 'failed') OR a.leaked OR (a.stage = 'failed' AND a.created_slot >= $2))
+  ) x`;
 
 const COUNTS = `SELECT
   (SELECT count(*) FROM transactions WHERE terminal_at IS NULL) AS active,

@@ -13,6 +13,12 @@ import {
 } from './records';
 import { WriteChain } from './write-chain';
 
+/** The policy's admission limits (`max-queue`, `rate-limit` per sliding 60 s) an accept is checked against. */
+export interface Admission {
+  maxQueue: number;
+  rateLimit: number;
+}
+
 /**
  * The store is relay's system of record (DESIGN §10): every accepted transaction, its attempts, the spend ledger and
  * the events a change causes. Stages never see its tables: they ask named async queries and make transitions that
@@ -40,9 +46,15 @@ export interface TxStore extends TxQueries {
 
   /**
    * Accept a transaction: a new record, unless one with the same first signature exists (idempotent enqueue), in
-   * which case that one is returned with `created: false` and nothing is written.
+   * which case that one is returned with `created: false` and nothing is written. `admission`: the limits the caller
+   * checked in this process; a store shared by several processes (PostgreSQL, several hosts) checks them again in
+   * the transaction that admits, fleet-wide, and refuses with `RELAY_E_QUEUE_FULL` / `RELAY_E_RATE_LIMITED`.
    */
-  accept(tx: StoredTx, events?: readonly TxEvent[]): Promise<{ tx: StoredTx; created: boolean }>;
+  accept(
+    tx: StoredTx,
+    events?: readonly TxEvent[],
+    admission?: Admission,
+  ): Promise<{ tx: StoredTx; created: boolean }>;
   /**
    * A new attempt and its spend reservation, atomically (with `set`'s fields). Refused (StoreConflict) while
    * another attempt of the transaction is unsettled (at most one attempt in flight) or the record does not match
@@ -90,6 +102,12 @@ export interface TxQueries {
    * ones), without reading the table.
    */
   held(): Promise<StoredTx[]>;
+  /**
+   * Several hosts on one database: the attempts of other hosts' transactions whose tips may still take from a tipper
+   * (unsettled, leaked, or failed since `sinceSlot` with a tip that may still be live), for the tippers' loads when
+   * hosts share tippers (DESIGN §10: reservations against a tipper's balance are fleet-wide). None on one host.
+   */
+  otherHostsTips(sinceSlot: number): Promise<StoredAttempt[]>;
   /**
    * Which of these tips the store itself holds on that attempt, read from where it keeps them (a database: read from
    * it now, not from what this process holds). After a database outage, a tip this process sent that the database
@@ -437,6 +455,10 @@ abstract class TableTxStore implements TxStore {
 
   held(): Promise<StoredTx[]> {
     return this.all();
+  }
+
+  otherHostsTips(): Promise<StoredAttempt[]> {
+    return Promise.resolve([]);
   }
 
   counts(): Promise<StoreCounts> {

@@ -230,3 +230,81 @@ test('once started, the sweep runs by itself every sweepMs', async () => {
   await lapse(db, 'host-a');
   expect((await adopted).txs.map((t) => t.tx_id)).toEqual(['tx_1']);
 });
+
+test('the tips other hosts’ attempts may still take are answered to each host (tipper reservations fleet-wide)', async () => {
+  const [a, b] = await Promise.all([host('host-a'), host('host-b')]);
+  await a.accept(tx('tx_a', 'sig-a'));
+  await a.addAttempt('tx_a', attempt(1, 'a'.repeat(64), { tipper: 'shared-tipper' }), {
+    expect: { state: 'pending' },
+  });
+  await b.accept(tx('tx_b', 'sig-b'));
+  await b.addAttempt('tx_b', attempt(1, 'b'.repeat(64), { tipper: 'shared-tipper' }), {
+    expect: { state: 'pending' },
+  });
+
+  expect((await b.otherHostsTips(0)).map((x) => [x.bundle_id, x.tipper, x.stage])).toEqual([
+    ['a'.repeat(64), 'shared-tipper', 'journaled'],
+  ]);
+  expect((await a.otherHostsTips(0)).map((x) => x.bundle_id)).toEqual(['b'.repeat(64)]);
+  // A failed attempt counts only while it is recent (its tip may still be live); an older one is left out.
+  await a.transition('tx_a', {}, { attempts: [{ n: 1, set: { stage: 'failed' } }] });
+  expect((await b.otherHostsTips(1000)).map((x) => x.stage)).toEqual(['failed']);
+  expect(await b.otherHostsTips(5000)).toEqual([]);
+});
+
+describe('fleet-wide admission: checked where the row is inserted, one admission at a time across hosts', () => {
+  const many = (prefix: string, n: number) =>
+    Array.from({ length: n }, (_, i) => tx(`${prefix}_${String(i).padStart(2, '0')}`, `sig-${prefix}-${i}`));
+
+  async function race(limits: { maxQueue: number; rateLimit: number }) {
+    const hosts = await Promise.all(['host-a', 'host-b', 'host-c'].map((id) => host(id)));
+    const results = await Promise.allSettled(
+      hosts.flatMap((h, i) => many(`h${i}`, 15).map((t) => h.accept(t, [], limits))),
+    );
+    const created = results.filter((r) => r.status === 'fulfilled' && r.value.created).length;
+    const refusals = results.flatMap((r) =>
+      r.status === 'rejected' ? [(r.reason as { code?: string }).code ?? String(r.reason)] : [],
+    );
+    return { hosts, created, refusals };
+  }
+
+  test('3 hosts racing at rate-limit admit exactly the limit; the rest are refused with RELAY_E_RATE_LIMITED', async () => {
+    const { created, refusals } = await race({ maxQueue: 1000, rateLimit: 20 });
+    expect(created).toBe(20);
+    expect(refusals).toEqual(Array.from({ length: 25 }, () => 'RELAY_E_RATE_LIMITED'));
+    const db = sql();
+    expect((await db.query('SELECT count(*)::int AS n FROM transactions')).rows).toEqual([{ n: 20 }]);
+    expect((await db.query('SELECT count(*)::int AS n FROM admissions')).rows).toEqual([{ n: 20 }]);
+  });
+
+  test('3 hosts racing at max-queue fill it exactly; a place freed by a terminal transaction admits one more', async () => {
+    const { hosts, created, refusals } = await race({ maxQueue: 12, rateLimit: 1000 });
+    expect(created).toBe(12);
+    expect(refusals).toEqual(Array.from({ length: 33 }, () => 'RELAY_E_QUEUE_FULL'));
+    const [a] = hosts;
+    const live = (await a?.live()) ?? [];
+    await a?.transition(
+      live[0]?.tx_id as string,
+      { state: 'pending' },
+      { set: { state: 'expired', stopped: true } },
+    );
+    const more = await hosts[1]?.accept(tx('tx_more', 'sig-more'), [], { maxQueue: 12, rateLimit: 1000 });
+    expect(more?.created).toBe(true);
+    await expect(
+      hosts[2]?.accept(tx('tx_over', 'sig-over'), [], { maxQueue: 12, rateLimit: 1000 }),
+    ).rejects.toMatchObject({ code: 'RELAY_E_QUEUE_FULL', details: { limit: 12 } });
+  });
+
+  test('the same first signature admitted by two hosts at once is one transaction and one admission', async () => {
+    const [a, b] = await Promise.all([host('host-a'), host('host-b')]);
+    const limits = { maxQueue: 100, rateLimit: 100 };
+    const [one, two] = await Promise.all([
+      a.accept(tx('tx_on_a', 'sig-same'), [], limits),
+      b.accept(tx('tx_on_b', 'sig-same'), [], limits),
+    ]);
+    expect([one.created, two.created].sort()).toEqual([false, true]);
+    expect(one.tx.tx_id).toBe(two.tx.tx_id);
+    const db = sql();
+    expect((await db.query('SELECT count(*)::int AS n FROM admissions')).rows).toEqual([{ n: 1 }]);
+  });
+});

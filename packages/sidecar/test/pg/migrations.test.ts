@@ -40,6 +40,7 @@ async function thrown(promise: Promise<unknown>): Promise<RelayError> {
 }
 
 const TABLES = [
+  'admissions',
   'attempts',
   'events',
   'eviction_counts',

@@ -675,7 +675,7 @@ test('open refuses an unmigrated database with its coded error, naming both vers
   const empty = await postgres.server().createDatabase();
   await expect(PgTxStore.open(empty, { maintenanceMs: 0 })).rejects.toMatchObject({
     code: 'RELAY_E_DB_SCHEMA_BEHIND',
-    details: { current: 0, latest: 2 },
+    details: { current: 0, latest: 3 },
   });
 });
 

@@ -1,0 +1,12 @@
+-- Fleet-wide admission (DESIGN §10: `rate-limit` and `max-queue` hold across the fleet, checked inside the
+-- transaction that admits). Several sidecars on one database (RELAY_FLEET) admit an enqueue under one
+-- transaction-scoped advisory lock: the live transactions are counted (max-queue) and so are this table's rows of the
+-- last 60 s by the database's clock (rate-limit: accepted enqueues per sliding minute, whatever the hosts' clocks
+-- say), and the new row here commits with the transaction's or not at all. A separate table, not a column of
+-- `transactions`: retention may delete terminal transactions younger than a minute, and a window that lost them would
+-- admit more than the limit. Rows older than the window are deleted in batches by the store's upkeep.
+CREATE TABLE admissions (
+  at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+  host_id text
+);
+CREATE INDEX admissions_at ON admissions (at);
