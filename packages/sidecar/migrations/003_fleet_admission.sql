@@ -10,3 +10,9 @@ CREATE TABLE admissions (
   host_id text
 );
 CREATE INDEX admissions_at ON admissions (at);
+
+-- Adopted from another host (DESIGN §10, rule 3): the attempts numbered up to this were built by the earlier owner.
+-- Such an attempt is resent only as its committed bytes, and stays unsettled until its tip provably cannot land (its
+-- blockhash dead, its signature not landed), so no new tip is built beside a tip the earlier owner, perhaps only
+-- paused, may still be sending. 0: none.
+ALTER TABLE transactions ADD COLUMN inherited_attempts integer NOT NULL DEFAULT 0;

@@ -80,6 +80,8 @@ export interface Sidecar {
   hub: EventHub;
   policy: PolicyStore;
   config: SidecarConfig;
+  /** The store of record (the local journal, or PostgreSQL with `RELAY_DATABASE_URL`). */
+  store: TxStore;
   /** What recovery found in the journal at start-up. */
   recovery: { replayed: number; resent: number; tracked: number; warnings: string[] };
   close(): Promise<void>;
@@ -269,6 +271,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   }
 
   // A fleet: what the takeover sweep adopts from a host whose session ended is resumed as a restart resumes its own.
+  const lifetime = { closed: false };
   if (store instanceof PgTxStore && config.fleet)
     store.watchAdoptions(({ txs, from }) => {
       const previous = [...new Set([...from.values()].map((f) => `${f.hostId}#${f.epoch}`))];
@@ -276,10 +279,23 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
         { adopted: txs.length, from: previous },
         'fleet: adopted the live work of a host whose session ended',
       );
-      r.resumeAdopted(txs.map((t) => t.tx_id)).then(
-        (resumed) => log.info(resumed, 'fleet: resumed adopted work'),
-        (error: unknown) => log.warn({ err: error }, 'fleet: resuming adopted work failed'),
-      );
+      // Until it succeeds: adopted work nobody resumes would wait, its attempt journaled and never sent, until it
+      // expired (the rows are this host's now; no other host would take them).
+      const ids = txs.map((t) => t.tx_id);
+      const resume = (delayMs: number): void => {
+        r.resumeAdopted(ids).then(
+          (resumed) => log.info(resumed, 'fleet: resumed adopted work'),
+          (error: unknown) => {
+            if (lifetime.closed) return;
+            log.warn(
+              { err: error, retry_in_ms: delayMs },
+              'fleet: resuming adopted work failed; trying again',
+            );
+            setTimeout(() => resume(Math.min(delayMs * 2, 5_000)), delayMs).unref();
+          },
+        );
+      };
+      resume(250);
     });
 
   // What a restart left in flight is adopted before any input arrives: packed riders are held again before a slot
@@ -365,6 +381,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   const close = async () => {
     if (closed) return;
     closed = true;
+    lifetime.closed = true;
     periodic.stop();
     for (const results of bundleResults) results.stop();
     stream.stop();
@@ -423,6 +440,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     hub,
     policy,
     config,
+    store,
     recovery: {
       replayed: recovery.operationsReplayed,
       resent: resumed.resent,

@@ -181,6 +181,44 @@ test('a retryable loss re-pends a submitted transaction, counts a retry, release
   expect((await r.store.counts()).active).toBe(1);
 });
 
+test('an attempt adopted from another host is not re-pended while its tip may land (DESIGN §10, rule 3); once dead it is', async () => {
+  const r = rig();
+  const adopted = { ...(await put(r, 'submitted')), tx_id: 'tx_2', signatures: ['user2'] };
+  await r.store.accept({ ...adopted, attempts: [], inherited_attempts: 1 });
+  await r.store.addAttempt('tx_2', attempt(1, 'submitted'));
+  const tx = (await r.store.get('tx_2')) as StoredTx;
+  expect(tx.inherited_attempts).toBe(1);
+  const lose = () =>
+    r.settle.settleFailed(tx, tx.attempts[0] as StoredAttempt, 'dropped', {
+      countRetry: true,
+      detail: 'window passed',
+    });
+  // Block height 990: the tip (last valid at 1000) may still land; the earlier owner may still be sending it.
+  r.ctx.chain.advance(SLOT + 1, 990);
+  expect(await lose()).toBe(false);
+  expect((await r.store.get('tx_2'))?.state).toBe('submitted');
+  expect(r.backToPending).toEqual([]);
+  // Past its last valid block height and the confirmation margin: provably dead, settled and decided again.
+  r.ctx.chain.advance(SLOT + 2, 1000 + 33);
+  expect(await lose()).toBe(true);
+  expect((await r.store.get('tx_2'))?.state).toBe('pending');
+  expect(r.backToPending).toEqual(['tx_2']);
+  // An attempt this host built itself after adopting it is settled as usual, its tip live or not.
+  await r.store.addAttempt(
+    'tx_2',
+    { ...attempt(2, 'submitted'), tip_last_valid_block_height: 5000 },
+    { expect: { state: 'pending' } },
+  );
+  const again = (await r.store.get('tx_2')) as StoredTx;
+  r.ctx.chain.advance(SLOT + 3, 1000 + 34);
+  expect(
+    await r.settle.settleFailed(again, again.attempts[1] as StoredAttempt, 'dropped', {
+      countRetry: true,
+      detail: 'window passed',
+    }),
+  ).toBe(true);
+});
+
 test('a non-retryable outcome fails the transaction for good and counts an eviction', async () => {
   const r = rig();
   const tx = await put(r, 'submitted');

@@ -42,12 +42,18 @@ export class SoleWriterLock {
    * transaction a dead predecessor left committing (a backend of relay's still holding a transaction id: its COMMIT
    * may be in its WAL flush or a synchronous standby's wait, invisible until it ends), so what the store loads next is
    * what that commit left. Refuses with `RELAY_E_DB_IN_USE`, naming the holder, when another sidecar holds the lock.
+   *
+   * `shared` (a host of a fleet, `RELAY_FLEET`): the same key taken shared (`pg_try_advisory_lock_shared`), which every
+   * fleet host holds at once and a one-host sidecar's exclusive hold excludes, both ways: a sidecar started without
+   * `RELAY_FLEET` on a fleet's database, or with it on a one-host sidecar's, is refused rather than adopting work
+   * live hosts own. A fleet host waits for no predecessor's commit (its fence and the host-id lock order its writes).
    */
   static async acquire(
     config: pg.ClientConfig,
     target: DatabaseUrl,
     onLost: () => void,
     waitMs = SOLE_WRITER_WAIT_MS,
+    shared = false,
   ): Promise<SoleWriterLock> {
     const client = new pg.Client(
       withServerKeepalives({ ...config, application_name: `${config.application_name ?? 'relay'}-lock` }),
@@ -58,16 +64,24 @@ export class SoleWriterLock {
       const deadline = performance.now() + waitMs;
       for (;;) {
         const { rows } = await client.query<{ got: boolean }>(
-          'SELECT pg_try_advisory_lock($1::bigint) AS got',
+          shared
+            ? 'SELECT pg_try_advisory_lock_shared($1::bigint) AS got'
+            : 'SELECT pg_try_advisory_lock($1::bigint) AS got',
           [SOLE_WRITER_KEY],
         );
         if (rows[0]?.got) break;
         if (performance.now() > deadline) {
-          throw new RelayError('RELAY_E_DB_IN_USE', { url: target.redacted, holder: await holderOf(client) });
+          const holder = await holderOf(client);
+          throw new RelayError('RELAY_E_DB_IN_USE', {
+            url: target.redacted,
+            holder: shared
+              ? `a sidecar that is not one of a fleet (${holder}): start every sidecar on this database with RELAY_FLEET=1`
+              : holder,
+          });
         }
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
-      for (;;) {
+      for (; !shared;) {
         const { rows } = await client.query<{ pid: number }>(
           `SELECT pid FROM pg_stat_activity
            WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL

@@ -54,7 +54,8 @@ export class Recovery {
     if (held.has(tx.tx_id)) {
       counted.tracked++;
     } else if (flying?.stage === 'journaled' && tx.wires) {
-      this.queue.queueSend(tx, flying.attempt);
+      // Once (a resume tried again after a failure may find it queued already).
+      if (!this.queue.has(tx.tx_id, flying.attempt)) this.queue.queueSend(tx, flying.attempt);
       counted.resent++;
     } else if (tx.attempts.length > 0) {
       counted.tracked++;

@@ -1,4 +1,4 @@
-import { isTerminalTxState, relayErrorJson } from '@solrelay/core';
+import { isRelayError, isTerminalTxState, relayErrorJson } from '@solrelay/core';
 import type { RelayPorts } from '../context';
 import type { Settler } from '../settle/settle';
 import { bundleEngineWindow, type TargetWindow } from '../settle/window';
@@ -66,6 +66,14 @@ export class Sender {
       await this.send(job, region);
     } catch (error) {
       if (this.d.isClosed()) return;
+      // Another host of the fleet runs it now (its row moved while this one was paused): not this host's to send.
+      if (isRelayError(error, 'RELAY_E_TX_OWNED_ELSEWHERE')) {
+        this.d.log.info(
+          { tx_id: job.txId, owner: error.details.owner_host },
+          'send dropped: another host runs it',
+        );
+        return;
+      }
       // The store away, a commit of unknown outcome, or another writer moved the record: expected, and tried again
       // shortly (re-read first, so what goes out is what the store holds).
       if (isDatabaseOutage(error) || isStoreConflict(error)) {
@@ -94,6 +102,8 @@ export class Sender {
     // Under the lock: is this attempt still to be sent, and with which bytes?
     const wires = await this.d.locks.run(job.txId, async () => {
       const tx = await this.d.store.get(job.txId);
+      // Several hosts: a transaction another host adopted (while this one was paused) is that host's to send.
+      if (tx && !this.d.store.owns(tx.tx_id)) return null;
       const journaled = tx?.attempts.find((a) => a.attempt === job.attempt);
       if (!tx || !journaled || journaled.stage !== 'journaled' || isTerminalTxState(tx.state)) return null;
       // Timing is checked again as the bundle goes out: a tip that aged in the queue is signed again first, and

@@ -14,6 +14,7 @@ import {
 import type { RelayPorts } from '../context';
 import { lifecycleEntry, statusEvent } from '../events/announce';
 import { announcedPricing, bundleToPrice } from '../chain/pricing';
+import { inheritedTipMayLand } from '../chain/tip-life';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import type { TxEvent } from '../store/store';
 import { SettleSignals } from './signals';
@@ -344,6 +345,9 @@ export class Settler {
     const exhausted = retries > policy['max-retries'] || slot > this.d.chain.deadlineOf(tx);
     const backToPending =
       !fails && (tx.state === 'submitted' || tx.state === 'pending') && options.final !== false;
+    // DESIGN §10, rule 3: an attempt adopted from another host goes back to be decided again (a new tip) only once
+    // its own tip provably cannot land; until then it stays in flight, whatever judged it lost.
+    if (backToPending && inheritedTipMayLand(tx, attempt, this.d.chain)) return false;
     const moves = fails
       ? this.path(tx.state, 'failed', slot, now)
       : backToPending && tx.state !== 'pending'

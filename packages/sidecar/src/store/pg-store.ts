@@ -67,6 +67,9 @@ export type DatabaseAvailability =
 /** The advisory lock every fleet admission takes (`PgTxStore.admitted`; an arbitrary constant beside the spend one). */
 const ADMISSION_LOCK = 0x72656c61;
 
+/** The advisory lock one host at a time holds while it sweeps (`PgTxStore.sweep`). */
+const SWEEP_LOCK = '8243113858876797815'; // 0x72656c6179737777, "relaysww"
+
 /** The advisory lock the upkeep of `events`' partitions takes (`PgTxStore.partitions`). */
 const PARTITIONS_LOCK = 0x72656c70;
 
@@ -89,14 +92,15 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  * reads (get, byFirstSignature, byBundle, live, awaitingAttempt, landedIn, followed) answer from them; a record it
  * does not hold is read from the database. Each held record's row `version` is what its next write expects.
  *
- * **One host (`sole`, the default until the fleet exists).** The store is then the only writer of its database, so
+ * **One host (`sole`, the default; `RELAY_FLEET` turns it off).** The store is then the only writer of its database, so
  * what it holds is every live record and the whole unreleased spend ledger (read at open with the records): the
  * admission counts, the rolling hour's spend and dedupe by first signature answer from memory, as the journal's do,
  * and a spend-limit check is the journal's too (what is held, plus reservations being committed right now), ahead of
  * the one statement that reserves. A dedupe that misses memory needs no query: the accept's own insert finds a row
  * the store no longer holds (`ON CONFLICT`). With `sole: false` (several hosts on one database) counts, spend and
- * dedupe misses go to the database, and a reservation checked against spend-limit is the same statement in a
- * transaction after the limit's advisory lock and the database's sum.
+ * dedupe misses go to the database, a reservation checked against spend-limit is the same statement in a
+ * transaction after the limit's advisory lock and the database's sum, and an accept is checked against `max-queue`
+ * and `rate-limit` under the admission lock ({@link admitted}).
  *
  * **Every write is one statement**, computed here and never read back: the caller's expectation is checked on the
  * held record (refused: {@link StoreConflict} with it), the change applied to it (the same `patchedRecord` the local
@@ -133,9 +137,11 @@ const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_r
  *
  * **Owner.** With a host session (`options.session`, pg/host-session.ts) an accept writes the session as the row's
  * owner, the live rows are adopted under each new epoch ({@link adopt}), and every write of a live row is fenced by
- * the owner in its own compare-and-set: the database refuses a write by an epoch whose work moved. Claiming and the
- * takeover sweep of several hosts are not built yet. No transaction is held across anything but SQL; the statement, lock and idle-in-transaction timeouts are the pool's
- * (`connectDatabase`).
+ * the owner in its own compare-and-set: the database refuses a write by an epoch whose work moved. With several hosts
+ * the store holds only its session's rows, refuses another host's live transaction (`RELAY_E_TX_OWNED_ELSEWHERE`),
+ * and the takeover sweep ({@link sweep}) adopts the work of sessions that ended or lapsed. Claiming pending work by
+ * send budget is not built yet. No transaction is held across anything but SQL; the statement, lock and
+ * idle-in-transaction timeouts are the pool's (`connectDatabase`).
  */
 export class PgTxStore implements TxStore {
   readonly changes = new ChangeFeed();
@@ -221,8 +227,15 @@ export class PgTxStore implements TxStore {
       // One host: this store is the database's only writer (what it holds answers counts, spend and dedupe), so
       // another sidecar on the same database is refused, and a dead predecessor's commit still running is waited
       // for before the records are read (see SoleWriterLock).
-      if (store.options.sole)
-        store.soleLock = await SoleWriterLock.acquire(pool.options, target, () => store.lockLost());
+      // Several hosts hold the same lock shared: a one-host sidecar and a fleet never write one database together.
+      if (store.options.sole || store.session)
+        store.soleLock = await SoleWriterLock.acquire(
+          pool.options,
+          target,
+          () => store.lockLost(),
+          undefined,
+          !store.options.sole,
+        );
       await warmPool(pool);
       await store.adopt();
       await store.load();
@@ -811,6 +824,40 @@ export class PgTxStore implements TxStore {
     return { tx: this.remember(fromRow(row), version), version, owner: row.owner_host };
   }
 
+  /**
+   * Several hosts, after a new epoch adopted this host's own rows: drop every held live record the session no longer
+   * owns (another host adopted it while this one was gone) and hold what it owns as the database has it. A record
+   * with a write of unknown outcome stays unsure: its next read decides.
+   */
+  private async reloadOwned(): Promise<void> {
+    const session = this.session;
+    if (!session) return;
+    const { rows } = await this.pool.query<VersionedRow>(
+      `SELECT ${HELD} FROM transactions t WHERE t.terminal_at IS NULL AND t.owner_host = $1 AND t.owner_epoch = $2`,
+      [session.hostId, session.epoch],
+    );
+    const owned = new Set(rows.map((r) => r.tx_id));
+    // Rows this session owns that it did not hold: a sweep that committed as the session lapsed. Resumed as adopted.
+    const arrived = rows.filter((r) => !this.owned.records.has(r.tx_id) && !this.unsure.has(r.tx_id));
+    for (const tx of [...this.owned.records.values()])
+      if (!isTerminalTxState(tx.state) && !owned.has(tx.tx_id)) {
+        forgetRecord(this.owned, tx.tx_id);
+        this.versions.delete(tx.tx_id);
+      }
+    for (const row of rows) if (!this.unsure.has(row.tx_id)) this.remember(fromRow(row), int(row.version));
+    if (arrived.length > 0)
+      this.toldAdopted({
+        txs: arrived.map((r) => this.owned.records.get(r.tx_id) ?? fromRow(r)),
+        from: new Map(arrived.map((r) => [r.tx_id, { hostId: session.hostId, epoch: session.epoch }])),
+      });
+  }
+
+  /** Whether this store's process runs `txId`: on one host, every transaction; in a fleet, those its session holds. */
+  owns(txId: string): boolean {
+    if (this.options.sole || !this.session) return true;
+    return this.owned.records.has(txId) || this.unsure.has(txId);
+  }
+
   /** Whether `row` is this store's to hold and write: on one host every row is; in a fleet, its owner's. */
   private ours(row: { owner_host: string | null }): boolean {
     if (this.options.sole || !this.session) return true;
@@ -1317,6 +1364,7 @@ export class PgTxStore implements TxStore {
           this.target,
           () => this.lockLost(),
           0,
+          !this.options.sole,
         );
       const session = this.session;
       if (session) {
@@ -1326,6 +1374,9 @@ export class PgTxStore implements TxStore {
           // for a connection would otherwise commit its old owner after the adoption and strand its row.
           await Promise.allSettled([...this.pending]);
           await this.adopt();
+          // Several hosts: what other hosts took while this session was gone is theirs now. Every held view of the
+          // old epoch goes; what this session owns is read again (DESIGN §10).
+          if (!this.options.sole) await this.reloadOwned();
         }
       }
       // The session may have lapsed again meanwhile: the probe goes on until it holds.
@@ -1377,8 +1428,9 @@ export class PgTxStore implements TxStore {
       [session.hostId],
     );
     const { rowCount } = await this.pool.query(
-      `UPDATE transactions SET owner_host = $1, owner_epoch = $2,
-         inherited = inherited OR (owner_host IS NOT NULL AND owner_host <> $1)
+      `UPDATE transactions t SET owner_host = $1, owner_epoch = $2,
+         inherited = inherited OR (owner_host IS NOT NULL AND owner_host <> $1),
+         inherited_attempts = ${INHERITED_ATTEMPTS}
        WHERE terminal_at IS NULL AND (owner_host, owner_epoch) IS DISTINCT FROM ($1::text, $2::bigint)`,
       [session.hostId, session.epoch],
     );
@@ -1427,73 +1479,109 @@ export class PgTxStore implements TxStore {
    */
   async sweep(batch = 1000): Promise<number> {
     const session = this.session;
-    if (this.options.sole || !session) return 0;
-    let adopted = 0;
-    for (;;) {
-      if (this.fenced() || this.closed) return adopted;
-      const epoch = session.epoch;
-      const rows = await this.sweepOnce(
-        this.strandedCheck ? STRANDED : SWEEP,
-        this.strandedCheck
-          ? [session.hostId, epoch]
-          : [session.hostId, epoch, batch, this.options.notifyEvents],
-      );
-      if (rows === null) continue; // another sweeper moved a row this one had read: read again
-      const checked = this.strandedCheck;
-      this.strandedCheck = false;
-      // The session may have lapsed while the statement ran: rows it moved are fenced like any other of this epoch,
-      // and adopted again under the next one (adopt() takes this host id's rows of earlier epochs).
-      const txs: StoredTx[] = [];
-      const from = new Map<string, { hostId: string; epoch: number }>();
-      for (const row of rows) {
-        if (checked && this.owned.records.has(row.tx_id) && !this.unsure.has(row.tx_id)) continue;
-        this.unsure.delete(row.tx_id);
-        txs.push(this.remember(fromRow(row), int(row.version)));
-        from.set(row.tx_id, { hostId: row.previous_host, epoch: int(row.previous_epoch) });
-      }
-      adopted += txs.length;
-      if (txs.length > 0) {
-        for (const listener of this.adoptions) {
-          try {
-            listener({ txs, from });
-          } catch {
-            // a listener's failure is its own
-          }
-        }
-      }
-      if (!checked && rows.length < batch) return adopted;
-    }
+    if (this.options.sole || !session || this.fenced() || this.closed) return 0;
+    return this.track(this.sweepHolding(session, batch));
   }
 
   /**
-   * One sweep statement in a REPEATABLE READ transaction. Under READ COMMITTED a row another sweeper moved and
-   * committed after this statement's snapshot would be re-checked on its new version (EvalPlanQual), and the join with
-   * the old owner's session would no longer match it: adopted twice (a test caught exactly that). Under REPEATABLE
-   * READ such a row is a serialization failure instead (PostgreSQL 15 docs §13.2.2): answered null, read again. A
-   * failure whose commit may have happened leaves rows this session owns that it does not hold: the next sweep first
-   * reads them back ({@link STRANDED}).
+   * {@link sweep}'s work, on one connection holding the fleet's sweep lock (a session-level advisory lock, tried, not
+   * waited for: another host sweeping now takes what this one would). One host at a time takes a dead host's work
+   * whole, batch after batch, and tells its listeners once: a pack's carrier and riders are resumed together, never
+   * split between hosts (review of #29, M2). Tracked as a write: a renewal waits for it before adopting.
    */
-  private async sweepOnce(
-    text: string,
-    values: unknown[],
-  ): Promise<Array<VersionedRow & { previous_host: string; previous_epoch: string }> | null> {
+  private async sweepHolding(session: HostSession, batch: number): Promise<number> {
     const db = await this.pool.connect().catch((error: unknown) => {
       throw this.failed(error);
     });
     const ignore = () => undefined;
     db.on('error', ignore);
+    let locked = false;
+    let broken = false;
+    const txs: StoredTx[] = [];
+    const from = new Map<string, { hostId: string; epoch: number }>();
+    const epoch = session.epoch;
+    try {
+      const { rows } = await db.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS got', [
+        SWEEP_LOCK,
+      ]);
+      locked = rows[0]?.got === true;
+      if (!locked) return 0;
+      for (let conflicts = 0; ;) {
+        // The session lapsed meanwhile: what this sweep moved is this host id's, adopted under the next epoch.
+        if (this.fenced() || this.closed || session.epoch !== epoch) break;
+        const checked = this.strandedCheck;
+        const moved = await this.sweepOnce(
+          db,
+          checked ? STRANDED : SWEEP,
+          checked ? [session.hostId, epoch] : [session.hostId, epoch, batch, this.options.notifyEvents],
+        ).catch((error: unknown) => {
+          broken = true;
+          throw error;
+        });
+        if (moved === null) {
+          // Another writer moved a row this sweep had read (a zombie's last write, under REPEATABLE READ): read again
+          // after a moment; the next timer's sweep goes on if this keeps happening.
+          if (++conflicts > 10) break;
+          await new Promise((resolve) => setTimeout(resolve, 10 * conflicts));
+          continue;
+        }
+        this.strandedCheck = false;
+        if (session.epoch !== epoch) break;
+        for (const row of moved) {
+          // The read-back after a failed sweep: rows held or being re-read already are not news.
+          if (checked && (this.owned.records.has(row.tx_id) || this.unsure.has(row.tx_id))) continue;
+          txs.push(this.remember(fromRow(row), int(row.version)));
+          from.set(row.tx_id, { hostId: row.previous_host, epoch: int(row.previous_epoch) });
+        }
+        if (!checked && moved.length < batch) break;
+      }
+    } finally {
+      if (locked && !broken)
+        await db.query('SELECT pg_advisory_unlock($1::bigint)', [SWEEP_LOCK]).catch(() => {
+          broken = true;
+        });
+      db.off('error', ignore);
+      // A connection that failed mid-sweep is closed (its session, and the lock with it, ends on the server).
+      db.release(broken);
+    }
+    if (txs.length > 0) this.toldAdopted({ txs, from });
+    return txs.length;
+  }
+
+  /** Tell the adoption listeners (each failure its own). */
+  private toldAdopted(adopted: Adopted): void {
+    for (const listener of this.adoptions) {
+      try {
+        listener(adopted);
+      } catch {
+        // a listener's failure is its own
+      }
+    }
+  }
+
+  /**
+   * One sweep statement in a REPEATABLE READ transaction on `db`. Under READ COMMITTED a row another writer moved and
+   * committed after this statement's snapshot would be re-checked on its new version (EvalPlanQual) and could be
+   * adopted twice (a test caught exactly that with concurrent sweepers). Under REPEATABLE READ such a row is a
+   * serialization failure instead (PostgreSQL 15 docs §13.2.2): answered null, read again. A failure whose commit
+   * may have happened leaves rows this session owns that it does not hold: the next sweep first reads them back
+   * ({@link STRANDED}).
+   */
+  private async sweepOnce(
+    db: pg.PoolClient,
+    text: string,
+    values: unknown[],
+  ): Promise<Array<VersionedRow & { previous_host: string; previous_epoch: string }> | null> {
     try {
       await db.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
       const { rows } = await db.query<VersionedRow & { previous_host: string; previous_epoch: string }>(
         prepared(text, values),
       );
       await db.query('COMMIT');
-      db.off('error', ignore);
-      db.release();
       return rows;
     } catch (error) {
       const serialization = error instanceof pg.DatabaseError && error.code === '40001';
-      await rollBack(db, ignore);
+      await db.query('ROLLBACK').catch(() => undefined);
       if (serialization) return null;
       this.strandedCheck = true;
       throw this.failed(error);
@@ -1660,7 +1748,7 @@ const ATTEMPT = `a.attempt, a.bundle_id, a.tip_lamports, a.tip_tx, a.tip_signatu
  * The columns of a whole record: the row, and its attempts in order as one json array (json, not jsonb: the nested
  * objects keep their key order; bigint columns become JSON numbers).
  */
-const RECORD = `t.tx_id, t.state, t.priority, t.tip_mode, t.max_tip, ${ms('t.enqueued_at')} AS enqueued_at,
+const RECORD = `t.tx_id, t.inherited_attempts, t.state, t.priority, t.tip_mode, t.max_tip, ${ms('t.enqueued_at')} AS enqueued_at,
   t.enqueued_slot, t.enqueued_block_height, t.expires_at_slot, t.wires, t.signatures, t.blockhashes,
   t.nonce_accounts, t.fee_payers, t.history, t.retries, t.last_error, t.failure, t.landed_slot, t.stopped,
   coalesce((SELECT json_agg(x ORDER BY x.attempt) FROM (SELECT ${ATTEMPT} FROM attempts a WHERE a.tx_id = t.tx_id) x),
@@ -1795,22 +1883,32 @@ const PRUNE_LIFECYCLE = `DELETE FROM lifecycle_entries WHERE seq IN (
     ORDER BY written_at LIMIT $2)`;
 
 /**
+ * A row's `inherited_attempts` as it moves to host $1: moving from another host id, its attempts so far (rule 3 holds
+ * them until their tips are dead); from an earlier epoch of the same host id (a process of this host that is gone:
+ * the host-id lock proves it), what it was.
+ */
+const INHERITED_ATTEMPTS = `CASE WHEN t.owner_host IS NOT NULL AND t.owner_host <> $1
+    THEN (SELECT coalesce(max(a.attempt), 0) FROM attempts a WHERE a.tx_id = t.tx_id)
+    ELSE t.inherited_attempts END`;
+
+/**
  * The takeover sweep ({@link PgTxStore.sweep}): live rows of another session ($1, $2 is this one) that has ended, whose
  * lease the database's clock says has passed, or that is gone from `host_sessions`; up to $3, oldest first, each
  * locked and skipped if another sweeper holds it; moved to this session in the same statement, with a `tx_adopted`
  * event each (NOTIFYing other hosts' followers when $4).
  */
-const SWEEP = `WITH orphaned AS (
+const SWEEP = `WITH orphaned AS MATERIALIZED (
     SELECT t.tx_id, t.owner_host, t.owner_epoch FROM transactions t
-    LEFT JOIN host_sessions s ON s.host_id = t.owner_host AND s.epoch = t.owner_epoch
     WHERE t.terminal_at IS NULL AND t.owner_host IS NOT NULL
       AND (t.owner_host, t.owner_epoch) IS DISTINCT FROM ($1::text, $2::bigint)
-      AND (s.epoch IS NULL OR s.ended_at IS NOT NULL OR s.lease_expires_at < now())
+      AND NOT EXISTS (SELECT 1 FROM host_sessions s WHERE s.host_id = t.owner_host AND s.epoch = t.owner_epoch
+        AND s.ended_at IS NULL AND s.lease_expires_at >= now())
     ORDER BY t.seq
     LIMIT $3
     FOR UPDATE OF t SKIP LOCKED
   ), moved AS (
-    UPDATE transactions t SET owner_host = $1, owner_epoch = $2, inherited = t.inherited OR t.owner_host <> $1
+    UPDATE transactions t SET owner_host = $1, owner_epoch = $2, inherited = t.inherited OR t.owner_host <> $1,
+      inherited_attempts = ${INHERITED_ATTEMPTS}
     FROM orphaned o WHERE t.tx_id = o.tx_id
     RETURNING ${HELD}, t.seq AS moved_seq, o.owner_host AS previous_host, o.owner_epoch AS previous_epoch
   ), told AS (
@@ -1827,7 +1925,7 @@ const SWEEP = `WITH orphaned AS (
 
 /** This session's live rows ($1, $2), to hold those a sweep of unknown outcome moved (see `sweepOnce`). */
 const STRANDED = `SELECT ${HELD}, t.owner_host AS previous_host, t.owner_epoch AS previous_epoch FROM transactions t
-  WHERE t.terminal_at IS NULL AND t.owner_host = $1 AND t.owner_epoch = $2 ORDER BY t.seq`;
+  WHERE t.terminal_at IS NULL AND t.owner_host = $1 AND t.owner_epoch = $2 AND t.inherited ORDER BY t.seq`;
 
 /**
  * The fleet's admission check, under the admission lock: live transactions, admissions of the last 60 s by the
@@ -1885,6 +1983,7 @@ function prepared(text: string, values: unknown[]): pg.QueryConfig {
 /** A record's row as node-postgres gives it: bigint columns as strings, json parsed, float8 as numbers. */
 interface TxRow {
   tx_id: string;
+  inherited_attempts: number;
   state: TxState;
   priority: StoredTx['priority'];
   tip_mode: StoredTx['tip'];
@@ -1949,6 +2048,7 @@ function fromRow(row: TxRow): StoredTx {
     stopped: row.stopped,
   };
   if (row.enqueued_block_height !== null) tx.enqueued_block_height = int(row.enqueued_block_height);
+  if (row.inherited_attempts > 0) tx.inherited_attempts = row.inherited_attempts;
   return tx;
 }
 

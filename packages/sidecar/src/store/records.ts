@@ -156,6 +156,11 @@ export interface StoredTx {
   landed_slot: number | null;
   /** No further attempt will be made (retries or expiry exhausted); waits for proof that nothing can land. */
   stopped: boolean;
+  /**
+   * Several hosts on one database (DESIGN §10, rule 3): the transaction was adopted from another host, whose attempts
+   * are numbered up to this one. Each stays unsettled until its tip provably cannot land. Absent: none.
+   */
+  inherited_attempts?: number;
 }
 
 /** Fields to set, history to append, an attempt to add or attempt fields to set, on one record. */

@@ -109,6 +109,11 @@ export interface TxQueries {
    */
   otherHostsTips(sinceSlot: number): Promise<StoredAttempt[]>;
   /**
+   * Whether this process runs `txId` (sends it, settles it): on one host every transaction; with several hosts on one
+   * database, those its host session owns (held in memory). Synchronous: asked on the send path after a read.
+   */
+  owns(txId: string): boolean;
+  /**
    * Which of these tips the store itself holds on that attempt, read from where it keeps them (a database: read from
    * it now, not from what this process holds). After a database outage, a tip this process sent that the database
    * does not hold (a failover that lost an acknowledged commit) is one nothing else would follow (see `OutageGate`).
@@ -459,6 +464,10 @@ abstract class TableTxStore implements TxStore {
 
   otherHostsTips(): Promise<StoredAttempt[]> {
     return Promise.resolve([]);
+  }
+
+  owns(): boolean {
+    return true;
   }
 
   counts(): Promise<StoreCounts> {

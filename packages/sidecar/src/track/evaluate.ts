@@ -12,6 +12,7 @@ import {
   landingGoneBy,
   progress,
   windowPassed,
+  inheritedTipMayLand,
   type StatusMap,
 } from './judge';
 import { readStatusesInto } from './read-statuses';
@@ -203,7 +204,12 @@ export class Evaluator {
       const flying = inFlight(tx);
       // Judged as of the slot the answer describes: a node behind relay has simply not seen the landing yet.
       const seenAt = { slot: Math.min(readAt.slot, readAt.contextSlot ?? readAt.slot), ts: readAt.ts };
-      if (flying && windowPassed(flying, seenAt, lossGrace(this.d.chain.consensus.snapshot().kind))) {
+      if (
+        flying &&
+        windowPassed(flying, seenAt, lossGrace(this.d.chain.consensus.snapshot().kind)) &&
+        // Adopted from another host: followed, not judged lost, until its tip provably cannot land (DESIGN §10).
+        !inheritedTipMayLand(tx, flying, this.d.chain)
+      ) {
         // JSON-RPC has no push channel: relay looks, in the order blame goes (the user's own transactions, a
         // rider, relay's tip), only as far as it must; the verdict is the judge's.
         const userFault = await diagnoseUserTransactions(this.d.rpc, tx, seenAt.slot);

@@ -1,7 +1,12 @@
 import { LOSS_GRACE, type LossGrace, type TxState } from '@solrelay/core';
 import type { StoredAttempt } from '../store/records';
 
-export { LATE_TIP_CONFIRM_BLOCKS, TIP_LANDING_HORIZON_SLOTS, tipStillLive } from '../chain/tip-life';
+export {
+  LATE_TIP_CONFIRM_BLOCKS,
+  TIP_LANDING_HORIZON_SLOTS,
+  inheritedTipMayLand,
+  tipStillLive,
+} from '../chain/tip-life';
 
 /**
  * The pure part of judging a transaction from its signatures' statuses: no I/O, no clock (the read's slot and time

@@ -3,6 +3,7 @@ import { SseReader, TEST_INTERVALS, get, post, quietLogger, waitUntil, type Stac
 import pg from 'pg';
 import { configFromEnv } from '../../src/config';
 import { startSidecar, type Sidecar } from '../../src/service';
+import { PgTxStore } from '../../src/store/pg-store';
 import { useMigratedPostgres } from '../helpers/migrated-postgres';
 import { startRelayStack, waitAllFinalized } from '../helpers/relay-stack';
 
@@ -138,22 +139,22 @@ test('a host whose session lapses while it runs hands its work over: the other f
     ids.push(answer.body.tx_id as string);
   }
   // The database's clock says host A's lease has passed (a pause, a partition): host B's sweep adopts its live work
-  // while host A still runs with it in memory, some of it in flight. Host A is told at its next heartbeat.
+  // while host A still runs with it in memory, some of it in flight. Host A is told at its next heartbeat, and takes
+  // back only what no one adopted; host B's sweep is run at once (its timer could lose that race to host A's renewal,
+  // which is as correct but proves nothing here).
   await db.query(
     `UPDATE host_sessions SET started_at = now() - interval '1 minute', lease_expires_at = now() - interval '1 second'
      WHERE host_id = 'host-a' AND ended_at IS NULL`,
   );
-  await waitUntil(
-    async () => {
-      const { rows } = await db.query(`SELECT count(*)::int AS n FROM events WHERE name = 'tx_adopted'`);
-      return rows[0].n > 0;
-    },
-    15_000,
-    'host B to adopt host A’s work',
-  );
+  const swept = await (b.store as PgTxStore).sweep();
+  const { rows: told } = await db.query(`SELECT count(*)::int AS n FROM events WHERE name = 'tx_adopted'`);
+  expect(told[0].n).toBeGreaterThanOrEqual(swept);
   await waitAllFinalized(b.url, ids, 90_000);
   const moved = Object.values(await owners(ids)).filter((o) => o === 'host-b').length;
-  expect(moved).toBeGreaterThan(0);
+  // Those not yet finalized when host B swept moved (finalizing takes 32 slots: all were live); its timer's sweeps may
+  // take more of host A's old epoch before host A's renewal takes them back.
+  expect(swept).toBeGreaterThan(0);
+  expect(moved).toBeGreaterThanOrEqual(swept);
   // Host A registered again under a new epoch, and is live again.
   await waitUntil(async () => (await get(a.url, '/status')).body.fleet?.live === true, 20_000, 'host A back');
 

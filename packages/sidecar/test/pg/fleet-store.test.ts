@@ -1,3 +1,4 @@
+import { waitUntil } from '@solrelay/testkit';
 import pg from 'pg';
 import { PgTxStore, type Adopted } from '../../src/store/pg-store';
 import { useMigratedPostgres } from '../helpers/migrated-postgres';
@@ -162,7 +163,57 @@ test('a host whose work moved while it was paused is refused by the database, an
   expect(await a.live()).toEqual([]);
 });
 
-test('hosts sweeping at the same time split a dead host’s work: every transaction adopted exactly once', async () => {
+test('an adopted transaction records which attempts the earlier owner built; its own restart does not mark them', async () => {
+  const db = sql();
+  const a = await host('host-a');
+  await a.accept(tx('tx_1', 'sig-1'));
+  await a.addAttempt('tx_1', attempt(1, '1'.repeat(64)), { expect: { state: 'pending' } });
+  await a.accept(tx('tx_2', 'sig-2'));
+  await a.addAttempt('tx_2', attempt(1, '2'.repeat(64)), { expect: { state: 'pending' } });
+  // host-a restarts: its own work, not inherited.
+  await a.close();
+  const a2 = await host('host-a');
+  expect((await a2.get('tx_1'))?.inherited_attempts).toBeUndefined();
+  const b = await host('host-b');
+  await lapse(db, 'host-a');
+  expect(await b.sweep()).toBe(2);
+  expect((await b.get('tx_1'))?.inherited_attempts).toBe(1);
+  expect((await b.live()).map((t) => t.inherited_attempts)).toEqual([1, 1]);
+  // An attempt host-b builds later is its own: the mark stays at what was inherited.
+  await b.transition('tx_1', {}, { attempts: [{ n: 1, set: { stage: 'failed' } }] });
+  await b.addAttempt('tx_1', attempt(2, '3'.repeat(64)), { expect: { state: 'pending' } });
+  const { rows } = await db.query(`SELECT inherited_attempts FROM transactions WHERE tx_id = 'tx_1'`);
+  expect(rows).toEqual([{ inherited_attempts: 1 }]);
+});
+
+test('a host back from a lapse keeps none of what another host adopted meanwhile, and takes back what no one did', async () => {
+  const db = sql();
+  const a = await host('host-a');
+  const b = await host('host-b');
+  await a.accept(tx('tx_taken', 'sig-taken'));
+  await lapse(db, 'host-a');
+  expect(await b.sweep()).toBe(1);
+  // Accepted after B swept, before A learned: still host-a's (its old epoch), and no one else's to take yet.
+  await db.query(
+    `INSERT INTO transactions (tx_id, state, priority, tip_mode, first_signature, signatures, blockhashes, nonce_accounts,
+       fee_payers, wires, enqueued_at, enqueued_slot, expires_at_slot, owner_host, owner_epoch)
+     SELECT 'tx_kept', state, priority, tip_mode, 'sig-kept', ARRAY['sig-kept'], blockhashes, nonce_accounts, fee_payers,
+       wires, enqueued_at, enqueued_slot, expires_at_slot, 'host-a', owner_epoch - 0
+     FROM transactions WHERE tx_id = 'tx_taken'`,
+  );
+  await db.query(`UPDATE transactions SET owner_epoch = $1 WHERE tx_id = 'tx_kept'`, [a.hostSession?.epoch]);
+  const session = a.hostSession;
+  if (!session) throw new Error('no session');
+  expect(await session.heartbeat()).toBe(false);
+  await waitUntil(async () => a.healthy, 10_000, 'host A to register again');
+  expect((await a.live()).map((t) => t.tx_id)).toEqual(['tx_kept']);
+  expect([a.owns('tx_taken'), a.owns('tx_kept'), b.owns('tx_taken')]).toEqual([false, true, true]);
+  await expect(
+    a.transition('tx_taken', { state: 'pending' }, { set: { state: 'submitted' } }),
+  ).rejects.toMatchObject({ code: 'RELAY_E_TX_OWNED_ELSEWHERE', details: { owner_host: 'host-b' } });
+});
+
+test('hosts sweeping at the same time: one takes a dead host’s work whole, batch after batch, and tells it once; none twice', async () => {
   const db = sql();
   const dead = await host('host-dead');
   const ids = Array.from({ length: 60 }, (_, i) => `tx_${String(i).padStart(2, '0')}`);
@@ -178,8 +229,14 @@ test('hosts sweeping at the same time split a dead host’s work: every transact
     );
   await lapse(db, 'host-dead');
 
+  const told: number[] = [];
+  for (const s of sweepers) s.watchAdoptions(({ txs }) => told.push(txs.length));
   const counts = await Promise.all(sweepers.map((s) => s.sweep(7)));
   expect(counts.reduce((a, b) => a + b, 0)).toBe(ids.length);
+  // The sweep lock: one host took all 60 in batches of 7 (a pack's carrier and riders stay together), told once.
+  expect([...counts].sort((x, y) => y - x)).toEqual([60, 0, 0]);
+  expect(told).toEqual([60]);
+  expect(adopted.size).toBe(1);
   const all = [...adopted.values()].flat().sort();
   expect(all).toEqual(ids);
   const rows = await owners(db);
@@ -308,3 +365,24 @@ describe('fleet-wide admission: checked where the row is inserted, one admission
     expect((await db.query('SELECT count(*)::int AS n FROM admissions')).rows).toEqual([{ n: 1 }]);
   });
 });
+
+test('a one-host sidecar and a fleet never write one database together: each is refused by the other', async () => {
+  await host('host-a');
+  const sole = await PgTxStore.open(url, {
+    maintenanceMs: 0,
+    session: { hostId: 'host-sole', leaseMs: 60_000 },
+  }).catch((error: unknown) => error);
+  expect(sole).toMatchObject({ code: 'RELAY_E_DB_IN_USE' });
+  await Promise.all(opened.splice(0).map((s) => s.close()));
+
+  const alone = await PgTxStore.open(url, {
+    maintenanceMs: 0,
+    session: { hostId: 'host-sole', leaseMs: 60_000 },
+  });
+  opened.push(alone);
+  const fleet = await host('host-b').catch((error: unknown) => error);
+  expect(fleet).toMatchObject({
+    code: 'RELAY_E_DB_IN_USE',
+    details: { holder: expect.stringMatching(/not one of a fleet.*RELAY_FLEET=1/) },
+  });
+}, 30_000);

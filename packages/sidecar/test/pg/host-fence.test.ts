@@ -196,7 +196,7 @@ test('a renewal whose adoption fails, or whose new session is lost meanwhile, ke
     await waitUntil(
       async () => {
         const { rows } = await db.query(
-          `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE transactions SET owner_host%'`,
+          `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE transactions t SET owner_host%'`,
         );
         return rows.length > 0;
       },
