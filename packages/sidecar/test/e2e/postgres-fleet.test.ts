@@ -3,7 +3,7 @@ import { SseReader, TEST_INTERVALS, get, post, quietLogger, waitUntil, type Stac
 import pg from 'pg';
 import { configFromEnv } from '../../src/config';
 import { startSidecar, type Sidecar } from '../../src/service';
-import { PgTxStore } from '../../src/store/pg-store';
+import type { PgTxStore } from '../../src/store/pg-store';
 import { useMigratedPostgres } from '../helpers/migrated-postgres';
 import { startRelayStack, waitAllFinalized } from '../helpers/relay-stack';
 
