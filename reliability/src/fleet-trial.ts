@@ -1,0 +1,396 @@
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Simnet } from '@solrelay/simnet';
+import { freePort, get, post, spawnSidecar, type RunningSidecar } from '@solrelay/testkit';
+import { createDatabasePool, parseDatabaseUrl } from '@solrelay/sidecar/pg';
+import { ChainWatch } from './crash-chain';
+import { SIDECAR_MAIN } from './crash-trial';
+import { TransferSigner, type SignedTransfer } from './crash-wire';
+import { percentile } from './security-results';
+
+/**
+ * One fleet trial (issue #29's failure matrix, first row): three sidecar processes of one fleet (`RELAY_FLEET=1`,
+ * each its own `RELAY_HOST_ID`, port and data directory) on one PostgreSQL and one simulated cluster, paying from one
+ * shared tipper, take a load of transfers round-robin; one of them is SIGKILLed under that load, at a named crash
+ * point (`attempt.journaled`: committed, not sent; `attempt.sent`: sent, the answer not recorded) or at a random
+ * moment, and is not started again. The two left must finish everything: the dead host's live work is adopted by the
+ * takeover sweep and resumed.
+ *
+ * Judged as the crash suite judges, through the survivors' HTTP API, the simulated chain and (for the takeover's
+ * timing only) the `events` table:
+ * - lost: an acknowledged transaction no survivor knows, or not terminal by the end (must be 0);
+ * - second tips: a landed transaction with more than one tip on chain, or a tip on chain tied to no attempt of its
+ *   transaction (must be 0); the tipper's balance dropped by exactly the tips and fees on chain;
+ * - relay == chain, signature by signature: finalized ones on chain once, the others not on chain;
+ * - takeover: from the kill to each of the dead host's live transactions' `tx_adopted` event (p99 ≤ 7 s with the
+ *   default 5 s lease).
+ *
+ * An enqueue the victim never answered is sent again, byte for byte, to a survivor (as a client would).
+ */
+
+export type FleetKill =
+  | { kind: 'point'; point: 'attempt.journaled' | 'attempt.sent'; after: number }
+  | { kind: 'random'; delayMs: number }
+  /** SIGSTOP after `delayMs`, SIGCONT `pauseMs` later: a host that wakes after its work moved (a zombie). */
+  | { kind: 'pause'; delayMs: number; pauseMs: number };
+
+export interface FleetTrialSpec {
+  name: string;
+  kill: FleetKill;
+}
+
+export interface FleetTrialContext {
+  simnet: Simnet;
+  /** A fresh migrated database's URL for the trial (every host of it shares it). */
+  databaseUrl: () => Promise<string>;
+  txs: number;
+  bypassTip: number;
+}
+
+export interface FleetTrialResult {
+  name: string;
+  hosts: number;
+  txs: number;
+  acknowledged: number;
+  /** Refused with RELAY_E_TX_BLOCKHASH_EXPIRED: held by a paused host past the blockhash's life (off chain: checked). */
+  refused_expired: number;
+  /** Enqueues with no answer from the victim, sent again to a survivor. */
+  resent: number;
+  kill: { kind: string; point: string | null; ended: string; at_ms: number | null };
+  /** The victim's transactions a survivor adopted (none is left live under the victim: checked). */
+  adopted: number;
+  /** Bundles of this trial the block engine received whose id no attempt in the database has (must be 0). */
+  engine_bundles_unknown: number;
+  /** A paused victim: registered again after waking (a new epoch, live). */
+  woke_live: boolean | null;
+  /** Milliseconds from the kill to each orphan's adoption. */
+  takeover_ms: { p50: number | null; p99: number | null; max: number | null };
+  terminal: Record<string, number>;
+  lost: number;
+  disagree: number;
+  double_landed: number;
+  tips_on_chain: number;
+  double_tips: number;
+  orphan_tips: number;
+  tipper_drop_lamports: number;
+  chain_tips_lamports: number;
+  duration_ms: number;
+  problems: string[];
+}
+
+const FEE = 5_000;
+const TERMINAL = new Set(['finalized', 'failed', 'expired']);
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+interface Host {
+  id: string;
+  env: Record<string, string>;
+  proc: RunningSidecar;
+  dead: boolean;
+}
+
+interface RecordView {
+  tx_id: string;
+  state: string;
+  tx_signatures: string[];
+  attempts: Array<{ attempt: number; bundle_id: string; tip_lamports: number; stage: string }>;
+}
+
+export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec): Promise<FleetTrialResult> {
+  const started = Date.now();
+  const problems: string[] = [];
+  const { simnet } = ctx;
+  const dir = await mkdtemp(join(tmpdir(), 'relay-fleet-trial-'));
+  const tipper = simnet.fundedKeypair(100_000_000_000);
+  const payer = simnet.fundedKeypair(100_000_000_000);
+  const tipperKey = tipper.publicKey.toBase58();
+  await writeFile(join(dir, 'tipper.json'), JSON.stringify([...tipper.secretKey]), { mode: 0o600 });
+  await writeFile(
+    join(dir, 'relay.policy.json'),
+    JSON.stringify({ 'rate-limit': 1_000_000, 'max-queue': 100_000, 'max-retries': 20 }),
+  );
+  const databaseUrl = await ctx.databaseUrl();
+  const db = createDatabasePool(parseDatabaseUrl(databaseUrl));
+  const watch = new ChainWatch(simnet, payer.publicKey.toBase58(), tipperKey);
+  const tipperBefore = simnet.cluster.getBalance(tipperKey);
+  const signer = new TransferSigner(payer, () => simnet.cluster.latestBlockhash('confirmed').blockhash);
+  const hosts: Host[] = [];
+  const victimIndex = 1;
+  let killedAt: number | null = null;
+  let ended = 'alive';
+  try {
+    for (let i = 0; i < 3; i++) {
+      const id = `host-${i + 1}`;
+      const port = await freePort();
+      const env: Record<string, string> = {
+        ...simnet.env(),
+        KEYPAIR_PATH: join(dir, 'tipper.json'),
+        API_PORT: String(port),
+        RELAY_HOST_ID: id,
+        RELAY_DATA_DIR: join(dir, `data-${i + 1}`),
+        LIFECYCLE_PATH: join(dir, `lifecycle-${i + 1}.jsonl`),
+        RELAY_POLICY_FILE: join(dir, 'relay.policy.json'),
+        BUNDLE_ENGINE_RPS: '2000',
+        RELAY_DATABASE_URL: databaseUrl,
+        RELAY_FLEET: '1',
+        BYPASS_AGENT: '1',
+        BYPASS_TIP_LAMPORTS: String(ctx.bypassTip),
+        ...(i === victimIndex && spec.kill.kind === 'point'
+          ? { RELAY_CRASH_AT: spec.kill.point, RELAY_CRASH_AFTER: String(spec.kill.after) }
+          : {}),
+      };
+      hosts.push({ id, env, proc: await spawnSidecar(SIDECAR_MAIN, env, 30_000), dead: false });
+    }
+    const victim = hosts[victimIndex] as Host;
+    void victim.proc.exited.then((how) => {
+      victim.dead = true;
+      killedAt ??= Date.now();
+      ended = String(how);
+    });
+    const kill = spec.kill;
+    if (kill.kind === 'random')
+      setTimeout(() => {
+        killedAt = Date.now();
+        victim.proc.child.kill('SIGKILL');
+      }, kill.delayMs).unref();
+    // A pause: the victim stops answering (its enqueues go to the others) until it wakes.
+    let paused = false;
+    if (kill.kind === 'pause')
+      setTimeout(() => {
+        killedAt = Date.now();
+        paused = true;
+        victim.proc.child.kill('SIGSTOP');
+        setTimeout(() => {
+          victim.proc.child.kill('SIGCONT');
+          paused = false;
+        }, kill.pauseMs).unref();
+      }, kill.delayMs).unref();
+
+    // The load: round-robin over the hosts, eight at a time; what a dead host did not answer goes to the next one.
+    const acked = new Map<string, { transfer: SignedTransfer; host: string }>();
+    let resent = 0;
+    const refused: string[] = [];
+    let next = 0;
+    const transfers = Array.from({ length: ctx.txs }, () => signer.transfer());
+    const send = async (transfer: SignedTransfer, first: number): Promise<void> => {
+      for (let k = 0; k < 3 * hosts.length; k++) {
+        const host = hosts[(first + k) % hosts.length] as Host;
+        if (host.dead || (host === victim && paused)) continue;
+        const answer = await post(host.proc.url, '/tx/enqueue', { transaction: transfer.wire }).catch(
+          () => null,
+        );
+        if (answer && (answer.status === 200 || answer.status === 202)) {
+          acked.set(answer.body.tx_id as string, { transfer, host: host.id });
+          return;
+        }
+        if (!answer || host.dead) {
+          resent++;
+          continue;
+        }
+        // Held past its blockhash's life (a paused host answered at last): refused, the one refusal allowed; it must
+        // then be off chain (checked below).
+        if (answer.status === 422 && answer.body?.error?.code === 'RELAY_E_TX_BLOCKHASH_EXPIRED') {
+          refused.push(transfer.signature);
+          return;
+        }
+        if (answer.status === 429 || answer.status === 503) {
+          await sleep(200);
+          k--;
+          continue;
+        }
+        problems.push(`enqueue to ${host.id} answered ${answer.status}: ${JSON.stringify(answer.body)}`);
+        return;
+      }
+      problems.push(`no host took transfer ${transfer.signature}`);
+    };
+    const workers = Array.from({ length: 8 }, async () => {
+      while (next < transfers.length) {
+        const i = next++;
+        await send(transfers[i] as SignedTransfer, i % hosts.length);
+        // Spread over a few seconds: the kill lands under load, not after it.
+        await sleep(40);
+      }
+    });
+    await Promise.all(workers);
+
+    // A point kill that never fired is a trial that did not test what it names.
+    if (spec.kill.kind === 'point') {
+      const deadline = Date.now() + 20_000;
+      while (!victim.dead && Date.now() < deadline) await sleep(100);
+      if (!victim.dead) problems.push(`crash point ${spec.kill.point} #${spec.kill.after} never fired`);
+    }
+    const killMoment = killedAt ?? Date.now();
+    const reader = hosts[0] as Host;
+
+    // Everything acknowledged reaches a terminal state through the survivors.
+    const ids = [...acked.keys()];
+    const records = new Map<string, RecordView | null>();
+    const deadline = Date.now() + 150_000;
+    for (;;) {
+      records.clear();
+      for (let i = 0; i < ids.length; i += 24) {
+        const answers = await Promise.all(
+          ids.slice(i, i + 24).map((id) => get(reader.proc.url, `/tx/${id}`).catch(() => null)),
+        );
+        answers.forEach((answer, j) => {
+          const id = ids[i + j] as string;
+          records.set(id, answer?.status === 200 ? (answer.body as RecordView) : null);
+        });
+      }
+      const open = [...records.values()].filter((r) => !r || !TERMINAL.has(r.state)).length;
+      if (open === 0 || Date.now() > deadline) break;
+      await sleep(500);
+    }
+
+    // Takeover: the dead host's transactions adopted, and when.
+    const { rows: adoptedRows } = await db.query<{ tx_id: string; at: number; from_host: string }>(
+      `SELECT tx_id, (extract(epoch FROM created_at) * 1000)::float8 AS at, payload->>'from_host_id' AS from_host
+       FROM events WHERE name = 'tx_adopted'`,
+    );
+    const adoptedFromVictim = adoptedRows.filter((r) => r.from_host === victim.id);
+    const { rows: victimRows } = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM transactions t WHERE t.owner_host = $1 AND t.terminal_at IS NULL`,
+      [victim.id],
+    );
+    if ((victimRows[0]?.n ?? 0) > 0 && kill.kind !== 'pause')
+      problems.push(`${victimRows[0]?.n} live transactions still owned by ${victim.id}`);
+    // A paused victim wakes, finds its lease gone, and registers again: live under a new epoch.
+    let wokeLive: boolean | null = null;
+    if (kill.kind === 'pause') {
+      const until = Date.now() + 20_000;
+      for (;;) {
+        const status = await get(victim.proc.url, '/status').catch(() => null);
+        wokeLive = status?.status === 200 && status.body.fleet?.live === true;
+        if (wokeLive || Date.now() > until) break;
+        await sleep(250);
+      }
+      const { rows } = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM host_sessions WHERE host_id = $1`,
+        [victim.id],
+      );
+      if (!wokeLive || (rows[0]?.n ?? 0) < 2)
+        problems.push(
+          `the paused ${victim.id} did not register again (live ${wokeLive}, ${rows[0]?.n} sessions)`,
+        );
+    }
+    const takeover = adoptedFromVictim.map((r) => r.at - killMoment);
+
+    // The chain's side.
+    const view = watch.view();
+    let lost = 0;
+    let disagree = 0;
+    let doubleLanded = 0;
+    let doubleTips = 0;
+    const terminal: Record<string, number> = {};
+    const bySignature = new Map<string, RecordView>();
+    for (const [id, record] of records) {
+      if (!record) {
+        lost++;
+        problems.push(`acknowledged ${id} unknown to ${reader.id}`);
+        continue;
+      }
+      terminal[record.state] = (terminal[record.state] ?? 0) + 1;
+      if (!TERMINAL.has(record.state)) {
+        lost++;
+        problems.push(`${id} not terminal at the end (${record.state})`);
+      }
+      const signature = record.tx_signatures[0] as string;
+      bySignature.set(signature, record);
+      const landings = view.landings.get(signature) ?? 0;
+      if (landings > 1) doubleLanded++;
+      if ((record.state === 'finalized') !== (landings === 1)) {
+        disagree++;
+        problems.push(`${id} is ${record.state} and on chain ${landings} times`);
+      }
+    }
+    const tipsByUser = new Map<string, number>();
+    let orphanTips = 0;
+    let chainTipsLamports = 0;
+    for (const tip of view.tips) {
+      const user = tip.userSignature;
+      const record = user ? bySignature.get(user) : undefined;
+      const attempt = record?.attempts.find((a) => a.bundle_id === tip.bundleId);
+      if (!record || !attempt) {
+        orphanTips++;
+        problems.push(`tip ${tip.signature} on chain for no attempt (bundle ${tip.bundleId ?? 'none'})`);
+        continue;
+      }
+      chainTipsLamports += attempt.tip_lamports + FEE;
+      tipsByUser.set(user as string, (tipsByUser.get(user as string) ?? 0) + 1);
+    }
+    for (const [user, n] of tipsByUser)
+      if (n > 1) {
+        doubleTips++;
+        problems.push(`transaction ${user} has ${n} tips on chain`);
+      }
+    // Every bundle of this trial that reached the engine, from any host (a zombie included), is one the fleet
+    // committed: its id is an attempt's (or an attempt's before its tip was signed again).
+    const { rows: known } = await db.query<{ id: string }>(
+      `SELECT bundle_id AS id FROM attempts UNION SELECT unnest(previous_bundle_ids) FROM attempts`,
+    );
+    const knownIds = new Set(known.map((r) => r.id));
+    let engineUnknown = 0;
+    for (const bundle of simnet.engine.received().bundles) {
+      const user = bundle.signatures[0];
+      if (!user || !bySignature.has(user)) continue;
+      if (bundle.bundleId && knownIds.has(bundle.bundleId)) continue;
+      engineUnknown++;
+      problems.push(
+        `the engine received bundle ${bundle.bundleId ?? '?'} for ${user}: no attempt in the database`,
+      );
+    }
+    for (const signature of refused)
+      if (view.landings.has(signature)) problems.push(`refused ${signature} (blockhash expired) is on chain`);
+    const tipperDrop = tipperBefore - simnet.cluster.getBalance(tipperKey);
+    if (tipperDrop !== chainTipsLamports)
+      problems.push(
+        `the tipper dropped ${tipperDrop} lamports; the tips on chain and their fees are ${chainTipsLamports}`,
+      );
+    if (lost + disagree + doubleLanded + doubleTips + orphanTips > 0)
+      problems.push(
+        `lost ${lost}, disagree ${disagree}, double landed ${doubleLanded}, double tips ${doubleTips}`,
+      );
+    const p99 = percentile(takeover, 99);
+    if (p99 !== null && p99 > 7_000) problems.push(`takeover p99 ${p99} ms (target ≤ 7000)`);
+
+    return {
+      name: spec.name,
+      hosts: hosts.length,
+      txs: ctx.txs,
+      acknowledged: acked.size,
+      refused_expired: refused.length,
+      resent,
+      kill: {
+        kind: spec.kill.kind,
+        point: spec.kill.kind === 'point' ? spec.kill.point : null,
+        ended,
+        at_ms: killedAt === null ? null : killedAt - started,
+      },
+      adopted: adoptedFromVictim.length,
+      engine_bundles_unknown: engineUnknown,
+      woke_live: wokeLive,
+      takeover_ms: {
+        p50: percentile(takeover, 50),
+        p99,
+        max: takeover.length ? Math.max(...takeover) : null,
+      },
+      terminal,
+      lost,
+      disagree,
+      double_landed: doubleLanded,
+      tips_on_chain: view.tips.length,
+      double_tips: doubleTips,
+      orphan_tips: orphanTips,
+      tipper_drop_lamports: tipperDrop,
+      chain_tips_lamports: chainTipsLamports,
+      duration_ms: Date.now() - started,
+      problems,
+    };
+  } finally {
+    watch.stop();
+    for (const h of hosts) h.proc.child.kill('SIGCONT');
+    await Promise.all(hosts.map((h) => h.proc.stop().catch(() => undefined)));
+    await db.end();
+  }
+}

@@ -1,0 +1,55 @@
+import { startSimnet, type Simnet } from '@solrelay/simnet';
+import { runFleetTrial, type FleetTrialResult, type FleetTrialSpec } from '../../src/fleet-trial';
+import { writeResults } from '../../src/security-results';
+import { useMigratedPostgres } from '../../src/store';
+
+/**
+ * A fleet under a host's death (issue #29, failure matrix row one): three sidecar processes on one PostgreSQL, one
+ * SIGKILLed under load at `attempt.journaled` (committed, not sent), at `attempt.sent` (sent, answer not recorded)
+ * and at a random moment, never restarted; or SIGSTOPped past twice its lease and a blockhash's life, then woken
+ * (a zombie). The others must finish every acknowledged transaction with one tip each on chain, relay agreeing with
+ * the chain signature by signature, every bundle the engine received one the database holds, and adopt the
+ * victim's work within 7 s (p99); a woken victim registers again under a new epoch. See src/fleet-trial.ts. RELIABILITY_FLEET_TX sets the transactions per trial (default 60). Figures go to
+ * results/fleet-postgres.json.
+ */
+const postgres = useMigratedPostgres('relay_reliability_template');
+const TXS = Number(process.env.RELIABILITY_FLEET_TX ?? 60);
+const TRIALS: FleetTrialSpec[] = [
+  { name: 'SIGKILL at attempt.journaled', kill: { kind: 'point', point: 'attempt.journaled', after: 8 } },
+  { name: 'SIGKILL at attempt.sent', kill: { kind: 'point', point: 'attempt.sent', after: 8 } },
+  { name: 'SIGKILL at a random moment', kill: { kind: 'random', delayMs: 1_500 } },
+  // 12 s: past twice the 5 s lease, and past a blockhash's life (150 slots of 60 ms = 9 s).
+  { name: 'SIGSTOP for 12 s, then SIGCONT', kill: { kind: 'pause', delayMs: 1_500, pauseMs: 12_000 } },
+];
+
+let simnet: Simnet;
+const results: FleetTrialResult[] = [];
+
+beforeAll(async () => {
+  simnet = await startSimnet({ slotMs: 60, rateLimit: false, seed: 29 });
+}, 60_000);
+
+afterAll(async () => {
+  await simnet?.stop();
+  if (results.length > 0) {
+    const path = writeResults('fleet-postgres', { txs: TXS, hosts: 3, trials: results });
+    console.log(`fleet trials written to ${path}`);
+  }
+});
+
+describe.each(TRIALS)('3 hosts, one killed: $name', (spec) => {
+  test('lost 0, second tips 0, relay == chain, takeover p99 ≤ 7 s', async () => {
+    const result = await runFleetTrial(
+      { simnet, databaseUrl: () => postgres.fresh(), txs: TXS, bypassTip: 50_000 },
+      spec,
+    );
+    results.push(result);
+    console.log(JSON.stringify({ ...result, problems: result.problems.slice(0, 10) }, null, 1));
+    expect(result.problems).toEqual([]);
+    // Only a paused host's answer can come after the transfer's blockhash died (refused, and off chain: checked).
+    expect(result.acknowledged + result.refused_expired).toBe(TXS);
+    if (spec.kill.kind !== 'pause') expect(result.refused_expired).toBe(0);
+    expect(result.adopted).toBeGreaterThan(0);
+    expect([result.lost, result.double_tips, result.orphan_tips, result.disagree]).toEqual([0, 0, 0, 0]);
+  }, 300_000);
+});
