@@ -1,4 +1,6 @@
 import { startSimnet, type Simnet } from '@solrelay/simnet';
+import { testSeed } from '@solrelay/testkit';
+import { seededRandom } from '../../src/crash-trial';
 import { runFleetTrial, type FleetTrialResult, type FleetTrialSpec } from '../../src/fleet-trial';
 import { writeResults } from '../../src/security-results';
 import { useMigratedPostgres } from '../../src/store';
@@ -14,10 +16,16 @@ import { useMigratedPostgres } from '../../src/store';
  */
 const postgres = useMigratedPostgres('relay_reliability_template');
 const TXS = Number(process.env.RELIABILITY_FLEET_TX ?? 60);
+/** The random kill's moment: 0.5 to 4.5 s after the hosts listen (the load runs about 5 s), drawn from the test seed. */
+const SEED = testSeed();
+const RANDOM_DELAY_MS = 500 + Math.round(seededRandom(SEED)() * 4_000);
 const TRIALS: FleetTrialSpec[] = [
   { name: 'SIGKILL at attempt.journaled', kill: { kind: 'point', point: 'attempt.journaled', after: 8 } },
   { name: 'SIGKILL at attempt.sent', kill: { kind: 'point', point: 'attempt.sent', after: 8 } },
-  { name: 'SIGKILL at a random moment', kill: { kind: 'random', delayMs: 1_500 } },
+  {
+    name: `SIGKILL at a random moment (${RANDOM_DELAY_MS} ms, seed ${SEED})`,
+    kill: { kind: 'random', delayMs: RANDOM_DELAY_MS },
+  },
   // 12 s: past twice the 5 s lease, and past a blockhash's life (150 slots of 60 ms = 9 s).
   { name: 'SIGSTOP for 12 s, then SIGCONT', kill: { kind: 'pause', delayMs: 1_500, pauseMs: 12_000 } },
 ];
@@ -32,7 +40,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await simnet?.stop();
   if (results.length > 0) {
-    const path = writeResults('fleet-postgres', { txs: TXS, hosts: 3, trials: results });
+    const path = writeResults('fleet-postgres', { txs: TXS, hosts: 3, seed: SEED, trials: results });
     console.log(`fleet trials written to ${path}`);
   }
 });
