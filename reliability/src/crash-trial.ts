@@ -185,13 +185,13 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-interface RunningAgent {
+export interface RunningAgent {
   child: ChildProcess;
   output: () => string;
   stop(): Promise<void>;
 }
 
-function spawnAgent(env: Record<string, string>): RunningAgent {
+export function spawnAgent(env: Record<string, string>): RunningAgent {
   const child = spawn(process.execPath, [AGENT_MAIN], {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -5,7 +5,7 @@ import type { Simnet } from '@solrelay/simnet';
 import { freePort, get, post, spawnSidecar, type RunningSidecar } from '@solrelay/testkit';
 import { createDatabasePool, parseDatabaseUrl } from '@solrelay/sidecar/pg';
 import { ChainWatch } from './crash-chain';
-import { SIDECAR_MAIN } from './crash-trial';
+import { SIDECAR_MAIN, spawnAgent, type RunningAgent } from './crash-trial';
 import { TransferSigner, type SignedTransfer } from './crash-wire';
 import { percentile } from './security-results';
 
@@ -38,6 +38,12 @@ export type FleetKill =
 export interface FleetTrialSpec {
   name: string;
   kill: FleetKill;
+  /**
+   * An agent process (reflex) beside each host deciding for it, instead of the sidecars' bypass: each follows its own
+   * host's events (`?scope=host`) and must decide what its host adopts from `tx_adopted` (the agents' 30 s watchdog
+   * would come too late for a blockhash's 9 s).
+   */
+  agents?: boolean;
 }
 
 export interface FleetTrialContext {
@@ -67,12 +73,17 @@ export interface FleetTrialResult {
   /** Milliseconds from the kill to each orphan's adoption. */
   takeover_ms: { p50: number | null; p99: number | null; max: number | null };
   terminal: Record<string, number>;
+  /** What became of each transaction that did not finalize (its attempts, who accepted it, who adopted it). */
+  unfinalized: Array<Record<string, unknown>>;
   lost: number;
   disagree: number;
   double_landed: number;
   tips_on_chain: number;
   double_tips: number;
   orphan_tips: number;
+  /** Every adoption (relative to the kill) and every host session of the trial: what the takeover figures come from. */
+  adoptions: Array<{ tx_id: string; after_kill_ms: number; from: string; by: string }>;
+  sessions: Array<{ host: string; started_ms: number; ended_ms: number | null }>;
   tipper_drop_lamports: number;
   chain_tips_lamports: number;
   duration_ms: number;
@@ -94,7 +105,16 @@ interface RecordView {
   tx_id: string;
   state: string;
   tx_signatures: string[];
-  attempts: Array<{ attempt: number; bundle_id: string; tip_lamports: number; stage: string }>;
+  attempts: Array<{
+    attempt: number;
+    bundle_id: string;
+    tip_lamports: number;
+    stage: string;
+    outcome?: string | null;
+    slot_submitted?: number | null;
+  }>;
+  history?: Array<{ state: string; slot: number }>;
+  last_error?: { code: string; details?: Record<string, unknown> } | null;
 }
 
 export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec): Promise<FleetTrialResult> {
@@ -116,6 +136,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
   const tipperBefore = simnet.cluster.getBalance(tipperKey);
   const signer = new TransferSigner(payer, () => simnet.cluster.latestBlockhash('confirmed').blockhash);
   const hosts: Host[] = [];
+  const agents: RunningAgent[] = [];
   const victimIndex = 1;
   let killedAt: number | null = null;
   let ended = 'alive';
@@ -134,14 +155,16 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
         BUNDLE_ENGINE_RPS: '2000',
         RELAY_DATABASE_URL: databaseUrl,
         RELAY_FLEET: '1',
-        BYPASS_AGENT: '1',
-        BYPASS_TIP_LAMPORTS: String(ctx.bypassTip),
+        ...(spec.agents
+          ? { AGENT_DECISION_MODE: 'reflex', RELAY_AGENT_GRACE_S: '600' }
+          : { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: String(ctx.bypassTip) }),
         ...(i === victimIndex && spec.kill.kind === 'point'
           ? { RELAY_CRASH_AT: spec.kill.point, RELAY_CRASH_AFTER: String(spec.kill.after) }
           : {}),
       };
       hosts.push({ id, env, proc: await spawnSidecar(SIDECAR_MAIN, env, 30_000), dead: false });
     }
+    if (spec.agents) for (const host of hosts) agents.push(spawnAgent({ RELAY_URL: host.proc.url }));
     const victim = hosts[victimIndex] as Host;
     void victim.proc.exited.then((how) => {
       victim.dead = true;
@@ -244,9 +267,25 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     }
 
     // Takeover: the dead host's transactions adopted, and when.
-    const { rows: adoptedRows } = await db.query<{ tx_id: string; at: number; from_host: string }>(
-      `SELECT tx_id, (extract(epoch FROM created_at) * 1000)::float8 AS at, payload->>'from_host_id' AS from_host
+    const { rows: adoptedRows } = await db.query<{
+      tx_id: string;
+      at: number;
+      from_host: string;
+      from_epoch: string;
+      by: string;
+    }>(
+      `SELECT tx_id, (extract(epoch FROM created_at) * 1000)::float8 AS at, payload->>'from_host_id' AS from_host,
+         payload->>'from_epoch' AS from_epoch, host_id AS by
        FROM events WHERE name = 'tx_adopted'`,
+    );
+    const { rows: sessions } = await db.query<{
+      host_id: string;
+      epoch: string;
+      started: number;
+      ended: number | null;
+    }>(
+      `SELECT host_id, epoch, (extract(epoch FROM started_at) * 1000)::float8 AS started,
+         (extract(epoch FROM ended_at) * 1000)::float8 AS ended FROM host_sessions ORDER BY epoch`,
     );
     const adoptedFromVictim = adoptedRows.filter((r) => r.from_host === victim.id);
     const { rows: victimRows } = await db.query<{ n: number }>(
@@ -343,6 +382,17 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     for (const signature of refused)
       if (view.landings.has(signature)) problems.push(`refused ${signature} (blockhash expired) is on chain`);
     const tipperDrop = tipperBefore - simnet.cluster.getBalance(tipperKey);
+    // With agents: every transaction a survivor adopted pending was taken up by that survivor's agent.
+    if (spec.agents) {
+      const { rows: pendingAdopted } = await db.query<{ tx_id: string; by: string }>(
+        `SELECT tx_id, host_id AS by FROM events WHERE name = 'tx_adopted' AND payload->>'state' = 'pending'`,
+      );
+      for (const { tx_id: txId, by } of pendingAdopted) {
+        const agent = agents[hosts.findIndex((h) => h.id === by)];
+        if (!agent?.output().includes(`adopted ${txId} `))
+          problems.push(`${by}'s agent never took up ${txId}, adopted pending`);
+      }
+    }
     if (tipperDrop !== chainTipsLamports)
       problems.push(
         `the tipper dropped ${tipperDrop} lamports; the tips on chain and their fees are ${chainTipsLamports}`,
@@ -354,6 +404,13 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     const p99 = percentile(takeover, 99);
     if (p99 !== null && p99 > 7_000) problems.push(`takeover p99 ${p99} ms (target ≤ 7000)`);
 
+    // A failed trial keeps each host's log (LOG_LEVEL=warn and up) beside its files, named in the problems.
+    if (problems.length > 0)
+      for (const host of hosts) {
+        const path = join(dir, `${host.id}.log`);
+        await writeFile(path, host.proc.output());
+        problems.push(`${host.id}'s log: ${path}`);
+      }
     return {
       name: spec.name,
       hosts: hosts.length,
@@ -376,18 +433,41 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
         max: takeover.length ? Math.max(...takeover) : null,
       },
       terminal,
+      unfinalized: [...records.values()]
+        .filter((r): r is RecordView => r !== null && r.state !== 'finalized')
+        .map((r) => ({
+          tx_id: r.tx_id,
+          state: r.state,
+          accepted_by: acked.get(r.tx_id)?.host ?? null,
+          adopted_by: adoptedRows.find((a) => a.tx_id === r.tx_id) ? 'yes' : 'no',
+          attempts: r.attempts.map((a) => [a.attempt, a.stage, a.outcome ?? null, a.slot_submitted ?? null]),
+          history: (r.history ?? []).map((h) => `${h.state}@${h.slot}`),
+          last_error: r.last_error?.details ?? null,
+        })),
       lost,
       disagree,
       double_landed: doubleLanded,
       tips_on_chain: view.tips.length,
       double_tips: doubleTips,
       orphan_tips: orphanTips,
+      adoptions: adoptedRows.map((r) => ({
+        tx_id: r.tx_id,
+        after_kill_ms: Math.round(r.at - killMoment),
+        from: `${r.from_host}#${r.from_epoch}`,
+        by: r.by,
+      })),
+      sessions: sessions.map((r) => ({
+        host: `${r.host_id}#${r.epoch}`,
+        started_ms: Math.round(r.started - killMoment),
+        ended_ms: r.ended === null ? null : Math.round(r.ended - killMoment),
+      })),
       tipper_drop_lamports: tipperDrop,
       chain_tips_lamports: chainTipsLamports,
       duration_ms: Date.now() - started,
       problems,
     };
   } finally {
+    await Promise.all(agents.map((a) => a.stop().catch(() => undefined)));
     watch.stop();
     for (const h of hosts) h.proc.child.kill('SIGCONT');
     await Promise.all(hosts.map((h) => h.proc.stop().catch(() => undefined)));

@@ -117,7 +117,14 @@ export class EventFollower {
       enqueue_slot: e.enqueued_slot,
       expires_at_slot: e.expires_at_slot,
       retries: e.retries,
-      previous: null,
+      // Repriced from its last lost attempt, as after a bundle_settled (the CU it asked is not told: a flat reading).
+      previous: e.previous_attempt
+        ? {
+            tip_lamports: e.previous_attempt.tip_lamports,
+            outcome: e.previous_attempt.outcome,
+            compute_units: null,
+          }
+        : null,
       compute_units: null,
       contention: null,
       status: pending ? 'pending' : 'submitted',

@@ -32,7 +32,7 @@ test('status on an empty database: behind, exit 1; migrate applies 001 and 002; 
   expect(migrated.code).toBe(0);
   expect(migrated.stdout).toMatch(/^applied 001_initial$/m);
   expect(migrated.stdout).toMatch(/^applied 002_webhook_order$/m);
-  expect(migrated.stdout).toMatch(/^applied 003_fleet_admission$/m);
+  expect(migrated.stdout).toMatch(/^applied 003_fleet$/m);
   expect(migrated.stdout).toMatch(/state\s*│\s*up to date/);
   expectNoPassword(migrated, password);
 
@@ -48,7 +48,7 @@ test('status on an empty database: behind, exit 1; migrate applies 001 and 002; 
   expect(doc.applied).toEqual([
     { version: 1, name: 'initial', applied_at: expect.any(String) },
     { version: 2, name: 'webhook_order', applied_at: expect.any(String) },
-    { version: 3, name: 'fleet_admission', applied_at: expect.any(String) },
+    { version: 3, name: 'fleet', applied_at: expect.any(String) },
   ]);
   expect(doc.database).toMatch(/^postgres:\/\/relay:\*\*\*@127\.0\.0\.1:\d+\/t\d+_\d+_[0-9a-f]+$/);
   expectNoPassword(after, password);
@@ -61,7 +61,7 @@ test('migrate --json with --database-url (over RELAY_DATABASE_URL): one JSON doc
   });
   expect(run.code).toBe(0);
   expect(JSON.parse(run.stdout)).toMatchObject({
-    applied_now: ['001_initial', '002_webhook_order', '003_fleet_admission'],
+    applied_now: ['001_initial', '002_webhook_order', '003_fleet'],
     state: 'up-to-date',
     current: 3,
   });

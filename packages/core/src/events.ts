@@ -146,6 +146,11 @@ export interface TxAdoptedEvent extends EventBase {
   tip: TipMode;
   /** The transaction's retries counted so far. */
   retries: number;
+  /**
+   * Its last attempt that ended without landing (tip and outcome), what a decider reprices from; null when none did.
+   * Absent from older sidecars.
+   */
+  previous_attempt?: { tip_lamports: number; outcome: AttemptOutcome } | null;
 }
 
 /** A submission was requested through `POST /internal/submit`. */

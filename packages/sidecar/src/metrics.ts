@@ -38,6 +38,17 @@ export class Metrics {
     help: 'Sends that failed for a reason other than the store or the engine (a fault of relay; logged at error level, retried with back-off)',
     registers: [this.registry],
   });
+  readonly fencedWrites = new Counter({
+    name: 'relay_fleet_fenced_writes_total',
+    help: 'Writes a fleet host was refused because the work is not its own (owned_elsewhere: another host adopted or runs it; session_not_live: the database says this host session lapsed)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly adopted = new Counter({
+    name: 'relay_fleet_adopted_total',
+    help: 'Live transactions this host adopted from a host whose session ended or lapsed (the takeover sweep)',
+    registers: [this.registry],
+  });
   readonly repeatedSends = new Counter({
     name: 'relay_repeated_sends_total',
     help: 'Sends of journaled bytes another send of the same attempt had already recorded (same bundle id, same tip)',

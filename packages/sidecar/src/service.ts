@@ -254,6 +254,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   // The database going away and coming back (PostgreSQL only): said once each way in the log, and the relay holds new
   // tips from the first failure until it is back and holds every tip relay sent (recovery/outage.ts).
   if (store instanceof PgTxStore) {
+    store.onFenced = (reason) => metrics.fencedWrites.inc({ reason });
     store.onMaintenanceError = (error) =>
       log.warn(
         { err: error },
@@ -274,6 +275,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   const lifetime = { closed: false };
   if (store instanceof PgTxStore && config.fleet)
     store.watchAdoptions(({ txs, from }) => {
+      metrics.adopted.inc(txs.length);
       const previous = [...new Set([...from.values()].map((f) => `${f.hostId}#${f.epoch}`))];
       log.warn(
         { adopted: txs.length, from: previous },

@@ -28,6 +28,11 @@ const TRIALS: FleetTrialSpec[] = [
   },
   // 12 s: past twice the 5 s lease, and past a blockhash's life (150 slots of 60 ms = 9 s).
   { name: 'SIGSTOP for 12 s, then SIGCONT', kill: { kind: 'pause', delayMs: 1_500, pauseMs: 12_000 } },
+  {
+    name: 'an agent beside each host; SIGKILL at attempt.journaled',
+    kill: { kind: 'point', point: 'attempt.journaled', after: 8 },
+    agents: true,
+  },
 ];
 
 let simnet: Simnet;

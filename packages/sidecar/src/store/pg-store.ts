@@ -67,6 +67,9 @@ export type DatabaseAvailability =
 /** The advisory lock every fleet admission takes (`PgTxStore.admitted`; an arbitrary constant beside the spend one). */
 const ADMISSION_LOCK = 0x72656c61;
 
+/** The SQLSTATE of migrations/003's refusal of a row whose owner's session is not live. */
+const SESSION_NOT_LIVE = 'RLY01';
+
 /** The advisory lock one host at a time holds while it sweeps (`PgTxStore.sweep`). */
 const SWEEP_LOCK = '8243113858876797815'; // 0x72656c6179737777, "relaysww"
 
@@ -183,6 +186,8 @@ export class PgTxStore implements TxStore {
   private maintenance: NodeJS.Timeout | null = null;
   /** Told when a periodic upkeep run fails while the database is up (the sidecar logs it); the next run retries. */
   onMaintenanceError: ((error: unknown) => void) | null = null;
+  /** Told each write refused because the work is not this host's (several hosts; the sidecar counts them). */
+  onFenced: ((reason: 'owned_elsewhere' | 'session_not_live') => void) | null = null;
   private closed = false;
   /** Since when, and why, the database has been unavailable (cleared when the probe next succeeds). */
   private outage: { since: number; reason: string; session?: boolean } | null = null;
@@ -795,8 +800,10 @@ export class PgTxStore implements TxStore {
     if (tx && version !== undefined && !this.unsure.has(txId)) return { tx, version };
     const read = await this.reread(txId);
     // Several hosts: another host's live transaction is its owner's to write (the database would refuse ours).
-    if (read?.owner && !this.ours({ owner_host: read.owner }) && !isTerminalTxState(read.tx.state))
+    if (read?.owner && !this.ours({ owner_host: read.owner }) && !isTerminalTxState(read.tx.state)) {
+      this.onFenced?.('owned_elsewhere');
       throw new RelayError('RELAY_E_TX_OWNED_ELSEWHERE', { tx_id: txId, owner_host: read.owner });
+    }
     return read;
   }
 
@@ -1265,6 +1272,19 @@ export class PgTxStore implements TxStore {
    * caller, nothing committed, and marks nothing: a client sees a coded 503, never a 500.
    */
   private failed(error: unknown): unknown {
+    // The database refused a new row of a session that is no longer live (migrations/003's trigger): the session
+    // lapsed between this host's own check and the insert. Nothing was written; writes stop until it registers again.
+    if (error instanceof pg.DatabaseError && error.code === SESSION_NOT_LIVE) {
+      this.onFenced?.('session_not_live');
+      this.sessionLost(`the database refused a write: ${error.message}`);
+      // Its own clock may not know yet: the heartbeat asks the database, and a lapse it finds renews the session.
+      void this.session?.heartbeat().catch(() => undefined);
+      return new RelayError(
+        'RELAY_E_DB_UNAVAILABLE',
+        { url: this.target.redacted, reason: error.message, retry_after_s: DATABASE_RETRY_AFTER_S },
+        { cause: error },
+      );
+    }
     // Every pooled connection busy past the connection timeout, or the server at max_connections: a busy database
     // (the caller retries), not a gone one. Declaring an outage would close the tip gate and fail /readyz for load
     // alone; a database really gone shows itself as a connection error on the busy connections anyway.
@@ -1915,7 +1935,11 @@ const SWEEP = `WITH orphaned AS MATERIALIZED (
     INSERT INTO events (name, tx_id, host_id, payload)
     SELECT 'tx_adopted', m.tx_id, $1::text, json_build_object('tx_id', m.tx_id, 'host_id', $1::text,
       'from_host_id', m.previous_host, 'from_epoch', m.previous_epoch, 'state', m.state, 'priority', m.priority,
-      'enqueued_slot', m.enqueued_slot, 'expires_at_slot', m.expires_at_slot, 'max_tip', m.max_tip, 'tip', m.tip_mode, 'retries', m.retries,
+      'enqueued_slot', m.enqueued_slot, 'expires_at_slot', m.expires_at_slot, 'max_tip', m.max_tip,
+      'tip', m.tip_mode, 'retries', m.retries,
+      'previous_attempt', (SELECT json_build_object('tip_lamports', a.tip_lamports, 'outcome', a.outcome)
+        FROM attempts a WHERE a.tx_id = m.tx_id AND a.stage = 'failed' AND a.outcome IS NOT NULL
+        ORDER BY a.attempt DESC LIMIT 1),
       'ts', (extract(epoch FROM clock_timestamp()) * 1000)::bigint)
     FROM moved m ORDER BY m.moved_seq
   ), notified AS (

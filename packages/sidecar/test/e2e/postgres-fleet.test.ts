@@ -5,7 +5,7 @@ import { configFromEnv } from '../../src/config';
 import { startSidecar, type Sidecar } from '../../src/service';
 import type { PgTxStore } from '../../src/store/pg-store';
 import { useMigratedPostgres } from '../helpers/migrated-postgres';
-import { startRelayStack, waitAllFinalized } from '../helpers/relay-stack';
+import { counterValue, startRelayStack, waitAllFinalized } from '../helpers/relay-stack';
 
 /**
  * Two sidecars of one fleet (`RELAY_FLEET=1`) on one PostgreSQL against the simulated cluster, both paying tips from
@@ -155,6 +155,7 @@ test('a host whose session lapses while it runs hands its work over: the other f
   // take more of host A's old epoch before host A's renewal takes them back.
   expect(swept).toBeGreaterThan(0);
   expect(moved).toBeGreaterThanOrEqual(swept);
+  expect(await counterValue(b.url, 'relay_fleet_adopted_total')).toBeGreaterThanOrEqual(swept);
   // Host A registered again under a new epoch, and is live again.
   await waitUntil(async () => (await get(a.url, '/status')).body.fleet?.live === true, 20_000, 'host A back');
 

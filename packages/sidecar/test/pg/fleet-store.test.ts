@@ -71,6 +71,8 @@ test('each host holds only its own work; another host answers dedupe and reads, 
   expect((await b.byFirstSignature('sig-a'))?.tx_id).toBe('tx_a');
   expect((await b.counts()).active).toBe(2);
 
+  const fenced: string[] = [];
+  b.onFenced = (reason) => fenced.push(reason);
   const refusal = { code: 'RELAY_E_TX_OWNED_ELSEWHERE', details: { tx_id: 'tx_a', owner_host: 'host-a' } };
   await expect(
     b.transition('tx_a', { state: 'pending' }, { set: { state: 'submitted' } }),
@@ -78,6 +80,7 @@ test('each host holds only its own work; another host answers dedupe and reads, 
   await expect(
     b.addAttempt('tx_a', attempt(1, 'b'.repeat(64)), { expect: { state: 'pending' } }),
   ).rejects.toMatchObject(refusal);
+  expect(fenced).toEqual(['owned_elsewhere', 'owned_elsewhere']);
   // Nothing of host B's reached the row, and host B still holds none of it.
   const db = sql();
   expect(
@@ -130,6 +133,7 @@ test('the sweep leaves a live host alone and adopts the work of one whose lease 
         max_tip: null,
         tip: 'auto',
         retries: 0,
+        previous_attempt: null,
         ts: expect.any(Number),
       },
     },
@@ -170,6 +174,8 @@ test('an adopted transaction records which attempts the earlier owner built; its
   await a.addAttempt('tx_1', attempt(1, '1'.repeat(64)), { expect: { state: 'pending' } });
   await a.accept(tx('tx_2', 'sig-2'));
   await a.addAttempt('tx_2', attempt(1, '2'.repeat(64)), { expect: { state: 'pending' } });
+  // tx_2's attempt lost its auction (host-a settled it): the adopter's decider reprices from it.
+  await a.transition('tx_2', {}, { attempts: [{ n: 1, set: { stage: 'failed', outcome: 'fee_too_low' } }] });
   // host-a restarts: its own work, not inherited.
   await a.close();
   const a2 = await host('host-a');
@@ -179,6 +185,13 @@ test('an adopted transaction records which attempts the earlier owner built; its
   expect(await b.sweep()).toBe(2);
   expect((await b.get('tx_1'))?.inherited_attempts).toBe(1);
   expect((await b.live()).map((t) => t.inherited_attempts)).toEqual([1, 1]);
+  const { rows: told } = await db.query<{ tx_id: string; previous: unknown }>(
+    `SELECT tx_id, payload->'previous_attempt' AS previous FROM events WHERE name = 'tx_adopted' ORDER BY tx_id`,
+  );
+  expect(told).toEqual([
+    { tx_id: 'tx_1', previous: null },
+    { tx_id: 'tx_2', previous: { tip_lamports: 10_000, outcome: 'fee_too_low' } },
+  ]);
   // An attempt host-b builds later is its own: the mark stays at what was inherited.
   await b.transition('tx_1', {}, { attempts: [{ n: 1, set: { stage: 'failed' } }] });
   await b.addAttempt('tx_1', attempt(2, '3'.repeat(64)), { expect: { state: 'pending' } });
@@ -191,17 +204,18 @@ test('a host back from a lapse keeps none of what another host adopted meanwhile
   const a = await host('host-a');
   const b = await host('host-b');
   await a.accept(tx('tx_taken', 'sig-taken'));
+  await a.accept(tx('tx_kept', 'sig-kept'));
   await lapse(db, 'host-a');
-  expect(await b.sweep()).toBe(1);
-  // Accepted after B swept, before A learned: still host-a's (its old epoch), and no one else's to take yet.
-  await db.query(
-    `INSERT INTO transactions (tx_id, state, priority, tip_mode, first_signature, signatures, blockhashes, nonce_accounts,
-       fee_payers, wires, enqueued_at, enqueued_slot, expires_at_slot, owner_host, owner_epoch)
-     SELECT 'tx_kept', state, priority, tip_mode, 'sig-kept', ARRAY['sig-kept'], blockhashes, nonce_accounts, fee_payers,
-       wires, enqueued_at, enqueued_slot, expires_at_slot, 'host-a', owner_epoch - 0
-     FROM transactions WHERE tx_id = 'tx_taken'`,
-  );
-  await db.query(`UPDATE transactions SET owner_epoch = $1 WHERE tx_id = 'tx_kept'`, [a.hostSession?.epoch]);
+  // Host B's sweep skips a row another transaction holds (SKIP LOCKED): tx_kept stays host-a's, and no one else's.
+  const blocker = await db.connect();
+  try {
+    await blocker.query('BEGIN');
+    await blocker.query(`SELECT 1 FROM transactions WHERE tx_id = 'tx_kept' FOR UPDATE`);
+    expect(await b.sweep()).toBe(1);
+    await blocker.query('COMMIT');
+  } finally {
+    blocker.release();
+  }
   const session = a.hostSession;
   if (!session) throw new Error('no session');
   expect(await session.heartbeat()).toBe(false);
@@ -386,3 +400,23 @@ test('a one-host sidecar and a fleet never write one database together: each is 
     details: { holder: expect.stringMatching(/not one of a fleet.*RELAY_FLEET=1/) },
   });
 }, 30_000);
+
+test('a session the database says lapsed inserts nothing, even before its own clock knows; it registers again and accepts', async () => {
+  const db = sql();
+  const a = await host('host-a');
+  const fenced: string[] = [];
+  a.onFenced = (reason) => fenced.push(reason);
+  await lapse(db, 'host-a');
+  // host-a's own lease check still passes (its heartbeat has not run): the database refuses the row itself.
+  await expect(a.accept(tx('tx_late', 'sig-late'))).rejects.toMatchObject({
+    code: 'RELAY_E_DB_UNAVAILABLE',
+    details: { reason: expect.stringMatching(/host session host-a \(epoch \d+\) is not live/) },
+  });
+  expect(fenced).toEqual(['session_not_live']);
+  expect((await db.query('SELECT count(*)::int AS n FROM transactions')).rows).toEqual([{ n: 0 }]);
+  await waitUntil(async () => a.healthy, 10_000, 'host A to register again');
+  expect((await a.accept(tx('tx_late', 'sig-late'))).created).toBe(true);
+  expect((await db.query(`SELECT owner_epoch FROM transactions`)).rows).toEqual([
+    { owner_epoch: String(a.hostSession?.epoch) },
+  ]);
+});

@@ -228,7 +228,7 @@ test('a renewal whose adoption fails, or whose new session is lost meanwhile, ke
   );
 });
 
-test('a write begun under the old epoch ends before the new epoch adopts the work, so its row is never stranded', async () => {
+test('a write begun under the old epoch that reaches the database after it ended is refused there: nothing stranded, nothing written', async () => {
   const db = sql();
   const store = await openStore('host-a');
   const session = store.hostSession;
@@ -253,8 +253,15 @@ test('a write begun under the old epoch ends before the new epoch adopts the wor
   // Registered, but the adoption waits for the write in flight: still unavailable.
   expect(store.healthy).toBe(false);
   release();
-  expect((await accepting).created).toBe(true);
+  // It reached the database after its epoch ended: the database refuses the row (migrations/003), nothing is written,
+  // and the caller is told to retry; tried again, it is accepted under the new epoch.
+  await expect(accepting).rejects.toMatchObject({
+    code: 'RELAY_E_DB_UNAVAILABLE',
+    details: { reason: expect.stringMatching(/host session host-a \(epoch \d+\) is not live/) },
+  });
+  expect(await owners(db)).toEqual({});
   await waitUntil(async () => store.healthy, 10_000, 'the store to adopt its work');
+  expect((await store.accept(tx('tx_b', 'sig-b'))).created).toBe(true);
   expect(await owners(db)).toEqual({ tx_b: { host: 'host-a', epoch: session.epoch } });
   expect((await store.transition('tx_b', { state: 'pending' }, { set: { state: 'submitted' } })).state).toBe(
     'submitted',
