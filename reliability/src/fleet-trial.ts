@@ -66,6 +66,8 @@ export interface FleetTrialResult {
   kill: { kind: string; point: string | null; ended: string; at_ms: number | null };
   /** The victim's transactions a survivor adopted (none is left live under the victim: checked). */
   adopted: number;
+  /** Of those, how many carried an attempt the victim had built (held by rule 3 until its tip died, or landed). */
+  adopted_with_attempts: number;
   /** Bundles of this trial the block engine received whose id no attempt in the database has (must be 0). */
   engine_bundles_unknown: number;
   /** A paused victim: registered again after waking (a new epoch, live). */
@@ -314,6 +316,15 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
         );
     }
     const takeover = adoptedFromVictim.map((r) => r.at - killMoment);
+    // Adopted with an attempt the victim had built (rule 3's case), not only pending ones.
+    const { rows: inheritedRows } = await db.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM transactions WHERE inherited_attempts > 0`,
+    );
+    const inheritedAttempts = inheritedRows[0]?.n ?? 0;
+    if (kill.kind === 'point' && inheritedAttempts === 0)
+      problems.push(
+        `killed at ${kill.point}, yet no adopted transaction carried an attempt of ${victim.id}'s`,
+      );
 
     // The chain's side.
     const view = watch.view();
@@ -425,6 +436,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
         at_ms: killedAt === null ? null : killedAt - started,
       },
       adopted: adoptedFromVictim.length,
+      adopted_with_attempts: inheritedAttempts,
       engine_bundles_unknown: engineUnknown,
       woke_live: wokeLive,
       takeover_ms: {

@@ -23,13 +23,15 @@ ALTER TABLE transactions ADD COLUMN inherited_attempts integer NOT NULL DEFAULT 
 -- A new transaction is inserted only by a live host session (DESIGN §10): the session whose lease the database's clock
 -- says is still running, not ended. A host checks its own lease before each write, but a write can wait for a pooled
 -- connection, or a process can stop, between that check and the insert; a row inserted then would belong to a session
--- already gone. (Changes to an existing row need no such check: their compare-and-set carries the owner, and a row
+-- already gone. The lease is compared with the clock at the insert itself (clock_timestamp(), not the transaction's
+-- start: an admission waits for its lock first). (Changes to an existing row need no such check: their compare-and-set carries the owner, and a row
 -- still owned by a lapsed session is the sweep's to move, serialized with that write on the row.)
 CREATE FUNCTION relay_owner_live() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF NEW.owner_host IS NOT NULL AND NOT EXISTS (
     SELECT 1 FROM host_sessions
-    WHERE host_id = NEW.owner_host AND epoch = NEW.owner_epoch AND ended_at IS NULL AND lease_expires_at > now()
+    WHERE host_id = NEW.owner_host AND epoch = NEW.owner_epoch AND ended_at IS NULL
+      AND lease_expires_at > clock_timestamp()
   ) THEN
     RAISE EXCEPTION 'host session % (epoch %) is not live', NEW.owner_host, NEW.owner_epoch
       USING ERRCODE = 'RLY01';

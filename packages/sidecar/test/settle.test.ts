@@ -1,5 +1,6 @@
 import { LeaderBuffer, emptyTimeline, type Policy } from '@solrelay/core';
 import { createPorts, type RelayPorts } from '../src/context';
+import { Expiry } from '../src/settle/expiry';
 import { Settler } from '../src/settle/settle';
 import { Evaluator } from '../src/track/evaluate';
 import { FaultApplier } from '../src/track/fault';
@@ -217,6 +218,32 @@ test('an attempt adopted from another host is not re-pended while its tip may la
       detail: 'window passed',
     }),
   ).toBe(true);
+});
+
+test('an inherited attempt left journaled (its resend refused, or its tip died before it went out) is settled by the expiry pass once its tip cannot land', async () => {
+  const r = rig();
+  const base = await put(r, 'pending', 0, 'journaled');
+  await r.store.accept({
+    ...base,
+    tx_id: 'tx_2',
+    signatures: ['user2'],
+    attempts: [],
+    inherited_attempts: 1,
+  });
+  await r.store.addAttempt('tx_2', attempt(1, 'journaled'));
+  const expiry = new Expiry(r.ctx, r.settle);
+  r.ctx.chain.advance(SLOT + 1, 990); // the tip (last valid at 1000) may still land: kept
+  await expiry.checkExpiry();
+  expect((await r.store.get('tx_2'))?.attempts[0]?.stage).toBe('journaled');
+  expect(r.backToPending).toEqual([]);
+  r.ctx.chain.advance(SLOT + 2, 1000 + 33); // provably dead: settled, decided again
+  await expiry.checkExpiry();
+  const after = (await r.store.get('tx_2')) as StoredTx;
+  expect(after.attempts[0]).toMatchObject({ stage: 'failed', outcome: 'dropped' });
+  expect(after.state).toBe('pending');
+  expect(r.backToPending).toEqual(['tx_2']);
+  // Not this host's own journaled attempt of tx_1 (no inheritance): left to the sender.
+  expect((await r.store.get('tx_1'))?.attempts[0]?.stage).toBe('journaled');
 });
 
 test('a non-retryable outcome fails the transaction for good and counts an eviction', async () => {

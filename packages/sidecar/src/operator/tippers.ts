@@ -150,8 +150,10 @@ export class TipperPool {
     const journaled = [...this.live].filter((l) => l.journaled);
     const records: Array<Pick<StoredTx, 'attempts'>> = await this.d.store.held();
     // A fleet's hosts may share tippers: what the others' attempts may still take counts too (none on one host).
-    for (const attempt of await this.d.store.otherHostsTips(this.d.chain.slot - TIP_LIFE_SLOTS))
-      records.push({ attempts: [attempt] });
+    // Unreadable (the database away): the balances still apply; no tip is built meanwhile (the outage gate holds
+    // new tips until the database is back), and the next pass reads them again.
+    const others = await this.d.store.otherHostsTips(this.d.chain.slot - TIP_LIFE_SLOTS).catch(() => []);
+    for (const attempt of others) records.push({ attempts: [attempt] });
     for (const reading of readings) {
       const t = this.byKey.get(reading.pubkey);
       if (!t || reading.contextSlot < t.readSlot) continue;

@@ -1,4 +1,5 @@
 import type { RelayPorts } from '../context';
+import { tipStillLive } from '../chain/tip-life';
 import { inFlight } from '../store/queries';
 import type { Settler } from './settle';
 
@@ -25,6 +26,27 @@ export class Expiry {
       // Through a migration window nothing is expired: blocks after the transition may be rolled back, and a
       // blockhash that looks dead now may be alive on the surviving fork.
       if (this.d.chain.consensus.snapshot().migrating) return;
+      // DESIGN §10, rule 3: an attempt adopted from another host was kept unsettled while its tip might land; once it
+      // provably cannot, it is settled here whatever stage it was left in (journaled: a resend the engine refused, or
+      // one whose tip died before it went out), so the transaction is decided again.
+      const held = inFlight(tx);
+      if (
+        held &&
+        held.attempt <= (tx.inherited_attempts ?? 0) &&
+        !tipStillLive(held, this.d.chain) &&
+        !this.d.locks.isBusy(tx.tx_id)
+      ) {
+        await this.d.locks.run(tx.tx_id, async () => {
+          const current = await this.d.store.get(tx.tx_id);
+          const flying = current ? inFlight(current) : undefined;
+          if (!current || flying?.attempt !== held.attempt) return;
+          await this.settle.settleFailed(current, flying, 'dropped', {
+            countRetry: false,
+            detail: 'an attempt inherited from another host whose tip can no longer land',
+          });
+        });
+        continue;
+      }
       // relay's give-up slot, not counting a migration window's vote-only slots the transaction lived through.
       const pastExpiry = this.d.chain.slot > this.d.chain.deadlineOf(tx);
       if (!tx.stopped && !pastExpiry) continue;

@@ -1395,8 +1395,12 @@ export class PgTxStore implements TxStore {
           await Promise.allSettled([...this.pending]);
           await this.adopt();
           // Several hosts: what other hosts took while this session was gone is theirs now. Every held view of the
-          // old epoch goes; what this session owns is read again (DESIGN §10).
-          if (!this.options.sole) await this.reloadOwned();
+          // old epoch goes; what this session owns is read again (DESIGN §10). Failed: still fenced, tried again.
+          if (!this.options.sole)
+            await this.reloadOwned().catch((error: unknown) => {
+              this.adoptedEpoch = null;
+              throw error;
+            });
         }
       }
       // The session may have lapsed again meanwhile: the probe goes on until it holds.
@@ -1504,10 +1508,12 @@ export class PgTxStore implements TxStore {
   }
 
   /**
-   * {@link sweep}'s work, on one connection holding the fleet's sweep lock (a session-level advisory lock, tried, not
-   * waited for: another host sweeping now takes what this one would). One host at a time takes a dead host's work
-   * whole, batch after batch, and tells its listeners once: a pack's carrier and riders are resumed together, never
-   * split between hosts (review of #29, M2). Tracked as a write: a renewal waits for it before adopting.
+   * {@link sweep}'s work, on one connection, batch after batch, each batch a transaction holding the fleet's sweep
+   * lock (transaction-scoped, tried, not waited for: another host sweeping now takes what this one would). One host
+   * at a time sweeps, a dead host's work (a batch holds 1,000) goes to one adopter, packs with their riders, and is
+   * told once. The lock lives only inside a transaction, so a host frozen mid-sweep loses it with that transaction
+   * (`idle_in_transaction_session_timeout`) and never blocks the others' sweeps for longer. Tracked as a write: a
+   * renewal waits for it before adopting.
    */
   private async sweepHolding(session: HostSession, batch: number): Promise<number> {
     const db = await this.pool.connect().catch((error: unknown) => {
@@ -1515,17 +1521,11 @@ export class PgTxStore implements TxStore {
     });
     const ignore = () => undefined;
     db.on('error', ignore);
-    let locked = false;
     let broken = false;
     const txs: StoredTx[] = [];
     const from = new Map<string, { hostId: string; epoch: number }>();
     const epoch = session.epoch;
     try {
-      const { rows } = await db.query<{ got: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS got', [
-        SWEEP_LOCK,
-      ]);
-      locked = rows[0]?.got === true;
-      if (!locked) return 0;
       for (let conflicts = 0; ;) {
         // The session lapsed meanwhile: what this sweep moved is this host id's, adopted under the next epoch.
         if (this.fenced() || this.closed || session.epoch !== epoch) break;
@@ -1538,6 +1538,7 @@ export class PgTxStore implements TxStore {
           broken = true;
           throw error;
         });
+        if (moved === 'busy') break; // another host is sweeping
         if (moved === null) {
           // Another writer moved a row this sweep had read (a zombie's last write, under REPEATABLE READ): read again
           // after a moment; the next timer's sweep goes on if this keeps happening.
@@ -1556,15 +1557,11 @@ export class PgTxStore implements TxStore {
         if (!checked && moved.length < batch) break;
       }
     } finally {
-      if (locked && !broken)
-        await db.query('SELECT pg_advisory_unlock($1::bigint)', [SWEEP_LOCK]).catch(() => {
-          broken = true;
-        });
       db.off('error', ignore);
-      // A connection that failed mid-sweep is closed (its session, and the lock with it, ends on the server).
       db.release(broken);
+      // What earlier batches adopted is this host's now, however a later batch ended: told, so it is resumed.
+      if (txs.length > 0) this.toldAdopted({ txs, from });
     }
-    if (txs.length > 0) this.toldAdopted({ txs, from });
     return txs.length;
   }
 
@@ -1591,9 +1588,18 @@ export class PgTxStore implements TxStore {
     db: pg.PoolClient,
     text: string,
     values: unknown[],
-  ): Promise<Array<VersionedRow & { previous_host: string; previous_epoch: string }> | null> {
+  ): Promise<Array<VersionedRow & { previous_host: string; previous_epoch: string }> | null | 'busy'> {
     try {
-      await db.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      // The lock is tried first: under REPEATABLE READ the snapshot is taken by that statement, after the previous
+      // holder committed, so this batch sees every row it moved.
+      // Two statements in one round trip: node-postgres answers with a result per statement.
+      const answers = (await db.query(
+        `BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT pg_try_advisory_xact_lock(${SWEEP_LOCK}::bigint) AS got`,
+      )) as unknown as Array<pg.QueryResult<{ got: boolean }>>;
+      if (answers[answers.length - 1]?.rows[0]?.got !== true) {
+        await db.query('ROLLBACK');
+        return 'busy';
+      }
       const { rows } = await db.query<VersionedRow & { previous_host: string; previous_epoch: string }>(
         prepared(text, values),
       );

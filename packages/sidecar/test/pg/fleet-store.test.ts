@@ -227,7 +227,7 @@ test('a host back from a lapse keeps none of what another host adopted meanwhile
   ).rejects.toMatchObject({ code: 'RELAY_E_TX_OWNED_ELSEWHERE', details: { owner_host: 'host-b' } });
 });
 
-test('hosts sweeping at the same time: one takes a dead host’s work whole, batch after batch, and tells it once; none twice', async () => {
+test('hosts sweeping at the same time: one takes a dead host’s work whole (one batch) and tells it once; none twice', async () => {
   const db = sql();
   const dead = await host('host-dead');
   const ids = Array.from({ length: 60 }, (_, i) => `tx_${String(i).padStart(2, '0')}`);
@@ -245,9 +245,10 @@ test('hosts sweeping at the same time: one takes a dead host’s work whole, bat
 
   const told: number[] = [];
   for (const s of sweepers) s.watchAdoptions(({ txs }) => told.push(txs.length));
-  const counts = await Promise.all(sweepers.map((s) => s.sweep(7)));
+  const counts = await Promise.all(sweepers.map((s) => s.sweep()));
   expect(counts.reduce((a, b) => a + b, 0)).toBe(ids.length);
-  // The sweep lock: one host took all 60 in batches of 7 (a pack's carrier and riders stay together), told once.
+  // The sweep lock: one host took all 60 in one batch (a pack's carrier and riders stay together), told once; the
+  // others found it busy, or nothing left.
   expect([...counts].sort((x, y) => y - x)).toEqual([60, 0, 0]);
   expect(told).toEqual([60]);
   expect(adopted.size).toBe(1);
@@ -260,6 +261,30 @@ test('hosts sweeping at the same time: one takes a dead host’s work whole, bat
     expect((await s.live()).map((t) => t.tx_id).sort()).toEqual(
       (adopted.get(s.hostSession?.hostId as string) ?? []).sort(),
     );
+});
+
+test('in small batches, hosts sweeping at once may share a dead host’s work, but never adopt a transaction twice', async () => {
+  const db = sql();
+  const dead = await host('host-dead');
+  const ids = Array.from({ length: 40 }, (_, i) => `tx_${String(i).padStart(2, '0')}`);
+  for (const id of ids) await dead.accept(tx(id, `sig-${id}`));
+  const sweepers = await Promise.all(['host-a', 'host-b', 'host-c'].map((id) => host(id)));
+  const adopted: string[] = [];
+  for (const s of sweepers) s.watchAdoptions(({ txs }) => adopted.push(...txs.map((t) => t.tx_id)));
+  await lapse(db, 'host-dead');
+  // Each sweeps until it finds the work gone (a sweep that found it busy tries again), in batches of 3.
+  await Promise.all(
+    sweepers.map(async (s) => {
+      for (let i = 0; i < 40; i++) {
+        await s.sweep(3);
+        const { rows } = await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM transactions WHERE owner_host = 'host-dead'`,
+        );
+        if (rows[0]?.n === 0) return;
+      }
+    }),
+  );
+  expect([...adopted].sort()).toEqual(ids);
 });
 
 test('a host that stops hands its work over at once; restarted under its id before anyone swept, it keeps it', async () => {
@@ -419,4 +444,22 @@ test('a session the database says lapsed inserts nothing, even before its own cl
   expect((await db.query(`SELECT owner_epoch FROM transactions`)).rows).toEqual([
     { owner_epoch: String(a.hostSession?.epoch) },
   ]);
+});
+
+test('a sweep whose later batch fails still tells what its earlier batches adopted (it must be resumed)', async () => {
+  const db = sql();
+  const dead = await host('host-dead');
+  await dead.accept(tx('tx_1', 'sig-1'));
+  await dead.accept(tx('tx_2', 'sig-2'));
+  const b = await host('host-b');
+  const told: string[][] = [];
+  b.watchAdoptions(({ txs }) => told.push(txs.map((t) => t.tx_id)));
+  // The second batch's move fails in the database (a trigger the test adds for tx_2 alone).
+  await db.query(`CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN IF NEW.tx_id = 'tx_2' AND NEW.owner_host = 'host-b' THEN RAISE EXCEPTION 'boom'; END IF; RETURN NEW; END $$`);
+  await db.query(`CREATE TRIGGER boom BEFORE UPDATE ON transactions FOR EACH ROW EXECUTE FUNCTION boom()`);
+  await lapse(db, 'host-dead');
+  await expect(b.sweep(1)).rejects.toThrow(/boom/);
+  expect(told).toEqual([['tx_1']]);
+  expect((await b.live()).map((t) => t.tx_id)).toEqual(['tx_1']);
 });
