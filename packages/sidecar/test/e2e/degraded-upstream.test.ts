@@ -78,9 +78,19 @@ test('an uncled block: the tip re-broadcast on its own is counted leaked, and th
   );
   expect((await leakedLamports()) - leakedBefore).toBe(50_000);
   const record = (await get(url, `/tx/${txId}`)).body;
-  const lifecycle = (await get(url, '/lifecycle?last=50')).body.entries as Array<Record<string, unknown>>;
+  // The leaked attempt's entry: failed, with the slot its tip landed in. Its lifecycle entry is written after the
+  // record's change (a CI run read it a moment before, without the slot): waited for, not raced.
+  const entries = async () =>
+    (await get(url, '/lifecycle?last=50')).body.entries as Array<Record<string, unknown>>;
+  await waitUntil(
+    async () =>
+      typeof (await entries()).find((e) => e.bundle_id === record.attempts[0].bundle_id)?.slot_landed ===
+      'number',
+    10_000,
+    'the leaked attempt’s lifecycle entry with the slot its tip landed in',
+  );
+  const lifecycle = await entries();
   const first = lifecycle.find((e) => e.bundle_id === record.attempts[0].bundle_id);
-  // The leaked attempt's entry: failed, with the slot its tip landed in.
   expect(first).toMatchObject({ stage: 'failed', tip_lamports: 50_000 });
   expect(first?.slot_landed).toEqual(expect.any(Number));
   // The user transaction landed through the re-broadcast, not through a bundle: no bundle of it is finalized.
