@@ -1,6 +1,7 @@
 import { Keypair } from '@solana/web3.js';
 import { DEFAULT_POLICY, emptyTimeline, isRelayError, type Policy } from '@solrelay/core';
 import bs58 from 'bs58';
+import { TIP_LANDING_HORIZON_SLOTS } from '../src/chain/tip-life';
 import { TipSigner } from '../src/engine/tip-tx';
 import { Metrics } from '../src/metrics';
 import {
@@ -190,7 +191,7 @@ describe('the pool', () => {
       attempt({ attempt: 2, tipper: shared, stage: 'failed', tip_last_valid_block_height: 850 }), // its tip is dead
     );
     await fund([RENT_EXEMPT_MINIMUM + 2 * tipCost(TIP)]);
-    expect(asked).toEqual([CHAIN.slot - 302]);
+    expect(asked).toEqual([CHAIN.slot - TIP_LANDING_HORIZON_SLOTS]);
     expect(pool.status()[0]).toMatchObject({ reserved_lamports: tipCost(TIP), in_flight: 1 });
     pool.reserve(TIP); // the one left beside the other host's tip in flight
     expect(() => pool.reserve(TIP)).toThrow(/short by/);

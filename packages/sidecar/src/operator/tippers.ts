@@ -1,16 +1,10 @@
 import type { Keypair } from '@solana/web3.js';
 import { RelayError, relayErrorJson, type ErrorBody, type TipperStatus } from '@solrelay/core';
 import type { RelayPorts } from '../context';
+import { TIP_LANDING_HORIZON_SLOTS } from '../chain/tip-life';
 import { TipSigner } from '../engine/tip-tx';
 import type { StoredAttempt, StoredTx } from '../store/records';
 import { availableOf, describeShortfall, tipCost, tipperLoads, tipperOf } from './tipper-funds';
-
-/**
- * How far back another host's failed attempt may still have a live tip, in slots: a tip transaction lives 151 blocks
- * past its blockhash (Agave's MAX_PROCESSING_AGE, 150, plus the block it names), and slots outnumber blocks where
- * leaders skip; twice that bounds it with room. `mayStillDebit` then decides from the attempt itself.
- */
-const TIP_LIFE_SLOTS = 2 * 151;
 
 /** A balance read of one tipper: lamports at `confirmed`, and the slot the answer describes. */
 export interface TipperReading {
@@ -152,7 +146,11 @@ export class TipperPool {
     // A fleet's hosts may share tippers: what the others' attempts may still take counts too (none on one host).
     // Unreadable (the database away): the balances still apply; no tip is built meanwhile (the outage gate holds
     // new tips until the database is back), and the next pass reads them again.
-    const others = await this.d.store.otherHostsTips(this.d.chain.slot - TIP_LIFE_SLOTS).catch(() => []);
+    // How far back another host's attempt may still have a live tip: the tracker's horizon (a tip lives 151 blocks
+    // past its blockhash; slots outnumber blocks where leaders skip). `mayStillDebit` then decides from the attempt.
+    const others = await this.d.store
+      .otherHostsTips(this.d.chain.slot - TIP_LANDING_HORIZON_SLOTS)
+      .catch(() => []);
     for (const attempt of others) records.push({ attempts: [attempt] });
     for (const reading of readings) {
       const t = this.byKey.get(reading.pubkey);

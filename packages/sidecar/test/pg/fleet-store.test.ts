@@ -1,34 +1,17 @@
 import { waitUntil } from '@solrelay/testkit';
-import pg from 'pg';
-import { PgTxStore, type Adopted } from '../../src/store/pg-store';
-import { useMigratedPostgres } from '../helpers/migrated-postgres';
+import type pg from 'pg';
+import { type PgTxStore, type Adopted } from '../../src/store/pg-store';
+import { usePgStoreTests } from '../helpers/migrated-postgres';
 import { attempt, tx } from '../helpers/store-records';
 
 // Several sidecars on one database (DESIGN §10): each store holds and writes only the work its host owns, another
 // host's transaction is refused with a code naming its owner, and the takeover sweep moves the live work of a host
 // whose session ended or lapsed to a live one, once, whatever the number of hosts sweeping at the same time.
-const postgres = useMigratedPostgres();
+const pgt = usePgStoreTests();
+const { sql, lapse } = pgt;
 
-let url: string;
-const opened: PgTxStore[] = [];
-const pools: pg.Pool[] = [];
-
-async function host(hostId: string, leaseMs = 60_000): Promise<PgTxStore> {
-  const store = await PgTxStore.open(url, {
-    maintenanceMs: 0,
-    sweepMs: 0,
-    sole: false,
-    notifyEvents: true,
-    session: { hostId, leaseMs },
-  });
-  opened.push(store);
-  return store;
-}
-
-function sql(): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max: 2 });
-  pools.push(pool);
-  return pool;
+function host(hostId: string, leaseMs = 60_000): Promise<PgTxStore> {
+  return pgt.open({ sweepMs: 0, sole: false, notifyEvents: true, session: { hostId, leaseMs } });
 }
 
 async function owners(db: pg.Pool): Promise<Record<string, [string | null, boolean]>> {
@@ -39,21 +22,6 @@ async function owners(db: pg.Pool): Promise<Record<string, [string | null, boole
 }
 
 /** The database's clock says the host's lease passed: a pause or a partition, as every other host sees it. */
-async function lapse(db: pg.Pool, hostId: string): Promise<void> {
-  await db.query(
-    `UPDATE host_sessions SET started_at = now() - interval '1 minute', lease_expires_at = now() - interval '1 second'
-     WHERE host_id = $1 AND ended_at IS NULL`,
-    [hostId],
-  );
-}
-
-beforeEach(async () => {
-  url = await postgres.fresh();
-});
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
-  await Promise.all(pools.splice(0).map((p) => p.end()));
-});
 
 test('each host holds only its own work; another host answers dedupe and reads, and refuses writes naming the owner', async () => {
   const a = await host('host-a');
@@ -314,13 +282,7 @@ test('once started, the sweep runs by itself every sweepMs', async () => {
   const db = sql();
   const a = await host('host-a');
   await a.accept(tx('tx_1', 'sig-1'));
-  const b = await PgTxStore.open(url, {
-    maintenanceMs: 0,
-    sweepMs: 50,
-    sole: false,
-    session: { hostId: 'host-b', leaseMs: 60_000 },
-  });
-  opened.push(b);
+  const b = await pgt.open({ sweepMs: 50, sole: false, session: { hostId: 'host-b', leaseMs: 60_000 } });
   const adopted = new Promise<Adopted>((resolve) => b.watchAdoptions(resolve));
   b.startSweeping();
   await lapse(db, 'host-a');
@@ -407,18 +369,13 @@ describe('fleet-wide admission: checked where the row is inserted, one admission
 
 test('a one-host sidecar and a fleet never write one database together: each is refused by the other', async () => {
   await host('host-a');
-  const sole = await PgTxStore.open(url, {
-    maintenanceMs: 0,
-    session: { hostId: 'host-sole', leaseMs: 60_000 },
-  }).catch((error: unknown) => error);
+  const sole = await pgt
+    .open({ session: { hostId: 'host-sole', leaseMs: 60_000 } })
+    .catch((error: unknown) => error);
   expect(sole).toMatchObject({ code: 'RELAY_E_DB_IN_USE' });
-  await Promise.all(opened.splice(0).map((s) => s.close()));
+  await pgt.closeStores();
 
-  const alone = await PgTxStore.open(url, {
-    maintenanceMs: 0,
-    session: { hostId: 'host-sole', leaseMs: 60_000 },
-  });
-  opened.push(alone);
+  await pgt.open({ session: { hostId: 'host-sole', leaseMs: 60_000 } });
   const fleet = await host('host-b').catch((error: unknown) => error);
   expect(fleet).toMatchObject({
     code: 'RELAY_E_DB_IN_USE',

@@ -3,28 +3,17 @@ import pg from 'pg';
 import type { HostSession } from '../../src/pg';
 import { PgTxStore } from '../../src/store/pg-store';
 import { StoreConflict } from '../../src/store/store';
-import { useMigratedPostgres } from '../helpers/migrated-postgres';
+import { usePgStoreTests } from '../helpers/migrated-postgres';
 import { attempt, tx } from '../helpers/store-records';
 
 // The store's side of host sessions (DESIGN §10): what it accepts is owned by its session, every write of live work
 // is fenced by that owner in the statement itself (the database refuses a stale one), and a session that lapsed
 // writes nothing until it has registered a new epoch and adopted its work under it.
-const postgres = useMigratedPostgres();
+const pgt = usePgStoreTests();
+const { sql, lapse } = pgt;
 
-let url: string;
-const opened: PgTxStore[] = [];
-const pools: pg.Pool[] = [];
-
-async function openStore(hostId: string, leaseMs = 60_000): Promise<PgTxStore> {
-  const store = await PgTxStore.open(url, { maintenanceMs: 0, hostId, session: { hostId, leaseMs } });
-  opened.push(store);
-  return store;
-}
-
-function sql(): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max: 2 });
-  pools.push(pool);
-  return pool;
+function openStore(hostId: string, leaseMs = 60_000): Promise<PgTxStore> {
+  return pgt.open({ hostId, session: { hostId, leaseMs } });
 }
 
 async function owners(db: pg.Pool): Promise<Record<string, { host: string | null; epoch: number | null }>> {
@@ -40,13 +29,6 @@ async function owners(db: pg.Pool): Promise<Record<string, { host: string | null
 }
 
 /** The database's clock says the session's lease passed (a pause, a partition): the next heartbeat finds it gone. */
-async function lapse(db: pg.Pool, hostId: string): Promise<void> {
-  await db.query(
-    `UPDATE host_sessions SET started_at = now() - interval '1 minute', lease_expires_at = now() - interval '1 second'
-     WHERE host_id = $1`,
-    [hostId],
-  );
-}
 
 /** A store of host-a with tx_a accepted, its session and first epoch. */
 async function withOneAccepted(): Promise<{
@@ -62,14 +44,6 @@ async function withOneAccepted(): Promise<{
   if (!session) throw new Error('no session');
   return { db, store, session, e1: session.epoch };
 }
-
-beforeEach(async () => {
-  url = await postgres.fresh();
-});
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
-  await Promise.all(pools.splice(0).map((p) => p.end()));
-});
 
 test('what a store accepts is owned by its session; a restart under the same host id adopts the live work under its new epoch', async () => {
   const db = sql();
@@ -163,7 +137,7 @@ test('a lapsed lease fences every write until the session registers a new epoch 
 
 test('a second sidecar under the same host id is refused by name; under another id, by the one-writer lock', async () => {
   await openStore('host-a');
-  const same = await PgTxStore.open(url, {
+  const same = await PgTxStore.open(pgt.url, {
     maintenanceMs: 0,
     session: { hostId: 'host-a', leaseMs: 60_000 },
   }).catch((error: unknown) => error);
@@ -171,7 +145,7 @@ test('a second sidecar under the same host id is refused by name; under another 
     code: 'RELAY_E_HOST_ID_IN_USE',
     details: { host_id: 'host-a', holder: expect.stringMatching(/pid \d+/) },
   });
-  const other = await PgTxStore.open(url, {
+  const other = await PgTxStore.open(pgt.url, {
     maintenanceMs: 0,
     session: { hostId: 'host-b', leaseMs: 60_000 },
   }).catch((error: unknown) => error);
@@ -186,7 +160,7 @@ test('a second sidecar under the same host id is refused by name; under another 
 test('a renewal whose adoption fails, or whose new session is lost meanwhile, keeps the store unavailable until both hold', async () => {
   const { db, store, session, e1 } = await withOneAccepted();
   // Another transaction holds the row: the adoption waits on it until lock_timeout refuses it.
-  const blocker = new pg.Client({ connectionString: url });
+  const blocker = new pg.Client({ connectionString: pgt.url });
   await blocker.connect();
   try {
     await blocker.query('BEGIN');

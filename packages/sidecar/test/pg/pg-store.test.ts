@@ -1,33 +1,18 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { isRelayError } from '@solrelay/core';
 import { waitUntil } from '@solrelay/testkit';
-import pg from 'pg';
+import type pg from 'pg';
 import { PgTxStore } from '../../src/store/pg-store';
 import type { StoredTx } from '../../src/store/records';
 import { StoreConflict, type StoreChange } from '../../src/store/store';
-import { useMigratedPostgres } from '../helpers/migrated-postgres';
+import { usePgStoreTests } from '../helpers/migrated-postgres';
 import { T0, attempt, status, tx } from '../helpers/store-records';
 
 // What only PostgreSQL has to prove (the contract suite covers the rest): records come back exactly as written,
 // dedupe and "one unsettled attempt" hold between processes (two stores on one database stand in for two hosts),
 // a change's events commit with it, and a COMMIT of unknown outcome is never reported as done.
-const postgres = useMigratedPostgres();
-
-let url: string;
-const opened: PgTxStore[] = [];
-const pools: pg.Pool[] = [];
-
-async function openStore(options: Parameters<typeof PgTxStore.open>[1] = {}): Promise<PgTxStore> {
-  const store = await PgTxStore.open(url, { maintenanceMs: 0, ...options });
-  opened.push(store);
-  return store;
-}
-
-function sql(): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max: 2 });
-  pools.push(pool);
-  return pool;
-}
+const pgt = usePgStoreTests();
+const { sql, open: openStore } = pgt;
 
 /** The backend of this database whose statement matches `pattern` (LIKE), once it waits on a lock. */
 function waitingOnLock(db: pg.Pool, pattern: string): Promise<number> {
@@ -56,14 +41,6 @@ async function holdCommitsOnLock(db: pg.Pool): Promise<void> {
     CREATE CONSTRAINT TRIGGER hold_commit AFTER UPDATE ON transactions
       DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_hold_commit();`);
 }
-
-beforeEach(async () => {
-  url = await postgres.fresh();
-});
-afterEach(async () => {
-  await Promise.all(opened.splice(0).map((s) => s.close()));
-  await Promise.all(pools.splice(0).map((p) => p.end()));
-});
 
 test('a record comes back exactly as written: numbers as numbers, times in ms, nulls, optional fields, packing', async () => {
   const store = await openStore();
@@ -222,7 +199,7 @@ test('one host: counts, spend and dedupe answer from what the store holds, the s
 test('one host: a second sole store on the database is refused, naming the holder; the lock lost fences writes until it is taken again', async () => {
   const store = await openStore();
   await store.accept(tx('tx_a', 'sig-a'));
-  const refused = await PgTxStore.open(url, { maintenanceMs: 0 }).catch((error: unknown) => error);
+  const refused = await PgTxStore.open(pgt.url, { maintenanceMs: 0 }).catch((error: unknown) => error);
   expect(refused).toMatchObject({
     code: 'RELAY_E_DB_IN_USE',
     details: { holder: expect.stringMatching(/pid \d+/) },
@@ -533,12 +510,11 @@ async function databaseProxy(
 }
 
 test('the database going away and back is told once each way; meanwhile every statement is RELAY_E_DB_UNAVAILABLE', async () => {
-  const direct = new URL(url);
+  const direct = new URL(pgt.url);
   const proxy = await databaseProxy(Number(direct.port));
-  const viaProxy = new URL(url);
+  const viaProxy = new URL(pgt.url);
   viaProxy.port = String(proxy.port);
-  const store = await PgTxStore.open(viaProxy.toString(), { maintenanceMs: 0 });
-  opened.push(store);
+  const store = await openStore({}, viaProxy.toString());
   await store.accept(tx('tx_a', 'sig-a'));
   const told: string[] = [];
   store.watchAvailability((change) => told.push(change.kind));
@@ -586,15 +562,11 @@ test('the database going away and back is told once each way; meanwhile every st
 test('a re-read after a lost answer waits for the COMMIT the server is still finishing, then sees its outcome', async () => {
   // The store reaches the database through a proxy the test cuts: the client's connection is gone, the server's
   // backend is not (as when the network drops mid-COMMIT, or the server waits on a synchronous standby).
-  const direct = new URL(url);
+  const direct = new URL(pgt.url);
   const proxy = await databaseProxy(Number(direct.port));
-  const viaProxy = new URL(url);
+  const viaProxy = new URL(pgt.url);
   viaProxy.port = String(proxy.port);
-  const proxied = await PgTxStore.open(viaProxy.toString(), {
-    maintenanceMs: 0,
-    database: { lockTimeoutMs: 60_000 },
-  });
-  opened.push(proxied);
+  const proxied = await openStore({ database: { lockTimeoutMs: 60_000 } }, viaProxy.toString());
   await proxied.accept(tx('tx_a', 'sig-a'));
   const db = sql();
   // A deferred constraint trigger runs at commit and waits on an advisory lock this test holds: the transition's
@@ -672,7 +644,7 @@ test('a re-read after a lost answer waits for the COMMIT the server is still fin
 });
 
 test('open refuses an unmigrated database with its coded error, naming both versions', async () => {
-  const empty = await postgres.server().createDatabase();
+  const empty = await pgt.postgres.server().createDatabase();
   await expect(PgTxStore.open(empty, { maintenanceMs: 0 })).rejects.toMatchObject({
     code: 'RELAY_E_DB_SCHEMA_BEHIND',
     details: { current: 0, latest: 3 },
