@@ -3,10 +3,12 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promise
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseLifecycleLine } from '@solrelay/core';
+import type { Keypair } from '@solana/web3.js';
 import type { Simnet } from '@solrelay/simnet';
 import { freePort, get, post, spawnSidecar, waitUntil, type RunningSidecar } from '@solrelay/testkit';
 import { ChainWatch } from './crash-chain';
 import { TransferSigner, type SignedTransfer } from './crash-wire';
+import { readRecordsById, type RelayRecord } from './relay-records';
 
 /**
  * One crash trial: a load of transactions through the real sidecar process (apps/sidecar/dist/main.cjs), killed
@@ -238,27 +240,9 @@ async function inspectLifecycle(path: string): Promise<{
   return { lines, bad, tornBytes: Buffer.byteLength(tail), latest };
 }
 
-interface RecordView {
-  tx_id: string;
-  state: string;
-  failure: string | null;
-  tx_signatures: string[];
-  attempts: Array<{ attempt: number; bundle_id: string; tip_lamports: number; stage: string }>;
-  last_error: { code: string; message: string; details: Record<string, unknown> } | null;
-}
-
-async function readRecords(url: string, ids: string[]): Promise<Map<string, RecordView | null>> {
-  const out = new Map<string, RecordView | null>();
-  for (let i = 0; i < ids.length; i += 24) {
-    const answers = await Promise.all(ids.slice(i, i + 24).map((id) => get(url, `/tx/${id}`)));
-    answers.forEach((answer, j) => {
-      const id = ids[i + j] as string;
-      if (answer.status === 200) out.set(id, answer.body as RecordView);
-      else if (answer.status === 404) out.set(id, null);
-      else throw new Error(`GET /tx/${id} answered ${answer.status}: ${JSON.stringify(answer.body)}`);
-    });
-  }
-  return out;
+/** The records of `ids` (null for one the sidecar does not know). */
+function readRecords(url: string, ids: string[]): Promise<Map<string, RelayRecord | null>> {
+  return readRecordsById(url, ids);
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -282,6 +266,31 @@ function recoveryWarnings(output: string): string[] {
   return out;
 }
 
+/** A trial's scratch directory, with a funded tipper (its keypair file) and payer, and the policy file its sidecars use. */
+export interface TrialWorkspace {
+  dir: string;
+  tipper: Keypair;
+  tipperKey: string;
+  payer: Keypair;
+  keypairPath: string;
+  policyPath: string;
+}
+
+export async function trialWorkspace(simnet: Simnet, prefix: string): Promise<TrialWorkspace> {
+  const dir = await mkdtemp(join(tmpdir(), prefix));
+  const tipper = simnet.fundedKeypair(100_000_000_000);
+  const payer = simnet.fundedKeypair(100_000_000_000);
+  const keypairPath = join(dir, 'tipper.json');
+  await writeFile(keypairPath, JSON.stringify([...tipper.secretKey]), { mode: 0o600 });
+  // Limits out of the way of a burst of a thousand; retries enough that losing an auction now and then never strands one.
+  const policyPath = join(dir, 'relay.policy.json');
+  await writeFile(
+    policyPath,
+    JSON.stringify({ 'rate-limit': 1_000_000, 'max-queue': 100_000, 'max-retries': 20 }),
+  );
+  return { dir, tipper, tipperKey: tipper.publicKey.toBase58(), payer, keypairPath, policyPath };
+}
+
 /** Run one trial; the result carries every figure and a list of problems (empty when every invariant held). */
 export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number): Promise<TrialResult> {
   const started = Date.now();
@@ -295,26 +304,20 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
   };
   const { simnet } = ctx;
   const problems: string[] = [];
-  const dir = await mkdtemp(join(tmpdir(), 'relay-crash-trial-'));
-  const tipper = simnet.fundedKeypair(100_000_000_000);
-  const payer = simnet.fundedKeypair(100_000_000_000);
-  const tipperKey = tipper.publicKey.toBase58();
-  await writeFile(join(dir, 'tipper.json'), JSON.stringify([...tipper.secretKey]), { mode: 0o600 });
-  // Limits out of the way of a burst of a thousand; retries enough that losing an auction now and then never strands one.
-  await writeFile(
-    join(dir, 'relay.policy.json'),
-    JSON.stringify({ 'rate-limit': 1_000_000, 'max-queue': 100_000, 'max-retries': 20 }),
+  const { dir, payer, tipperKey, keypairPath, policyPath } = await trialWorkspace(
+    simnet,
+    'relay-crash-trial-',
   );
   const lifecyclePath = join(dir, 'lifecycle.jsonl');
   const journalDir = join(dir, 'data', 'journal');
   const port = await freePort();
   const env: Record<string, string> = {
     ...simnet.env(),
-    KEYPAIR_PATH: join(dir, 'tipper.json'),
+    KEYPAIR_PATH: keypairPath,
     API_PORT: String(port),
     RELAY_DATA_DIR: join(dir, 'data'),
     LIFECYCLE_PATH: lifecyclePath,
-    RELAY_POLICY_FILE: join(dir, 'relay.policy.json'),
+    RELAY_POLICY_FILE: policyPath,
     BUNDLE_ENGINE_RPS: '2000',
     RELAY_JOURNAL_COMPACT_BYTES: String(spec.compactBytes),
     ...(await ctx.storeEnv?.()),
@@ -424,7 +427,7 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
   let sidecar: RunningSidecar | null = null;
   let restartMs = 0;
   let replayMismatch = 0;
-  let finalRecords = new Map<string, RecordView | null>();
+  let finalRecords = new Map<string, RelayRecord | null>();
   /** When the previous process died (to measure the time with no process up). */
   let previousDiedAt: number | null = null;
   try {
@@ -485,7 +488,7 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
           const records = await readRecords(
             running.url,
             acked().map((s) => s.txId as string),
-          ).catch(() => new Map<string, RecordView | null>());
+          ).catch(() => new Map<string, RelayRecord | null>());
           const pending = [...records.values()].filter((r) => r && !TERMINAL.has(r.state));
           const show = pending.slice(0, 5).map((r) => JSON.stringify(r));
           throw new Error(
@@ -769,7 +772,7 @@ export async function runTrial(ctx: TrialContext, spec: TrialSpec, trial: number
     const replayed = await readRecords(again.url, [...finalRecords.keys()]);
     await again.stop();
     const replayWarnings = recoveryWarnings(again.output());
-    const shape = (record: RecordView) =>
+    const shape = (record: RelayRecord) =>
       JSON.stringify([
         record.state,
         record.failure,

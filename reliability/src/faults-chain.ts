@@ -1,9 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import type { Connection, SignatureStatus } from '@solana/web3.js';
 import type { Simnet } from '@solrelay/simnet';
-import { get } from '@solrelay/testkit';
 import { ChainWatch } from './crash-chain';
 import { EXPECTED, type SentTx } from './faults-stack';
+import { readRecordsById, type RelayRecord } from './relay-records';
 
 /**
  * Ground truth for the upstream-fault suite: every transaction's relay record against the chain, signature by
@@ -60,30 +60,17 @@ export async function chainStatuses(
   return out;
 }
 
-/** The relay record of a transaction, as `GET /tx/{id}` serves it. */
-export interface RelayRecord {
-  tx_id: string;
-  state: string;
-  failure: string | null;
-  tx_signatures: string[];
-  attempts: Array<{
-    attempt: number;
-    bundle_id: string;
-    tip_lamports: number;
-    stage: string;
-    outcome: string | null;
-  }>;
-}
-
+/** The records of every transaction sent (each must be known). */
 export async function readRecords(url: string, sent: SentTx[]): Promise<Map<string, RelayRecord>> {
+  const records = await readRecordsById(
+    url,
+    sent.map((s) => s.txId),
+    { batch: 16 },
+  );
   const out = new Map<string, RelayRecord>();
-  for (let i = 0; i < sent.length; i += 16) {
-    const answers = await Promise.all(sent.slice(i, i + 16).map((s) => get(url, `/tx/${s.txId}`)));
-    for (const answer of answers) {
-      if (answer.status !== 200)
-        throw new Error(`GET /tx answered ${answer.status}: ${JSON.stringify(answer.body)}`);
-      out.set(answer.body.tx_id as string, answer.body as RelayRecord);
-    }
+  for (const [id, record] of records) {
+    if (!record) throw new Error(`GET /tx/${id} answered 404`);
+    out.set(record.tx_id, record);
   }
   return out;
 }

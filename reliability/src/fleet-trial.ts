@@ -1,12 +1,12 @@
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Simnet } from '@solrelay/simnet';
 import { freePort, get, post, spawnSidecar, type RunningSidecar } from '@solrelay/testkit';
 import { createDatabasePool, parseDatabaseUrl } from '@solrelay/sidecar/pg';
 import { ChainWatch } from './crash-chain';
-import { SIDECAR_MAIN, spawnAgent, type RunningAgent } from './crash-trial';
+import { SIDECAR_MAIN, spawnAgent, trialWorkspace, type RunningAgent } from './crash-trial';
 import { TransferSigner, type SignedTransfer } from './crash-wire';
+import { readRecordsById, type RelayRecord } from './relay-records';
 import { percentile } from './security-results';
 
 /**
@@ -103,34 +103,13 @@ interface Host {
   dead: boolean;
 }
 
-interface RecordView {
-  tx_id: string;
-  state: string;
-  tx_signatures: string[];
-  attempts: Array<{
-    attempt: number;
-    bundle_id: string;
-    tip_lamports: number;
-    stage: string;
-    outcome?: string | null;
-    slot_submitted?: number | null;
-  }>;
-  history?: Array<{ state: string; slot: number }>;
-  last_error?: { code: string; details?: Record<string, unknown> } | null;
-}
-
 export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec): Promise<FleetTrialResult> {
   const started = Date.now();
   const problems: string[] = [];
   const { simnet } = ctx;
-  const dir = await mkdtemp(join(tmpdir(), 'relay-fleet-trial-'));
-  const tipper = simnet.fundedKeypair(100_000_000_000);
-  const payer = simnet.fundedKeypair(100_000_000_000);
-  const tipperKey = tipper.publicKey.toBase58();
-  await writeFile(join(dir, 'tipper.json'), JSON.stringify([...tipper.secretKey]), { mode: 0o600 });
-  await writeFile(
-    join(dir, 'relay.policy.json'),
-    JSON.stringify({ 'rate-limit': 1_000_000, 'max-queue': 100_000, 'max-retries': 20 }),
+  const { dir, payer, tipperKey, keypairPath, policyPath } = await trialWorkspace(
+    simnet,
+    'relay-fleet-trial-',
   );
   const databaseUrl = await ctx.databaseUrl();
   const db = createDatabasePool(parseDatabaseUrl(databaseUrl));
@@ -148,12 +127,12 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       const port = await freePort();
       const env: Record<string, string> = {
         ...simnet.env(),
-        KEYPAIR_PATH: join(dir, 'tipper.json'),
+        KEYPAIR_PATH: keypairPath,
         API_PORT: String(port),
         RELAY_HOST_ID: id,
         RELAY_DATA_DIR: join(dir, `data-${i + 1}`),
         LIFECYCLE_PATH: join(dir, `lifecycle-${i + 1}.jsonl`),
-        RELAY_POLICY_FILE: join(dir, 'relay.policy.json'),
+        RELAY_POLICY_FILE: policyPath,
         BUNDLE_ENGINE_RPS: '2000',
         RELAY_DATABASE_URL: databaseUrl,
         RELAY_FLEET: '1',
@@ -250,19 +229,10 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
 
     // Everything acknowledged reaches a terminal state through the survivors.
     const ids = [...acked.keys()];
-    const records = new Map<string, RecordView | null>();
+    let records = new Map<string, RelayRecord | null>();
     const deadline = Date.now() + 150_000;
     for (;;) {
-      records.clear();
-      for (let i = 0; i < ids.length; i += 24) {
-        const answers = await Promise.all(
-          ids.slice(i, i + 24).map((id) => get(reader.proc.url, `/tx/${id}`).catch(() => null)),
-        );
-        answers.forEach((answer, j) => {
-          const id = ids[i + j] as string;
-          records.set(id, answer?.status === 200 ? (answer.body as RecordView) : null);
-        });
-      }
+      records = await readRecordsById(reader.proc.url, ids, { unreadable: 'null' });
       const open = [...records.values()].filter((r) => !r || !TERMINAL.has(r.state)).length;
       if (open === 0 || Date.now() > deadline) break;
       await sleep(500);
@@ -333,7 +303,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     let doubleLanded = 0;
     let doubleTips = 0;
     const terminal: Record<string, number> = {};
-    const bySignature = new Map<string, RecordView>();
+    const bySignature = new Map<string, RelayRecord>();
     for (const [id, record] of records) {
       if (!record) {
         lost++;
@@ -446,7 +416,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       },
       terminal,
       unfinalized: [...records.values()]
-        .filter((r): r is RecordView => r !== null && r.state !== 'finalized')
+        .filter((r): r is RelayRecord => r !== null && r.state !== 'finalized')
         .map((r) => ({
           tx_id: r.tx_id,
           state: r.state,
