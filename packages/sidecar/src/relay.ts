@@ -22,7 +22,7 @@ import type { AttemptDecision, StoredAttempt, StoredTx } from './store/records';
 import type { StoreCounts } from './store/store';
 import type { TrackKind } from './track/tracker';
 import type { BundleResultMessage } from './upstream/block-engine';
-import { includedPayers, queueView, txRecordOf } from './views/views';
+import { queueView, streamAccounts, txRecordOf } from './views/views';
 
 export type { CrashPointName, RelayOptions } from './context';
 export type { AgentConnection } from './operator/operator';
@@ -187,12 +187,13 @@ export class Relay {
     return queueView(live, counts, this.s.ports.policy(), this.s.ports.chain.slot);
   }
 
-  /**
-   * Fee payers of live `"tip":"included"` transactions: they carry no relay tip transaction, so the stream must
-   * watch their payers to see them land (DESIGN §8).
-   */
-  async includedPayers(): Promise<string[]> {
-    return includedPayers(await this.s.ports.store.live());
+  /** The accounts the stream watches besides this host's tippers (see `streamAccounts`). */
+  async streamAccounts(): Promise<string[]> {
+    return streamAccounts(
+      await this.s.ports.store.live(),
+      this.s.tippers.pubkeys,
+      this.s.tippers.fleetTippers,
+    );
   }
 
   lifecycleEntry(tx: StoredTx, attempt: StoredAttempt): LifecycleEntry {

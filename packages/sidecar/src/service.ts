@@ -30,6 +30,7 @@ import { PgTxStore, lostConnection } from './store/pg-store';
 import { JournalTxStore, isDatabaseOutage, type TxStore } from './store/store';
 import { EngineRegions } from './upstream/engine-regions';
 import { followBundleResults } from './upstream/bundle-results';
+import { bindEngineTraffic, probeLocalAddress, servedByEngine } from './upstream/local-address';
 import { SolanaRpc } from './upstream/solana-rpc';
 import { WebhookDispatcher, type WebhookDispatcherOptions } from './webhooks/dispatcher';
 import { outboxCodec, type OutboxOp, type OutboxState } from './webhooks/outbox';
@@ -101,6 +102,8 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     slotStallMs: 10_000,
     ...options.intervals,
   };
+  // RELAY_ENGINE_LOCAL_ADDRESS must be this machine's before anything is opened (RELAY_E_CONFIG_INVALID_ENV naming it).
+  if (config.engineLocalAddress !== undefined) await probeLocalAddress(config.engineLocalAddress);
   // The tipper pool: every file of KEYPAIR_PATH, in order (a bad one stops start-up, naming its path).
   const tippers = await loadKeypairs(config.keypairPaths, log);
   const crashPoint = options.crashPoint;
@@ -219,7 +222,15 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   for (const warning of lifecycleRecovery.warnings) log.warn(warning);
 
   const rpc = new SolanaRpc({ url: config.rpcUrl });
-  const engine = EngineRegions.fromConfig(config);
+  // Every block-engine connection from RELAY_ENGINE_LOCAL_ADDRESS when set (the engine meters its budget per source
+  // IP, jito.md §1.7); RPC and the stream keep the default route.
+  const bound =
+    config.engineLocalAddress === undefined
+      ? null
+      : await bindEngineTraffic(config.engineLocalAddress, config.bundleEngineGrpcUrls);
+  if (bound)
+    log.info({ local_address: bound.localAddress }, 'block engine traffic goes out from the local address');
+  const engine = EngineRegions.fromConfig(config, bound ?? undefined);
   // Region names before the first send, so metrics and /status name regions as the engines do from the start (an
   // engine that does not answer in 2 s keeps its host name until the leader poll asks again).
   await Promise.race([engine.resolveNames(), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
@@ -311,8 +322,10 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   if (store instanceof PgTxStore && config.fleet) store.startSweeping();
 
   const periodic = new Periodic(log);
+  const tipFloorFetch =
+    bound && servedByEngine(config.tipFloorUrl, config.bundleEngineUrls) ? { fetch: bound.fetch } : {};
   periodic.every(intervals.tipFloorMs, () =>
-    pollTipFloor({ url: config.tipFloorUrl, oracle, health, hub, clock }),
+    pollTipFloor({ url: config.tipFloorUrl, oracle, health, hub, clock, ...tipFloorFetch }),
   );
   startChainPollers({ periodic, relay: r, rpc, engine, leaders, health, intervals });
   startConsensusPoller({ periodic, rpc, relay: r, everyMs: intervals.consensusMs });
@@ -327,6 +340,14 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
     rpcSlotMs: intervals.rpcSlotMs,
     log,
   });
+  // A fleet: an adopted attempt signed by another host's tipper is watched at once, not at the stream's next refresh.
+  if (store instanceof PgTxStore && config.fleet)
+    store.watchAdoptions(() => {
+      void r
+        .streamAccounts()
+        .then((accounts) => stream.setWatchedAccounts(accounts))
+        .catch((error: unknown) => log.debug({ err: error }, 'watched accounts read failed'));
+    });
   // Each region reports the bundles sent to it on its own stream; each stream is followed on its own.
   const bundleResults = engine.regions.map((region) =>
     followBundleResults(
@@ -397,6 +418,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
     engine.close();
+    await bound?.close();
     // The outbox first: on PostgreSQL it releases its leases through the store's pool.
     await webhooks?.close();
     await store.close();

@@ -197,6 +197,23 @@ describe('the pool', () => {
     expect(() => pool.reserve(TIP)).toThrow(/short by/);
   });
 
+  test('the fleet’s other tippers (from other hosts’ attempts) are named for the stream to watch; this pool’s are not', async () => {
+    const { pool, keys, others, fund } = rig(1);
+    const elsewhere = Keypair.generate().publicKey.toBase58();
+    expect(pool.fleetTippers).toEqual([]);
+    others.push(
+      attempt({ tipper: keys[0] as string, stage: 'submitted' }),
+      attempt({ attempt: 2, tipper: elsewhere, stage: 'journaled' }),
+      attempt({ attempt: 3, tipper: null, tip_tx: null, stage: 'submitted' }), // "tip":"included": no tipper
+    );
+    await fund([10e9]);
+    expect(pool.fleetTippers).toEqual([elsewhere]);
+    // The next pass reads the fleet again: a tipper whose attempts are all settled is dropped.
+    others.splice(0);
+    await fund([10e9]);
+    expect(pool.fleetTippers).toEqual([]);
+  });
+
   test("a pack's raise is reserved on the carrier's own tipper only if it covers it beside what it holds", async () => {
     const { pool, keys, fund } = rig(2);
     await fund([RENT_EXEMPT_MINIMUM + tipCost(TIP) + 30_000, 10e9]);

@@ -53,9 +53,9 @@ export function startSlotFeed(deps: {
         void relay.track();
         if (update.slot % 8 === 0)
           void relay
-            .includedPayers()
-            .then((payers) => stream.setPayerAccounts(payers))
-            .catch((error: unknown) => log.debug({ err: error }, 'included payers read failed'));
+            .streamAccounts()
+            .then((accounts) => stream.setWatchedAccounts(accounts))
+            .catch((error: unknown) => log.debug({ err: error }, 'watched accounts read failed'));
       } else if (update.status === 'dead') {
         void relay
           .onDeadSlot(update.slot)

@@ -69,6 +69,8 @@ const WANTING_TTL_MS = 15_000;
 export class TipperPool {
   private readonly tippers: Tipper[];
   private readonly byKey = new Map<string, Tipper>();
+  /** Other hosts' tippers seen in the last balance pass (see `fleetTippers`). */
+  private fleet = new Set<string>();
   private readonly live = new Set<Live>();
   private uses = 0;
   /** The last tip no tipper could pay (what keeps submission paused), and when it was refused. */
@@ -103,6 +105,14 @@ export class TipperPool {
   /** Every tipper's address, in `KEYPAIR_PATH` order (the stream watches them all). */
   get pubkeys(): string[] {
     return this.tippers.map((t) => t.pubkey);
+  }
+
+  /**
+   * A fleet's other tippers: those that signed other hosts' attempts whose tips may still take (as of the last balance
+   * pass), not in this pool. The stream watches them too, so a host already follows a tip it may adopt.
+   */
+  get fleetTippers(): string[] {
+    return [...this.fleet];
   }
 
   /** Why submission is paused (no tipper can pay a minimal tip, or the tip a transaction waits with), or null. */
@@ -152,6 +162,7 @@ export class TipperPool {
       .otherHostsTips(this.d.chain.slot - TIP_LANDING_HORIZON_SLOTS)
       .catch(() => []);
     for (const attempt of others) records.push({ attempts: [attempt] });
+    this.fleet = new Set(others.map(tipperOf).filter((k): k is string => k !== null && !this.byKey.has(k)));
     for (const reading of readings) {
       const t = this.byKey.get(reading.pubkey);
       if (!t || reading.contextSlot < t.readSlot) continue;

@@ -14,9 +14,9 @@ import { loadSync } from '@grpc/proto-loader';
 /**
  * The Yellowstone (geyser) gRPC stream: slot updates and transaction statuses for the accounts relay watches.
  *
- * One static transaction-status filter on the tipper account catches every attempt's tip transaction; per-payer
- * filters are added only for `"tip":"included"` transactions (which carry no relay tip transaction). Each
- * Subscribe request replaces the whole filter set, so every change re-sends all filters. The client answers the
+ * One static transaction-status filter on the tipper account catches every attempt's tip transaction; another
+ * watches the payers of `"tip":"included"` transactions (which carry no relay tip transaction) and a fleet's other
+ * tippers. Each Subscribe request replaces the whole filter set, so every change re-sends all filters. The client answers the
  * server's pings and pings itself (load balancers kill silent duplex streams), and on a cut reconnects with
  * backoff and `from_slot` — without it if the server refuses — then reports `reconnected` so the caller can
  * reconcile in-flight signatures over RPC.
@@ -104,7 +104,7 @@ export function findGeyserProto(start: string = __dirname): string {
 export class GeyserStream {
   private client: { Subscribe(metadata: Metadata): Duplex; close(): void } | null = null;
   private stream: Duplex | null = null;
-  private payerAccounts = new Set<string>();
+  private watchedAccounts = new Set<string>();
   private lastSlot: number | null = null;
   private useFromSlot = true;
   private attempt = 0;
@@ -144,11 +144,15 @@ export class GeyserStream {
     this.connect();
   }
 
-  /** Watch transactions paid by these accounts too (for `"tip":"included"` transactions). Re-sends all filters. */
-  setPayerAccounts(accounts: Iterable<string>): void {
+  /**
+   * Watch transactions of these accounts too, besides the static ones (payers of `"tip":"included"` transactions, a
+   * fleet's other tippers). Re-sends all filters when the set changed.
+   */
+  setWatchedAccounts(accounts: Iterable<string>): void {
     const next = new Set(accounts);
-    if (next.size === this.payerAccounts.size && [...next].every((a) => this.payerAccounts.has(a))) return;
-    this.payerAccounts = next;
+    if (next.size === this.watchedAccounts.size && [...next].every((a) => this.watchedAccounts.has(a)))
+      return;
+    this.watchedAccounts = next;
     if (this.stream) this.stream.write(this.subscribeRequest(false));
   }
 
@@ -257,10 +261,10 @@ export class GeyserStream {
         accountRequired: [],
       },
     };
-    if (this.payerAccounts.size > 0) {
-      transactionsStatus.relay_payers = {
+    if (this.watchedAccounts.size > 0) {
+      transactionsStatus.relay_watched = {
         vote: false,
-        accountInclude: [...this.payerAccounts],
+        accountInclude: [...this.watchedAccounts],
         accountExclude: [],
         accountRequired: [],
       };

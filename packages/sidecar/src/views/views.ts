@@ -48,16 +48,31 @@ export function queueView(
 }
 
 /**
- * Fee payers of live `"tip":"included"` transactions: they carry no relay tip transaction, so the stream must
- * watch their payers to see them land (DESIGN §8).
+ * What the stream must watch besides this host's own tippers (a transaction-status filter on each):
+ * - fee payers of live `"tip":"included"` transactions: they carry no relay tip transaction, so the stream sees
+ *   them land only through their payers (DESIGN §8);
+ * - in a fleet, other hosts' tippers: those that signed an unsettled attempt this host holds (adopted from another
+ *   host), and `fleetTippers`, those of other hosts' attempts whose tips may still take (DESIGN §10, "Tippers": each
+ *   host's filter covers every tipper of the fleet, so an adopted tip's landing is seen as it happens).
  */
-export function includedPayers(live: readonly StoredTx[]): string[] {
-  const payers = new Set<string>();
+export function streamAccounts(
+  live: readonly StoredTx[],
+  ownTippers: readonly string[],
+  fleetTippers: readonly string[] = [],
+): string[] {
+  const own = new Set(ownTippers);
+  const accounts = new Set<string>();
   for (const tx of live) {
-    if (tx.tip === 'included' && !isTerminalTxState(tx.state))
-      for (const payer of tx.fee_payers) payers.add(payer);
+    if (isTerminalTxState(tx.state)) continue;
+    if (tx.tip === 'included') for (const payer of tx.fee_payers) accounts.add(payer);
+    for (const attempt of tx.attempts) {
+      if (attempt.stage === 'finalized' || attempt.stage === 'failed') continue;
+      const tipper = tipperOf(attempt);
+      if (tipper !== null && !own.has(tipper)) accounts.add(tipper);
+    }
   }
-  return [...payers];
+  for (const tipper of fleetTippers) if (!own.has(tipper)) accounts.add(tipper);
+  return [...accounts];
 }
 
 export function toTxRecord(tx: StoredTx): TxRecord {
