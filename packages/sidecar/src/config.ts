@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { homedir, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { RelayError } from '@solrelay/core';
@@ -20,6 +21,12 @@ export interface SidecarConfig {
   bundleEngineGrpcUrls: string[];
   /** Send budget per region, requests per second. */
   bundleEngineRps: number;
+  /**
+   * `RELAY_ENGINE_LOCAL_ADDRESS`: the IP literal every connection to a block engine goes out from (JSON-RPC and
+   * gRPC; the engine's budget is per source IP, jito.md §1.7); undefined (the default) leaves it to the system.
+   * Whether this machine has it is proved at start (`probeLocalAddress`), not here.
+   */
+  engineLocalAddress: string | undefined;
   /** Most user transactions per bundle when packing waiting transactions together (1: no packing). */
   bundlePackMax: number;
   tipFloorUrl: string;
@@ -328,6 +335,33 @@ function hostId(env: Env, apiPort: number): string {
   return v;
 }
 
+/**
+ * `RELAY_ENGINE_LOCAL_ADDRESS`: an IPv4 or IPv6 literal (no brackets, no host name: a name could resolve to an address
+ * of another machine), not a wildcard (binding 0.0.0.0 or :: chooses nothing).
+ */
+function localAddress(env: Env): string | undefined {
+  const name = 'RELAY_ENGINE_LOCAL_ADDRESS';
+  const v = value(env, name);
+  if (v === undefined) return undefined;
+  const bare = /^\[(.*)\]$/.exec(v)?.[1];
+  if (bare !== undefined && isIP(bare) === 6)
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name,
+      reason: `give the IPv6 address without brackets (${bare})`,
+    });
+  if (isIP(v) === 0)
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name,
+      reason: `expected an IPv4 or IPv6 address of this machine (such as 127.0.0.2 or 2001:db8::2), got ${JSON.stringify(v)}`,
+    });
+  if (/^0+(\.0+){3}$/.test(v) || /^[0:]+$/.test(v))
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name,
+      reason: `${v} is the wildcard address, which leaves the source to the system: give one address of this machine`,
+    });
+  return v;
+}
+
 function flag(env: Env, name: string): boolean {
   return oneOf(env, name, ['0', '1', 'true', 'false'] as const, '0') === '1' || value(env, name) === 'true';
 }
@@ -355,6 +389,7 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     bundleEngineUuid: value(env, 'BUNDLE_ENGINE_UUID'),
     bundleEngineTransport,
     bundleEngineRps: integer(env, 'BUNDLE_ENGINE_RPS', DEFAULTS.bundleEngineRps, 1, 10_000),
+    engineLocalAddress: localAddress(env),
     bundlePackMax: integer(env, 'BUNDLE_PACK_MAX', DEFAULTS.bundlePackMax, 1, 4),
     verifyThreads: integer(env, 'RELAY_VERIFY_THREADS', DEFAULTS.verifyThreads, 0, 16),
     journalCompactBytes: integer(

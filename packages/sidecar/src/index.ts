@@ -102,6 +102,12 @@ export {
   type RegionedLeaders,
 } from './upstream/engine-regions';
 export { GrpcBlockEngine, type LeaderSchedule, type NextScheduledLeader } from './upstream/block-engine-grpc';
+export {
+  BoundForwarder,
+  bindEngineTraffic,
+  probeLocalAddress,
+  type EngineBinding,
+} from './upstream/local-address';
 
 // PostgreSQL: connection and schema migrations (also `@solrelay/sidecar/pg`, without the service). No store yet.
 export * from './pg';

@@ -22,10 +22,12 @@ export async function pollTipFloor(deps: {
   health: UpstreamHealth;
   hub: EventHub;
   clock: Clock;
+  /** The fetch to read it with (bound to RELAY_ENGINE_LOCAL_ADDRESS when a block engine serves it); default global. */
+  fetch?: typeof fetch;
 }): Promise<void> {
   const { oracle, health, hub, clock } = deps;
   try {
-    const response = await fetch(deps.url, { signal: AbortSignal.timeout(5000) });
+    const response = await (deps.fetch ?? fetch)(deps.url, { signal: AbortSignal.timeout(5000) });
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     const json: unknown = await response.json();
     const floor = parseJitoTipFloorResponse(json);

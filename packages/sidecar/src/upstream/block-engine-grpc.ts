@@ -10,6 +10,7 @@ import {
   type BundleResultMessage,
   type SendBundleResult,
 } from './block-engine';
+import { grpcHostPort } from './local-address';
 
 /** gRPC status codes that say nothing about the bundle: resend the same bytes later. */
 const TRANSPORT_CODES = new Set<number>([
@@ -57,13 +58,29 @@ export class GrpcBlockEngine implements BlockEngineTransport {
 
   constructor(
     url: string,
-    private readonly options: { silenceMs?: number; now?: () => number } = {},
+    private readonly options: {
+      silenceMs?: number;
+      now?: () => number;
+      /**
+       * `host:port` to dial instead of the engine: a local forwarder that connects to it from
+       * RELAY_ENGINE_LOCAL_ADDRESS (`BoundForwarder`; grpc-js cannot bind a local address itself). The engine's
+       * own `host:port` stays the HTTP/2 authority and its host the TLS name, so only the TCP path changes.
+       */
+      via?: string;
+    } = {},
   ) {
     const insecure = /^http:\/\//i.test(url);
     const address = url.replace(/^https?:\/\//i, '').replace(/\/+$/, '');
+    const via = options.via;
     this.raw = new SearcherServiceClient(
-      address,
+      via ?? address,
       insecure ? credentials.createInsecure() : credentials.createSsl(),
+      via === undefined
+        ? {}
+        : {
+            'grpc.default_authority': address,
+            ...(insecure ? {} : { 'grpc.ssl_target_name_override': grpcHostPort(url).host }),
+          },
     );
     this.client = new SearcherClient(this.raw);
   }

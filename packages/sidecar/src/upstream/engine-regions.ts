@@ -1,6 +1,7 @@
 import { sendAnswer, type BlockEngineTransport, type SendBundleResult } from './block-engine';
 import { GrpcBlockEngine } from './block-engine-grpc';
 import { JsonRpcBlockEngine } from './block-engine-jsonrpc';
+import type { EngineBinding } from './local-address';
 
 /** One regional block engine: where bundles go (JSON-RPC or gRPC) and its gRPC face for regions and leaders. */
 /**
@@ -81,20 +82,28 @@ export class EngineRegions {
     this.regions = regions;
   }
 
-  /** Build the regions of a config: bundles over JSON-RPC (default) or gRPC; gRPC for regions, leaders, results. */
-  static fromConfig(config: EngineRegionsConfig): EngineRegions {
+  /**
+   * Build the regions of a config: bundles over JSON-RPC (default) or gRPC; gRPC for regions, leaders, results.
+   * With a `binding` (RELAY_ENGINE_LOCAL_ADDRESS), every one of their connections goes out from its local address:
+   * JSON-RPC through its fetch, gRPC through its forwarders.
+   */
+  static fromConfig(config: EngineRegionsConfig, binding?: EngineBinding): EngineRegions {
     const { bundleEngineUrls: jsonUrls, bundleEngineGrpcUrls: grpcUrls } = config;
     const count = config.bundleEngineTransport === 'grpc' ? grpcUrls.length : jsonUrls.length;
     const regions: EngineRegion[] = [];
     for (let i = 0; i < count; i++) {
       // Lists of equal length pair up by position; a single gRPC address serves leader data for every region.
       const grpcUrl = (grpcUrls.length === count ? grpcUrls[i] : grpcUrls[0]) as string;
-      const grpc = new GrpcBlockEngine(grpcUrl);
+      const grpc = new GrpcBlockEngine(grpcUrl, binding ? { via: binding.grpcVia(grpcUrl) } : {});
       const url = config.bundleEngineTransport === 'grpc' ? grpcUrl : (jsonUrls[i] as string);
       const transport =
         config.bundleEngineTransport === 'grpc'
           ? grpc
-          : new JsonRpcBlockEngine({ baseUrl: url, uuid: config.bundleEngineUuid });
+          : new JsonRpcBlockEngine({
+              baseUrl: url,
+              uuid: config.bundleEngineUuid,
+              ...(binding ? { fetch: binding.fetch } : {}),
+            });
       regions.push({
         name: hostLabel(url, i),
         url,
