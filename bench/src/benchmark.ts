@@ -19,5 +19,7 @@ export interface BenchOutcome {
 export interface Benchmark {
   name: string;
   title: string;
+  /** Run only when named (`pnpm bench <name>`), not by a bare `pnpm bench`. */
+  optIn?: boolean;
   run(ctx: BenchContext): Promise<BenchOutcome>;
 }

@@ -2,6 +2,10 @@
  * `pnpm bench [name ...] [--quick]`: runs relay's benchmarks one after another (never in parallel: they share
  * two cores; the last, `stores`, runs the first three again on the journal and on PostgreSQL in alternating rounds), writes `bench/results/<name>.json` (quick runs: `bench/results/quick/`) and regenerates the root
  * BENCHMARKS.md from the full-mode results. `--report` only regenerates BENCHMARKS.md.
+ *
+ * A bare `pnpm bench` runs every benchmark but the opt-in ones, which run only when named: `fleet` (issue #29: 1-3
+ * sidecars on one PostgreSQL, takeover after SIGKILL and SIGSTOP; about 12 minutes full, under 2 quick) is
+ * `pnpm bench fleet [--quick]`. Its results still go into BENCHMARKS.md whenever a full run regenerates it.
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +14,7 @@ import { apiFanout } from './benchmarks/api-fanout';
 import { coldStart } from './benchmarks/cold-start';
 import { decisionLatency } from './benchmarks/decision-latency';
 import { finality } from './benchmarks/finality';
+import { fleet } from './benchmarks/fleet';
 import { landingEconomics } from './benchmarks/landing-economics';
 import { memoryScale } from './benchmarks/memory-scale';
 import { storeCompare } from './benchmarks/stores';
@@ -29,6 +34,7 @@ const BENCHMARKS: Benchmark[] = [
   coldStart,
   finality,
   storeCompare,
+  fleet,
 ];
 const BENCH_DIR = fileURLToPath(new URL('../', import.meta.url));
 const RESULTS_DIR = join(BENCH_DIR, 'results');
@@ -71,7 +77,9 @@ async function main(): Promise<number> {
     process.stdout.write('bench: BENCHMARKS.md regenerated from bench/results\n');
     return 0;
   }
-  const selected = names.length ? BENCHMARKS.filter((b) => names.includes(b.name)) : BENCHMARKS;
+  const selected = names.length
+    ? BENCHMARKS.filter((b) => names.includes(b.name))
+    : BENCHMARKS.filter((b) => !b.optIn);
   const started = performance.now();
   let failures = 0;
   for (const bench of selected) {

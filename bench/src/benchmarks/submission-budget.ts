@@ -9,7 +9,15 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Benchmark, BenchContext } from '../benchmark';
-import { pinAndWarmUp, summarize, type StrategyRun, type StrategySummary } from '../lib/e2e-run';
+import {
+  burstArrivals,
+  pinAndWarmUp,
+  seedFromEnv,
+  steadyArrivals,
+  summarize,
+  type StrategyRun,
+  type StrategySummary,
+} from '../lib/e2e-run';
 import { runBaseline, type BaselineKind } from '../lib/jito-senders';
 import { startSimnetChild } from '../lib/processes';
 import { runRelay } from '../lib/relay-submitter';
@@ -35,15 +43,8 @@ interface Scenario {
 
 const ALL: Strategy[] = ['naive-p75', 'always-p95', 'helius-style', 'relay', 'relay-packed'];
 
-function burst(n: number): number[] {
-  return Array.from({ length: n }, () => 0);
-}
-
-function steady(perSecond: number, seconds: number): number[] {
-  return Array.from({ length: Math.round(perSecond * seconds) }, (_, i) =>
-    Math.round((i * 1000) / perSecond),
-  );
-}
+const burst = burstArrivals;
+const steady = steadyArrivals;
 
 function scenarios(quick: boolean): Scenario[] {
   const steadyS = quick ? 15 : 60;
@@ -477,13 +478,7 @@ export const submissionBudget: Benchmark = {
   name: 'submission-budget',
   title: "3. Landing economics end to end: submission under the engine's budget",
   async run(ctx) {
-    const seed =
-      process.env.BENCH_SEED === 'random'
-        ? Math.floor(Math.random() * 1e9)
-        : Number(process.env.BENCH_SEED ?? 7);
-    ctx.progress(
-      `seed ${seed}${process.env.BENCH_SEED === 'random' ? ' (random; --seed=<n> replays it)' : ''}`,
-    );
+    const seed = seedFromEnv(ctx.progress);
     // BENCH_SCENARIOS=burst-100,steady-5 runs only those (for a look at one cell; the results file then holds only them).
     const only = process.env.BENCH_SCENARIOS?.split(',').filter(Boolean);
     // BENCH_STRATEGIES=relay-packed runs only those strategies of each cell (a before/after comparison of relay alone).

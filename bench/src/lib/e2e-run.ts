@@ -29,6 +29,8 @@ export interface TxOutcome {
   landedSlot: number | null;
   /** Relay: ms from the POST to its answer (how "at once" a refusal is). */
   answerMs?: number;
+  /** Relay on a fleet: the host (0-based) that accepted it. */
+  host?: number;
 }
 
 /** A transaction handed to a strategy at `arrivalMs`, before anything happened to it. */
@@ -78,6 +80,8 @@ export interface EngineSide {
   tipLamports: number;
   /** The published tip floor's `landed_tips_75th_percentile` (lamports) just before the first arrival. */
   floorP75Lamports: number | null;
+  /** Engine requests (and refusals) by client address, from the simnet's start. */
+  byAddress: EngineTally['byAddress'];
 }
 
 /** The engine's tally and the tip floor before the first arrival; hand it to {@link engineSide} at the end. */
@@ -107,6 +111,7 @@ export async function engineSide(
     rateLimited: end.rateLimited,
     tipLamports: end.tipAccountLamports - start.tally.tipAccountLamports,
     floorP75Lamports: start.floorP75Lamports,
+    byAddress: end.byAddress,
   };
 }
 
@@ -261,4 +266,24 @@ export async function pinAndWarmUp(simnet: SimnetChild, regime: string, warmupSl
 
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** `n` arrivals at once. */
+export function burstArrivals(n: number): number[] {
+  return Array.from({ length: n }, () => 0);
+}
+
+/** `perSecond` arrivals a second, evenly spaced, for `seconds`. */
+export function steadyArrivals(perSecond: number, seconds: number): number[] {
+  return Array.from({ length: Math.round(perSecond * seconds) }, (_, i) =>
+    Math.round((i * 1000) / perSecond),
+  );
+}
+
+/** The run's seed: `--seed=<n>` (BENCH_SEED), a fresh one for `--seed=random`, else `fallback`; told on `progress`. */
+export function seedFromEnv(progress: (line: string) => void, fallback = 7): number {
+  const random = process.env.BENCH_SEED === 'random';
+  const seed = random ? Math.floor(Math.random() * 1e9) : Number(process.env.BENCH_SEED ?? fallback);
+  progress(`seed ${seed}${random ? ' (random; --seed=<n> replays it)' : ''}`);
+  return seed;
 }

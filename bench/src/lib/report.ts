@@ -49,6 +49,7 @@ const ORDER = [
   'memory-scale',
   'cold-start',
   'stores',
+  'fleet',
 ];
 
 /**

@@ -46,6 +46,19 @@ export interface EngineTally {
   rateLimited: number;
   /** Sum of the tip accounts' on-chain balances. */
   tipAccountLamports: number;
+  /**
+   * Engine requests by the client's address (the per-IP limiter's key), and how many of them it refused: a fleet's
+   * hosts each meant to have their own budget show up here as as many addresses.
+   */
+  byAddress: Record<string, { requests: number; refused: number }>;
+}
+
+/** A tip transaction on chain (`tipsOnChain`) and the transactions right before it in its block: its bundle's. */
+export interface TipOnChain {
+  signature: string;
+  slot: number;
+  /** The bundle's user transactions (up to four, in order); empty when the tip landed on its own. */
+  users: string[];
 }
 
 export type SimnetRequest =
@@ -58,11 +71,19 @@ export type SimnetRequest =
   | { op: 'balances'; addresses: string[] }
   | { op: 'slotTimes' }
   | { op: 'engineTally' }
+  /** From now on, keep every successful transaction these tippers paid for (see `tipsOnChain`). */
+  | { op: 'watchTips'; tippers: string[] }
+  | { op: 'tipsOnChain' }
   | { op: 'stop' };
 
 let simnet: Simnet | null = null;
 /** Wall-clock ms (this machine's Date.now()) at which each slot was first produced (processed). */
 const slotSeenAt = new Map<number, number>();
+/** The engine's requests by client address (`engineTally`). */
+const byAddress: EngineTally['byAddress'] = {};
+/** `watchTips`: the watched tippers, and every successful transaction of each slot since, by index. */
+const tippers = new Set<string>();
+const blocks = new Map<number, Map<number, { signature: string; tip: boolean }>>();
 
 async function handle(request: SimnetRequest): Promise<unknown> {
   switch (request.op) {
@@ -81,6 +102,24 @@ async function handle(request: SimnetRequest): Promise<unknown> {
       const tipper = o.keypairPath ? simnet.fundedKeypair(1_000_000_000_000) : null;
       if (o.keypairPath && tipper)
         writeFileSync(o.keypairPath, JSON.stringify([...tipper.secretKey]), { mode: 0o600 });
+      // Observed, not changed: every request still goes through the engine's own admission.
+      const engine = simnet.engine;
+      const admit = engine.admit.bind(engine);
+      engine.admit = (ip, ...rest) => {
+        const decision = admit(ip, ...rest);
+        const tally = (byAddress[ip] ??= { requests: 0, refused: 0 });
+        tally.requests++;
+        if (!decision.ok) tally.refused++;
+        return decision;
+      };
+      simnet.cluster.on('transaction', (event) => {
+        if (tippers.size === 0 || event.err !== null) return;
+        let block = blocks.get(event.slot);
+        if (!block) blocks.set(event.slot, (block = new Map()));
+        block.set(event.index, { signature: event.signature, tip: tippers.has(event.feePayer) });
+      });
+      // A rolled-back slot's transactions are no longer on chain.
+      simnet.cluster.on('rollback', (event) => blocks.delete(event.slot));
       simnet.cluster.on('slot', (event) => {
         if (event.status === 'processed' && !slotSeenAt.has(event.slot))
           slotSeenAt.set(event.slot, Date.now());
@@ -122,8 +161,29 @@ async function handle(request: SimnetRequest): Promise<unknown> {
       const tally: EngineTally = {
         rateLimited: s.engine.rateLimiter.refused + s.faults.injected.engineRateLimited,
         tipAccountLamports: s.engine.tipAccounts.reduce((sum, a) => sum + s.cluster.getBalance(a), 0),
+        byAddress,
       };
       return tally;
+    }
+    case 'watchTips':
+      for (const tipper of request.tippers) tippers.add(tipper);
+      return null;
+    case 'tipsOnChain': {
+      // A bundle's transactions execute one after another, the tip last: the ones right before a tip (back to the
+      // previous tip or a gap, at most four) are its bundle's.
+      const tips: TipOnChain[] = [];
+      for (const [slot, block] of blocks)
+        for (const [index, tx] of block) {
+          if (!tx.tip) continue;
+          const users: string[] = [];
+          for (let i = index - 1; users.length < 4; i--) {
+            const before = block.get(i);
+            if (!before || before.tip) break;
+            users.unshift(before.signature);
+          }
+          tips.push({ signature: tx.signature, slot, users });
+        }
+      return tips;
     }
     case 'slotTimes':
       return [...slotSeenAt.entries()];

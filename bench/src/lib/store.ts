@@ -39,6 +39,8 @@ export function storesFromEnv(env: NodeJS.ProcessEnv = process.env): StoreKind[]
 export interface StoreSample {
   at: number;
   sidecarCpuMs: number;
+  /** Each sidecar's CPU ms (one on a single host; a fleet's in host order), null for one no longer running. */
+  sidecarsCpuMs: Array<number | null>;
   /** null on the journal. */
   pg: { xactCommit: number; xactRollback: number; cpuMs: number; statements?: StatementUse[] } | null;
 }
@@ -49,6 +51,11 @@ export interface StoreUse {
   seconds: number;
   sidecar_cpu_s: number;
   sidecar_cpu_pct_of_one_core: number;
+  /**
+   * A fleet: each host's share (host order), null for a host not running at both ends of the window (the sidecar
+   * figures above then count only the hosts that were).
+   */
+  sidecars_cpu_pct_of_one_core?: Array<number | null>;
   /** PostgreSQL only (null on the journal). */
   pg: {
     commits: number;
@@ -82,8 +89,14 @@ export interface StoreProbe {
 /** Where a benchmark's stacks keep their records: the journal, or a database of the bench's own server. */
 export interface BenchStore {
   kind: StoreKind;
-  /** The sidecar environment for one new stack (a fresh database on PostgreSQL) and a probe for that stack. */
-  attach(): Promise<{ env: Record<string, string>; probe: (sidecarPid: () => number) => StoreProbe }>;
+  /**
+   * The sidecar environment for one new stack (a fresh database on PostgreSQL; a fleet's hosts share it) and a probe
+   * for that stack, given its sidecar's pid (a fleet: every host's).
+   */
+  attach(): Promise<{
+    env: Record<string, string>;
+    probe: (sidecarPids: () => readonly number[]) => StoreProbe;
+  }>;
   close(): Promise<void>;
 }
 
@@ -178,14 +191,25 @@ export function openStore(kind: StoreKind): Promise<BenchStore> {
 
 function probe(
   kind: StoreKind,
-  sidecarPid: () => number,
+  sidecarPids: () => readonly number[],
   pgSample: ((end: boolean) => Promise<NonNullable<StoreSample['pg']>>) | null,
 ): StoreProbe {
-  const sample = async (end = false): Promise<StoreSample> => ({
-    at: performance.now(),
-    sidecarCpuMs: cpuTimeMs(sidecarPid()),
-    pg: pgSample ? await pgSample(end) : null,
-  });
+  const sample = async (end = false): Promise<StoreSample> => {
+    // A fleet's host may have been killed meanwhile (its /proc entry gone once reaped).
+    const each = sidecarPids().map((pid) => {
+      try {
+        return cpuTimeMs(pid);
+      } catch {
+        return null;
+      }
+    });
+    return {
+      at: performance.now(),
+      sidecarCpuMs: each.reduce<number>((sum, ms) => sum + (ms ?? 0), 0),
+      sidecarsCpuMs: each,
+      pg: pgSample ? await pgSample(end) : null,
+    };
+  };
   return {
     kind,
     sample: () => sample(false),
@@ -193,7 +217,11 @@ function probe(
       const end = await sample(true);
       const seconds = (end.at - start.at) / 1000;
       const pct = (ms: number) => round((ms / (seconds * 1000)) * 100, 1);
-      const sidecarMs = end.sidecarCpuMs - start.sidecarCpuMs;
+      const each = end.sidecarsCpuMs.map((ms, i) => {
+        const from = start.sidecarsCpuMs[i];
+        return ms === null || from === null || from === undefined ? null : ms - from;
+      });
+      const sidecarMs = each.reduce<number>((sum, ms) => sum + (ms ?? 0), 0);
       let pgUse: StoreUse['pg'] = null;
       if (start.pg && end.pg) {
         const commits = end.pg.xactCommit - start.pg.xactCommit;
@@ -211,6 +239,9 @@ function probe(
         seconds: round(seconds, 2),
         sidecar_cpu_s: round(sidecarMs / 1000, 2),
         sidecar_cpu_pct_of_one_core: pct(sidecarMs),
+        ...(each.length > 1
+          ? { sidecars_cpu_pct_of_one_core: each.map((ms) => (ms === null ? null : pct(ms))) }
+          : {}),
         pg: pgUse,
       };
     },
