@@ -6,7 +6,8 @@ import { libraryConfig } from '../../tooling/tsup.base';
 // file is overwritten in place instead; a stale extra file from an older build is harmless (nothing imports it).
 export default defineConfig([
   // The programmatic API: ESM + CJS + declarations like every library package.
-  libraryConfig({ index: 'src/index.ts' }, { clean: false }),
+  // shims: `__dirname` in the ESM build too (`relay up --hosts` starts its hosts with the `relay` binary beside it).
+  libraryConfig({ index: 'src/index.ts' }, { clean: false, shims: true }),
   // The `relay` binary: one CommonJS file with a shebang; dependencies stay in node_modules.
   {
     entry: { bin: 'src/bin.ts' },

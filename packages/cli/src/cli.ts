@@ -16,6 +16,9 @@ export type ParsedArgs =
   /** `--help` / `--version` (or a bare `relay policy`): print `output` and exit 0. */
   | { kind: 'print'; output: string };
 
+/** `relay up --hosts N`: at most this many hosts (127.0.0.2 .. 127.0.0.9 as their engine addresses). */
+const MAX_HOSTS = 8;
+
 const SIM_DESCRIPTION =
   'run on a simulated cluster in this process (no env needed; an ephemeral funded keypair)';
 
@@ -110,16 +113,37 @@ export function buildParser(select: (json: boolean, run: CommandRunner) => void)
     .wrap(Math.min(110, process.stdout.columns || 110))
     .command(
       'up',
-      'start the sidecar and the agent together; agent lines are prefixed [ AGENT ]',
+      'start the sidecar and the agent together; agent lines are prefixed [ AGENT ]. With --hosts N, a local fleet: N sidecars on one PostgreSQL, an agent beside each (`relay up --sim --hosts 3`)',
       (y) =>
-        simOptions(y).option('demo', {
-          type: 'boolean',
-          default: true,
-          describe: 'with --sim: demo traffic, a self-transfer every 2 s (--no-demo turns it off)',
-        }),
+        simOptions(y)
+          .option('demo', {
+            type: 'boolean',
+            default: true,
+            describe: 'with --sim: demo traffic, a self-transfer every 2 s (--no-demo turns it off)',
+          })
+          .option('hosts', {
+            type: 'string',
+            describe: `a fleet of N sidecar processes (1 to ${MAX_HOSTS}) on one PostgreSQL, each with its own RELAY_HOST_ID (host-k), API port (API_PORT + k - 1), data directory and, with --sim, engine source address (127.0.0.<k+1>), an agent beside each. With --sim: a local PostgreSQL from the machine's packages, unless RELAY_DATABASE_URL is set; without --sim, RELAY_DATABASE_URL is needed`,
+            coerce: wholeNumber('--hosts', 1, MAX_HOSTS),
+          })
+          .option('pg-fsync', {
+            type: 'boolean',
+            default: true,
+            describe:
+              'with --hosts: fsync on the local PostgreSQL, as relay expects in production (--no-pg-fsync: faster; a crash of the machine may lose its data)',
+          }),
       (args) => {
         const sim = simFlags(args, 'up');
-        run(false, async (ctx) => (await import('./commands/up')).up(ctx, { sim, demo: args.demo }));
+        if (args.hosts === undefined && !args['pg-fsync'])
+          throw usageError('relay up: --no-pg-fsync only applies with --hosts');
+        run(false, async (ctx) =>
+          (await import('./commands/up')).up(ctx, {
+            sim,
+            demo: args.demo,
+            hosts: args.hosts,
+            pgFsync: args['pg-fsync'],
+          }),
+        );
       },
     )
     .command(

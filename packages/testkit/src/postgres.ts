@@ -1,40 +1,28 @@
-import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import {
-  accessSync,
-  constants,
-  chownSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  realpathSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { delimiter, dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { Client } from 'pg';
-import { freePort } from './ports';
 
 /**
- * A throwaway PostgreSQL server for tests: the real server from the machine's packages (Debian's `postgresql`,
- * version 15), initdb'd into a fresh temp directory and started with `pg_ctl -w` on a free loopback port, no systemd.
- * Tests take a database each, copied from a template (`CREATE DATABASE x TEMPLATE t`, ~0.1 s), so none sees
- * another's rows.
+ * A throwaway PostgreSQL server for tests: @solrelay/sidecar's local server (`startLocalPostgres`: the real server
+ * from the machine's packages, initdb'd into a fresh temp directory and started with `pg_ctl -w` on a loopback port,
+ * no systemd), with what only tests need on top: databases copied from a template (`CREATE DATABASE x TEMPLATE t`,
+ * ~0.1 s) so no test sees another's rows, one server shared by a run's workers, and test settings.
  *
- * Test settings, not production ones: `fsync=off` and `full_page_writes=off` (a crash of the machine may lose the
- * test server's data, which is thrown away anyway; `synchronous_commit` stays on, so commits behave as relay expects).
- * Connections over TCP authenticate with a password (scram-sha-256), so a wrong password is refused as it would be in
- * production; the Unix socket in the temp directory trusts local users.
+ * Test settings, not production ones: `fsync=off` and `full_page_writes=off`, and initdb without syncing (a crash of
+ * the machine may lose the test server's data, which is thrown away anyway; `synchronous_commit` stays on, so commits
+ * behave as relay expects).
+ *
+ * testkit does not depend on @solrelay/sidecar (the sidecar's tests depend on testkit, and turbo refuses the cycle),
+ * as `inProcessSidecar` takes the sidecar's functions from its caller: the server code is loaded at run time, by name
+ * (`@solrelay/sidecar/pg`, built), from the package whose tests run (the working directory: the sidecar itself, or a
+ * package depending on it). {@link LocalServer} is the part of it testkit uses.
  */
-/** Where a running server is and how to reach and stop it (what a shared server hands to other test workers). */
+
+/** Where a running server is (the sidecar's `LocalPostgresInfo`: plain data, handed to other workers as JSON). */
 export interface PgServerInfo {
-  bin: string;
-  /** Its tools run as the `postgres` user (we are root). */
-  asPostgres: boolean;
   /** The temp directory holding the data directory, socket and log; removed on stop. */
   root: string;
   dataDir: string;
@@ -42,22 +30,54 @@ export interface PgServerInfo {
   port: number;
   user: string;
   password: string;
-  /** The `-o` flags it was started with (port, addresses, test settings): a start after `shutDown` reuses them. */
-  flags?: string;
 }
 
-export interface PgServer {
+/** A handle on a running server, as the sidecar's `LocalPostgres` gives it. */
+interface LocalServerHandle {
   info: PgServerInfo;
+  url(database?: string): string;
+  sql(text: string, database?: string): Promise<void>;
+  shutDown(mode: 'immediate' | 'fast'): Promise<void>;
+  startAgain(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** What testkit uses of `@solrelay/sidecar/pg`'s local server (src/pg/local-server.ts there). */
+interface LocalServer {
+  findPostgresBinaries(env?: NodeJS.ProcessEnv, dirs?: readonly string[]): string;
+  startLocalPostgres(options: {
+    settings?: Record<string, string>;
+    initdbNoSync?: boolean;
+  }): Promise<LocalServerHandle>;
+  localPostgres(info: PgServerInfo): LocalServerHandle;
+  stopLocalPostgres(info: PgServerInfo): void;
+}
+
+let loaded: LocalServer | null = null;
+
+/** The sidecar's local server, loaded once from the package whose tests run. */
+function localServer(): LocalServer {
+  if (loaded) return loaded;
+  try {
+    loaded = createRequire(join(process.cwd(), 'package.json'))('@solrelay/sidecar/pg') as LocalServer;
+  } catch (error) {
+    throw new Error(
+      `testkit starts PostgreSQL with @solrelay/sidecar's local server, loaded from the package whose tests run ` +
+        `(${process.cwd()}): it must be @solrelay/sidecar or depend on it, and the sidecar must be built ` +
+        `(pnpm --filter @solrelay/sidecar build): ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
+  return loaded;
+}
+
+export interface PgServer extends LocalServerHandle {
   host: string;
   port: number;
   user: string;
   password: string;
   /** The data directory (its parent temp directory is removed by `stop`). */
   dataDir: string;
-  /** `postgres://user:password@127.0.0.1:port/<database>`. */
-  url(database?: string): string;
-  /** Run SQL as the superuser in `database` (default `postgres`), on a short-lived connection. */
-  sql(text: string, database?: string): Promise<void>;
   /**
    * Create the template database `name` and run `prepare` against it (e.g. apply migrations); it is then marked as a
    * template nobody may connect to, so copies of it never wait on a leftover connection.
@@ -65,16 +85,6 @@ export interface PgServer {
   createTemplate(name: string, prepare: (url: string) => Promise<void>): Promise<string>;
   /** A new empty database, or a copy of `template`; returns its URL. Names are unique within the server. */
   createDatabase(template?: string): Promise<string>;
-  /**
-   * Shut the server down as an outage would, keeping its data directory and port: `pg_ctl stop -m immediate` (no
-   * clean shutdown: every session is cut and the next start recovers from the WAL) or `-m fast` (sessions are told
-   * and ended, then a clean shutdown). Waits until it is down.
-   */
-  shutDown(mode: 'immediate' | 'fast'): Promise<void>;
-  /** Start it again after `shutDown`, on the same data directory, port and settings (`pg_ctl start -w`). */
-  startAgain(): Promise<void>;
-  /** Stop the server (immediate) and remove its directory. Safe to call twice. */
-  stop(): Promise<void>;
 }
 
 export interface PgServerOptions {
@@ -82,79 +92,12 @@ export interface PgServerOptions {
   settings?: Record<string, string>;
 }
 
-/** Where the server binaries are looked for, first match wins. */
-function binaryDirectories(env: NodeJS.ProcessEnv): string[] {
-  const dirs: string[] = [];
-  if (env.RELAY_PG_BIN) dirs.push(env.RELAY_PG_BIN);
-  // Debian's layout: 15 (what DESIGN §10 names, Debian 12's), then any other version installed, newest first.
-  dirs.push('/usr/lib/postgresql/15/bin');
-  try {
-    const versions = readdirSync('/usr/lib/postgresql').filter((v) => /^\d+$/.test(v));
-    for (const v of versions.sort((a, b) => Number(b) - Number(a))) dirs.push(`/usr/lib/postgresql/${v}/bin`);
-  } catch {
-    // no PostgreSQL from Debian's packages
-  }
-  for (const dir of (env.PATH ?? '').split(delimiter).filter(Boolean)) {
-    // pg_ctl on PATH is often a symlink into the versioned directory that also holds initdb.
-    try {
-      dirs.push(dirname(realpathSync(join(dir, 'pg_ctl'))));
-    } catch {
-      // not here
-    }
-  }
-  return [...new Set(dirs)];
-}
-
-function executable(path: string): boolean {
-  try {
-    accessSync(path, constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
- * The directory holding `initdb` and `pg_ctl`. Throws, naming Debian's package, when they are missing: a test that
- * needs PostgreSQL must fail where there is none, never pass or skip.
+ * The directory holding `initdb` and `pg_ctl` (the sidecar's `findPostgresBinaries`). Throws, naming Debian's
+ * package, when they are missing: a test that needs PostgreSQL must fail where there is none, never pass or skip.
  */
-export function findPostgresBinaries(
-  env: NodeJS.ProcessEnv = process.env,
-  dirs: readonly string[] = binaryDirectories(env),
-): string {
-  const found = dirs.find((dir) => executable(join(dir, 'initdb')) && executable(join(dir, 'pg_ctl')));
-  if (found) return found;
-  throw new Error(
-    `PostgreSQL server binaries (initdb, pg_ctl) not found in ${dirs.join(', ')}. ` +
-      'Install PostgreSQL 15 from Debian\'s packages: apt-get install -y postgresql (package "postgresql"), ' +
-      'or point RELAY_PG_BIN at the directory holding initdb and pg_ctl.',
-  );
-}
-
-/** PostgreSQL refuses to run as root: as root, run its tools as the `postgres` user. */
-function asServerUser(): { uid: number; gid: number } | null {
-  if (process.getuid?.() !== 0) return null;
-  const line = readFileSync('/etc/passwd', 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith('postgres:'));
-  if (!line) {
-    throw new Error(
-      'running as root, and there is no "postgres" user to run PostgreSQL as (Debian\'s "postgresql" package creates it)',
-    );
-  }
-  const [, , uid, gid] = line.split(':');
-  return { uid: Number(uid), gid: Number(gid) };
-}
-
-function run(bin: string, args: string[], asPostgres: boolean): Promise<string> {
-  const [file, argv] = asPostgres ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
-  return new Promise((resolve, reject) => {
-    execFile(file, argv, { encoding: 'utf8' }, (error, stdout, stderr) => {
-      if (error)
-        reject(new Error(`${[file, ...argv].join(' ')} failed: ${error.message}\n${stdout}${stderr}`));
-      else resolve(stdout);
-    });
-  });
+export function findPostgresBinaries(env: NodeJS.ProcessEnv = process.env, dirs?: readonly string[]): string {
+  return localServer().findPostgresBinaries(env, dirs);
 }
 
 /** Every server started by this process, stopped on exit if a test run ends before its teardown. */
@@ -167,27 +110,6 @@ function installExitHook(stopSync: () => void): void {
   process.once('exit', () => stopSync());
 }
 
-/** Stop a server (immediate: nothing of a test server is worth a clean shutdown) and remove its directory. */
-function stopServer(info: PgServerInfo): void {
-  // Also after a failed start: pg_ctl may have left a server running before it gave up waiting.
-  if (existsSync(join(info.dataDir, 'postmaster.pid'))) {
-    try {
-      const args = ['-D', info.dataDir, '-m', 'immediate', '-w', 'stop'];
-      const pgCtl = join(info.bin, 'pg_ctl');
-      if (info.asPostgres)
-        execFileSync('runuser', ['-u', 'postgres', '--', pgCtl, ...args], { stdio: 'ignore' });
-      else execFileSync(pgCtl, args, { stdio: 'ignore' });
-    } catch {
-      // already stopped
-    }
-  }
-  rmSync(info.root, { recursive: true, force: true });
-}
-
-/**
- * Start a throwaway server; see {@link PgServer}. Cleans up after itself if any step fails. Stopped by `stop()`, or
- * when this process exits; `shared` leaves that to {@link postgresGlobalTeardown} (other workers use it).
- */
 /**
  * A package that runs its tests in two groups (tooling/jest-groups.mjs) runs the files using PostgreSQL one at a
  * time (`RELAY_JEST_GROUP=serial`); one that reaches here from the parallel group is missing from the config's list.
@@ -199,81 +121,18 @@ function refuseInParallelGroup(): void {
     );
 }
 
+/**
+ * Start a throwaway server with test settings; see {@link PgServer}. Stopped by `stop()`, or when this process exits;
+ * `shared` leaves that to {@link postgresGlobalTeardown} (other workers use it).
+ */
 export async function startPostgres(options: PgServerOptions & { shared?: boolean } = {}): Promise<PgServer> {
   refuseInParallelGroup();
-  const bin = findPostgresBinaries();
-  const owner = asServerUser();
-  const root = mkdtempSync(join(tmpdir(), 'relay-pg-'));
-  const info: PgServerInfo = {
-    bin,
-    asPostgres: owner !== null,
-    root,
-    dataDir: join(root, 'data'),
-    host: '127.0.0.1',
-    port: 0,
-    user: 'relay',
-    password: randomBytes(12).toString('hex'),
-  };
-  const { dataDir, host, user, password } = info;
-  const pgCtl = join(bin, 'pg_ctl');
-  let started = false;
-  try {
-    if (owner) chownSync(root, owner.uid, owner.gid);
-    const pwfile = join(root, 'pwfile');
-    await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
-    if (owner) chownSync(pwfile, owner.uid, owner.gid);
-    await run(
-      join(bin, 'initdb'),
-      [
-        '-D',
-        dataDir,
-        '-U',
-        user,
-        `--pwfile=${pwfile}`,
-        '--auth-local=trust',
-        '--auth-host=scram-sha-256',
-        '--no-sync',
-        '--encoding=UTF8',
-        '--locale=C',
-      ],
-      owner !== null,
-    );
-    // A free port now may be taken before the server binds it: try another port a few times.
-    for (let tries = 1; !started; tries++) {
-      info.port = await freePort();
-      const settings: Record<string, string> = {
-        port: String(info.port),
-        listen_addresses: host,
-        unix_socket_directories: root,
-        fsync: 'off',
-        full_page_writes: 'off',
-        synchronous_commit: 'on',
-        max_connections: '100',
-        ...options.settings,
-      };
-      const flags = Object.entries(settings)
-        .map(([name, v]) => `-c ${name}=${v}`)
-        .join(' ');
-      const log = join(root, 'server.log');
-      info.flags = flags;
-      try {
-        await run(pgCtl, ['-D', dataDir, '-w', '-t', '60', '-l', log, '-o', flags, 'start'], owner !== null);
-      } catch (error) {
-        const inUse = /could not bind|Address already in use/.test(readFileSync(log, 'utf8'));
-        if (!inUse || tries >= 3) throw error;
-        continue;
-      }
-      started = true;
-    }
-  } catch (error) {
-    stopServer(info);
-    throw error;
-  }
-  if (options.shared) return serverHandle(info, () => {});
-  const server = serverHandle(info, () => {
-    running.delete(server);
-    stopServer(info);
+  const started = await localServer().startLocalPostgres({
+    initdbNoSync: true,
+    settings: { fsync: 'off', full_page_writes: 'off', ...options.settings },
   });
+  if (options.shared) return serverHandle(started, false);
+  const server = serverHandle(started, true);
   running.add(server);
   installExitHook(() => {
     for (const s of running) void s.stop();
@@ -281,61 +140,38 @@ export async function startPostgres(options: PgServerOptions & { shared?: boolea
   return server;
 }
 
-/** The handle on a running server; `stop` is what stopping means for this holder. */
-function serverHandle(info: PgServerInfo, stop: () => void): PgServer {
-  const { host, port, user, password, dataDir } = info;
+/** The test handle on a running server; `owned` when stopping it is this holder's to do (not a shared one's). */
+function serverHandle(server: LocalServerHandle, owned: boolean): PgServer {
+  const { info } = server;
   let counter = 0;
-  const url = (database = 'postgres') =>
-    `postgres://${user}:${password}@${host}:${port}/${encodeURIComponent(database)}`;
-  const sql = async (text: string, database?: string) => {
-    const client = new Client({ connectionString: url(database) });
-    await client.connect();
-    try {
-      await client.query(text);
-    } finally {
-      await client.end();
-    }
-  };
-  return {
-    info,
-    host,
-    port,
-    user,
-    password,
-    dataDir,
-    url,
-    sql,
+  const handle: PgServer = {
+    ...server,
+    host: info.host,
+    port: info.port,
+    user: info.user,
+    password: info.password,
+    dataDir: info.dataDir,
     async createTemplate(name, prepare) {
-      await sql(`CREATE DATABASE ${quoteIdent(name)}`);
-      await prepare(url(name));
-      await sql(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false`);
+      await server.sql(`CREATE DATABASE ${quoteIdent(name)}`);
+      await prepare(server.url(name));
+      await server.sql(`ALTER DATABASE ${quoteIdent(name)} WITH IS_TEMPLATE true ALLOW_CONNECTIONS false`);
       return name;
     },
     async createDatabase(template) {
       // Unique across the workers and files sharing a server (a worker's pid serves many files).
       const name = `t${process.pid}_${++counter}_${randomBytes(3).toString('hex')}`;
-      await sql(`CREATE DATABASE ${quoteIdent(name)}${template ? ` TEMPLATE ${quoteIdent(template)}` : ''}`);
-      return url(name);
-    },
-    async shutDown(mode) {
-      await run(
-        join(info.bin, 'pg_ctl'),
-        ['-D', dataDir, '-m', mode, '-w', '-t', '60', 'stop'],
-        info.asPostgres,
+      await server.sql(
+        `CREATE DATABASE ${quoteIdent(name)}${template ? ` TEMPLATE ${quoteIdent(template)}` : ''}`,
       );
-    },
-    async startAgain() {
-      const log = join(info.root, 'server.log');
-      await run(
-        join(info.bin, 'pg_ctl'),
-        ['-D', dataDir, '-w', '-t', '60', '-l', log, '-o', info.flags ?? `-c port=${port}`, 'start'],
-        info.asPostgres,
-      );
+      return server.url(name);
     },
     async stop() {
-      stop();
+      if (!owned) return;
+      running.delete(handle);
+      await server.stop();
     },
   };
+  return handle;
 }
 
 function quoteIdent(name: string): string {
@@ -361,7 +197,8 @@ export async function postgresGlobalTeardown(): Promise<void> {
   const dir = process.env[SHARED_POSTGRES_ENV];
   if (!dir) return;
   const file = join(dir, 'server.json');
-  if (existsSync(file)) stopServer(JSON.parse(readFileSync(file, 'utf8')) as PgServerInfo);
+  if (existsSync(file))
+    localServer().stopLocalPostgres(JSON.parse(readFileSync(file, 'utf8')) as PgServerInfo);
   rmSync(dir, { recursive: true, force: true });
   delete process.env[SHARED_POSTGRES_ENV];
 }
@@ -394,7 +231,8 @@ async function sharedServer(
     const file = join(dir, 'server.json');
     let server: PgServer;
     if (existsSync(file)) {
-      server = serverHandle(JSON.parse(readFileSync(file, 'utf8')) as PgServerInfo, () => {});
+      const info = JSON.parse(readFileSync(file, 'utf8')) as PgServerInfo;
+      server = serverHandle(localServer().localPostgres(info), false);
     } else {
       server = await startPostgres({ shared: true });
       writeFileSync(file, JSON.stringify(server.info));

@@ -13,9 +13,11 @@ import pino from 'pino';
 import { resolveAppDir } from '../env';
 import { EXIT_CODES, ExitError } from '../errors';
 import type { CliContext } from '../output';
-import { startDemoTraffic, type DemoTraffic } from './demo-traffic';
-import { spawnGroup, untilSignal, type ChildGroup, type GroupExit } from './process-group';
+import { agentDirOrFail, startAgent } from './agent';
+import { startDemoTraffic } from './demo-traffic';
+import { untilSignal, type ChildGroup, type GroupExit } from './process-group';
 import { startSimulatedCluster, type SimFlags, type SimulatedCluster } from './simulated-cluster';
+import { Teardown } from './teardown';
 
 export const AGENT_PREFIX = '[ AGENT ]';
 
@@ -41,32 +43,16 @@ export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): P
   const err = (line: string) => ctx.io.stderr(`${line}\n`);
 
   // Fail before starting anything when the agent cannot be started.
-  let agentDir: string | null = null;
-  if (options.withAgent) {
-    const resolved = resolveAppDir(ctx, 'AGENT_DIR');
-    if (!resolved.dir) {
-      throw new ExitError(EXIT_CODES.failure, 'cannot start the agent: no agent package found', {
-        details: resolved.tried.map((dir) => `tried ${dir}`),
-        hint: 'Set AGENT_DIR to the agent app (the directory whose package.json has a "dev" script), or run `relay start` for the sidecar alone.',
-      });
-    }
-    agentDir = resolved.dir;
-  }
+  const agentDir = options.withAgent ? agentDirOrFail(ctx) : null;
 
-  const stack: Array<() => Promise<unknown>> = [];
-  const stopAll = async () => {
-    for (const stop of stack.splice(0).reverse())
-      await stop().catch((e: unknown) => err(`relay: while stopping: ${(e as Error).message}`));
-  };
+  const teardown = new Teardown(err);
 
   const signal = untilSignal();
   try {
     let cluster: SimulatedCluster | null = null;
     let env: Record<string, string | undefined> = { ...ctx.env };
     if (options.sim) {
-      cluster = await startSimulatedCluster(options.sim);
-      const started = cluster;
-      stack.push(() => started.stop());
+      cluster = teardown.add(await startSimulatedCluster(options.sim));
       // The cluster is new each run, so its journal and lifecycle log are too (unless set explicitly); the
       // policy file stays where it always is, so `relay policy` keeps working on it.
       env = {
@@ -105,7 +91,7 @@ export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): P
       throw listenError(error, config.apiPort) ?? startError(error, false);
     }
     applyV8Flags(memory.running);
-    stack.push(() => sidecar.close());
+    teardown.push(() => sidecar.close());
 
     const local = sidecar.url.replace('://127.0.0.1:', '://localhost:');
     out(
@@ -119,41 +105,22 @@ export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): P
 
     let agent: ChildGroup | null = null;
     if (agentDir) {
-      const agentEnv = {
-        ...env,
-        RELAY_URL: sidecar.url,
-        API_PORT: String(sidecar.port),
-      };
-      try {
-        agent = await spawnGroup('npm', ['run', 'dev'], {
-          cwd: agentDir,
-          env: agentEnv,
-          onStdoutLine: (line) => out(`${AGENT_PREFIX} ${line}`),
-          onStderrLine: (line) => err(`${AGENT_PREFIX} ${line}`),
-        });
-      } catch (error) {
-        throw new ExitError(
-          EXIT_CODES.failure,
-          `cannot start the agent in ${agentDir}: ${(error as Error).message}`,
-        );
-      }
-      const started = agent;
-      stack.push(() => started.stop());
+      agent = teardown.add(
+        await startAgent({ agentDir, env, url: sidecar.url, prefix: AGENT_PREFIX, out, err }),
+      );
       out(`relay: agent started in ${agentDir} (npm run dev, pid ${agent.pid})`);
     }
 
-    let demo: DemoTraffic | null = null;
     if (cluster && options.demo) {
-      demo = startDemoTraffic({
-        baseUrl: sidecar.url,
-        token: config.apiToken,
-        rpcUrl: cluster.simnet.endpoints.rpcUrl,
-        payer: cluster.simnet.fundedKeypair(10_000_000_000),
-        print: out,
-        log: err,
-      });
-      const started = demo;
-      stack.push(() => started.stop());
+      teardown.add(
+        startDemoTraffic({
+          targets: [{ name: 'relay', baseUrl: sidecar.url }],
+          token: config.apiToken,
+          cluster,
+          print: out,
+          log: err,
+        }),
+      );
       out('relay: demo traffic on: a self-transfer every 2 s (--no-demo turns it off)');
     }
 
@@ -162,21 +129,13 @@ export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): P
       signal.promise.then((name) => ({ kind: 'signal' as const, name })),
       agentExit.then((exit) => ({ kind: 'agent' as const, exit })),
     ]);
-    if (ended.kind === 'signal') {
-      err(`relay: ${ended.name}: stopping`);
-      await stopAll();
-      // Stopping can take seconds (the agent's group, open streams): say when it is over.
-      err('relay: stopped');
-      return EXIT_CODES.ok;
-    }
-    err(
-      `relay: the agent exited (${ended.exit?.signal ?? `code ${ended.exit?.code}`}); stopping the sidecar`,
+    if (ended.kind === 'signal') return await teardown.end(`${ended.name}: stopping`, EXIT_CODES.ok);
+    return await teardown.end(
+      `the agent exited (${ended.exit?.signal ?? `code ${ended.exit?.code}`}); stopping the sidecar`,
+      EXIT_CODES.failure,
     );
-    await stopAll();
-    err('relay: stopped');
-    return EXIT_CODES.failure;
   } catch (error) {
-    await stopAll();
+    await teardown.stopAll();
     throw error;
   } finally {
     signal.cancel();

@@ -1,6 +1,7 @@
 // PostgreSQL (DESIGN §10): connecting with relay's settings and coded errors, the schema's migrations, and host
 // sessions (the fleet's fencing token). The store on top of it, PgTxStore, is in src/store/pg-store.ts (exported by
-// the package's main entry).
+// the package's main entry). A throwaway local server from the machine's packages (`relay up --hosts N`, the tests):
+// local-server.ts.
 export {
   DATABASE_DEFAULTS,
   connectDatabase,
@@ -30,3 +31,14 @@ export {
   type FleetHost,
   type HostSessionOptions,
 } from './host-session';
+export {
+  PostgresNotFoundError,
+  findPostgresBinaries,
+  localPostgres,
+  postgresBinaryDirectories,
+  startLocalPostgres,
+  stopLocalPostgres,
+  type LocalPostgres,
+  type LocalPostgresInfo,
+  type LocalPostgresOptions,
+} from './local-server';

@@ -65,7 +65,8 @@ async function withDatabase<T>(
   const db = await import('@solrelay/sidecar/pg');
   let connected: { pool: DatabasePool; target: DatabaseUrl };
   try {
-    connected = await db.connectDatabase(raw);
+    // No client-side statement limit: migrate waits on another host's migration lock as long as that takes.
+    connected = await db.connectDatabase(raw, { queryTimeoutMarginMs: null });
   } catch (error) {
     throw exitErrorOf(error);
   }
@@ -146,5 +147,19 @@ export async function dbMigrate(ctx: CliContext, options: DbOptions): Promise<Co
       data: { ...statusData(target, status), applied_now: applied.map((m) => m.id) },
       text: lines.join('\n'),
     };
+  });
+}
+
+/**
+ * `relay up --hosts N`: the schema migrated before its hosts start, by `relay db migrate`'s code (the same coded
+ * errors and exits; the URL redacted). Returns the redacted URL and the migrations it applied.
+ */
+export async function migrateBeforeStart(
+  ctx: CliContext,
+  databaseUrl: string,
+): Promise<{ database: string; applied: string[] }> {
+  return withDatabase(ctx, { databaseUrl }, async (db, pool, target) => {
+    const { applied } = await db.migrate(pool);
+    return { database: target.redacted, applied: applied.map((m) => m.id) };
   });
 }
