@@ -7,6 +7,7 @@ import { ChainWatch } from './crash-chain';
 import { SIDECAR_MAIN, spawnAgent, trialWorkspace, type RunningAgent } from './crash-trial';
 import { TransferSigner, type SignedTransfer } from './crash-wire';
 import { readRecordsById, type RelayRecord } from './relay-records';
+import { LinkProxy } from './tcp-link';
 import { percentile } from './security-results';
 
 /**
@@ -33,7 +34,12 @@ export type FleetKill =
   | { kind: 'point'; point: 'attempt.journaled' | 'attempt.sent'; after: number }
   | { kind: 'random'; delayMs: number }
   /** SIGSTOP after `delayMs`, SIGCONT `pauseMs` later: a host that wakes after its work moved (a zombie). */
-  | { kind: 'pause'; delayMs: number; pauseMs: number };
+  | { kind: 'pause'; delayMs: number; pauseMs: number }
+  /**
+   * The host's link to the database cut once it has acknowledged `afterAcks` enqueues, for `cutMs` (its own forwarder, see tcp-link.ts): the host
+   * runs on, its lease lapses by the database's clock, its work moves, and it must re-register when the link heals.
+   */
+  | { kind: 'link'; afterAcks: number; cutMs: number };
 
 export interface FleetTrialSpec {
   name: string;
@@ -70,7 +76,7 @@ export interface FleetTrialResult {
   adopted_with_attempts: number;
   /** Bundles of this trial the block engine received whose id no attempt in the database has (must be 0). */
   engine_bundles_unknown: number;
-  /** A paused victim: registered again after waking (a new epoch, live). */
+  /** A paused or cut-off victim: registered again after waking or the link healing (a new epoch, live). */
   woke_live: boolean | null;
   /** Milliseconds from the kill to each orphan's adoption. */
   takeover_ms: { p50: number | null; p99: number | null; max: number | null };
@@ -121,7 +127,12 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
   const victimIndex = 1;
   let killedAt: number | null = null;
   let ended = 'alive';
+  let link: LinkProxy | null = null;
   try {
+    if (spec.kill.kind === 'link') {
+      const target = new URL(databaseUrl);
+      link = await LinkProxy.start({ host: target.hostname, port: Number(target.port || 5432) });
+    }
     for (let i = 0; i < 3; i++) {
       const id = `host-${i + 1}`;
       const port = await freePort();
@@ -134,7 +145,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
         LIFECYCLE_PATH: join(dir, `lifecycle-${i + 1}.jsonl`),
         RELAY_POLICY_FILE: policyPath,
         BUNDLE_ENGINE_RPS: '2000',
-        RELAY_DATABASE_URL: databaseUrl,
+        RELAY_DATABASE_URL: i === victimIndex && link ? viaPort(databaseUrl, link.port) : databaseUrl,
         RELAY_FLEET: '1',
         ...(spec.agents
           ? { AGENT_DECISION_MODE: 'reflex', RELAY_AGENT_GRACE_S: '600' }
@@ -171,6 +182,18 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
         }, kill.pauseMs).unref();
       }, kill.delayMs).unref();
 
+    // A cut link: the victim still answers, but without its database (503s), so the load goes to the others. Cut under
+    // load: once the victim has acknowledged `afterAcks` enqueues, so it owns live work when its lease lapses.
+    let victimAcks = 0;
+    const onVictimAck = () => {
+      if (kill.kind !== 'link' || !link || ++victimAcks !== kill.afterAcks) return;
+      const cutOff = link;
+      killedAt = Date.now();
+      cutOff.cut();
+      setTimeout(() => cutOff.heal(), kill.cutMs).unref();
+    };
+    const unreachable = (host: Host) => host.dead || (host === victim && (paused || (link?.isDown ?? false)));
+
     // The load: round-robin over the hosts, eight at a time; what a dead host did not answer goes to the next one.
     const acked = new Map<string, { transfer: SignedTransfer; host: string }>();
     let resent = 0;
@@ -180,12 +203,13 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     const send = async (transfer: SignedTransfer, first: number): Promise<void> => {
       for (let k = 0; k < 3 * hosts.length; k++) {
         const host = hosts[(first + k) % hosts.length] as Host;
-        if (host.dead || (host === victim && paused)) continue;
+        if (unreachable(host)) continue;
         const answer = await post(host.proc.url, '/tx/enqueue', { transaction: transfer.wire }).catch(
           () => null,
         );
         if (answer && (answer.status === 200 || answer.status === 202)) {
           acked.set(answer.body.tx_id as string, { transfer, host: host.id });
+          if (host === victim) onVictimAck();
           return;
         }
         if (!answer || host.dead) {
@@ -264,11 +288,12 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       `SELECT count(*)::int AS n FROM transactions t WHERE t.owner_host = $1 AND t.terminal_at IS NULL`,
       [victim.id],
     );
-    if ((victimRows[0]?.n ?? 0) > 0 && kill.kind !== 'pause')
+    if ((victimRows[0]?.n ?? 0) > 0 && kill.kind !== 'pause' && kill.kind !== 'link')
       problems.push(`${victimRows[0]?.n} live transactions still owned by ${victim.id}`);
-    // A paused victim wakes, finds its lease gone, and registers again: live under a new epoch.
+    // A paused victim wakes (a cut-off one sees its database again), finds its lease gone, and registers again: live
+    // under a new epoch.
     let wokeLive: boolean | null = null;
-    if (kill.kind === 'pause') {
+    if (kill.kind === 'pause' || kill.kind === 'link') {
       const until = Date.now() + 20_000;
       for (;;) {
         const status = await get(victim.proc.url, '/status').catch(() => null);
@@ -282,7 +307,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       );
       if (!wokeLive || (rows[0]?.n ?? 0) < 2)
         problems.push(
-          `the paused ${victim.id} did not register again (live ${wokeLive}, ${rows[0]?.n} sessions)`,
+          `the ${kill.kind === 'pause' ? 'paused' : 'cut-off'} ${victim.id} did not register again (live ${wokeLive}, ${rows[0]?.n} sessions)`,
         );
     }
     const takeover = adoptedFromVictim.map((r) => r.at - killMoment);
@@ -453,6 +478,14 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     watch.stop();
     for (const h of hosts) h.proc.child.kill('SIGCONT');
     await Promise.all(hosts.map((h) => h.proc.stop().catch(() => undefined)));
+    await link?.close();
     await db.end();
   }
+}
+
+/** `url` with its port replaced (a host reaching the database through its own link). */
+function viaPort(url: string, port: number): string {
+  const via = new URL(url);
+  via.port = String(port);
+  return via.toString();
 }

@@ -22,6 +22,14 @@ export const DATABASE_DEFAULTS = {
   idleInTransactionSessionTimeoutMs: 5_000,
   /** Giving up on opening a connection (DNS, TCP, TLS and authentication). */
   connectionTimeoutMs: 5_000,
+  /**
+   * How much longer than `statementTimeoutMs` this process waits for a statement's answer before it gives up on the
+   * connection (node-postgres' `query_timeout`): the server would have cancelled the statement by then, so no answer
+   * means the link is gone (a partition, a host cut off from the database). Without it a statement sent into a dead
+   * link waits for TCP to give up (about 15 minutes by Linux's default `tcp_retries2`), and so would the enqueue
+   * behind it. Given up: the store's outage (503s, no new tips) until the database answers again.
+   */
+  queryTimeoutMarginMs: 2_000,
   /** TCP keepalive on every connection, first probe after this idle time: a dead peer is noticed. */
   keepAliveInitialDelayMs: 10_000,
   /** Connections in the pool. */
@@ -47,6 +55,8 @@ export interface DatabaseOptions {
   poolMax?: number;
   poolMin?: number;
   idleTimeoutMs?: number;
+  /** See {@link DATABASE_DEFAULTS}; null: no client-side limit (`relay db migrate`, which may wait on another's lock). */
+  queryTimeoutMarginMs?: number | null;
   applicationName?: string;
 }
 
@@ -69,6 +79,9 @@ export function createDatabasePool(target: DatabaseUrl, options: DatabaseOptions
     keepAlive: true,
     keepAliveInitialDelayMillis: o.keepAliveInitialDelayMs,
     statement_timeout: o.statementTimeoutMs,
+    ...(o.queryTimeoutMarginMs === null || o.statementTimeoutMs <= 0
+      ? {}
+      : { query_timeout: o.statementTimeoutMs + o.queryTimeoutMarginMs }),
     lock_timeout: o.lockTimeoutMs,
     idle_in_transaction_session_timeout: o.idleInTransactionSessionTimeoutMs,
     application_name: o.applicationName,

@@ -65,19 +65,18 @@ export type DatabaseAvailability =
   | { kind: 'up'; url: string; downMs: number; at: number };
 
 /** The advisory lock every fleet admission takes (`PgTxStore.admitted`; an arbitrary constant beside the spend one). */
-const ADMISSION_LOCK = 0x72656c61;
 
 /** The SQLSTATE of migrations/003's refusal of a row whose owner's session is not live. */
 const SESSION_NOT_LIVE = 'RLY01';
+/** `relay_admit`'s refusals (migrations/004): the fleet's queue is full, its rate limit reached. */
+const QUEUE_FULL = 'RLY02';
+const RATE_LIMITED = 'RLY03';
 
 /** The advisory lock one host at a time holds while it sweeps (`PgTxStore.sweep`). */
 const SWEEP_LOCK = '8243113858876797815'; // 0x72656c6179737777, "relaysww"
 
 /** The advisory lock the upkeep of `events`' partitions takes (`PgTxStore.partitions`). */
 const PARTITIONS_LOCK = 0x72656c70;
-
-/** Thrown inside an admission's transaction to roll it back: the first signature was taken by another host. */
-class FirstSignatureTaken extends Error {}
 
 /** The advisory lock every reservation checked against `spend-limit` takes (an arbitrary constant). */
 const SPEND_LIMIT_LOCK = 0x72656c6179; // 'relay'
@@ -416,34 +415,28 @@ export class PgTxStore implements TxStore {
   }
 
   /**
-   * Several hosts: insert the row ({@link ACCEPT}) in a transaction that first takes the fleet's admission lock and
-   * checks `max-queue` (live transactions) and `rate-limit` (the `admissions` rows of the last 60 s by the database's
-   * clock; migrations/003), adding this enqueue's admission row. Admissions are thereby one at a time across the
-   * fleet, each seeing every one committed before it: no window of 60 s holds more than the limit, and the live
-   * count never passes `max-queue`. Refused: `RELAY_E_QUEUE_FULL` / `RELAY_E_RATE_LIMITED`, nothing written. A first
-   * signature already taken rolls the admission back (resolves 0: the caller reads the existing row).
+   * Several hosts: insert the row with {@link ADMIT_ACCEPT}, one autocommit statement that first calls
+   * `relay_admit` (migrations/004): under the fleet's admission lock it checks `max-queue` (live transactions) and
+   * `rate-limit` (the `admissions` rows of the last 60 s by the database's clock); the statement then inserts the row
+   * and, if it did, this enqueue's admission row. Admissions are thereby one at a time across the fleet, each seeing
+   * every one committed before it, and the lock is never held across a round trip to this process (a host paused or
+   * cut off mid-enqueue stalls no other host's). Refused: `RELAY_E_QUEUE_FULL` / `RELAY_E_RATE_LIMITED`, nothing
+   * written. A first signature already taken inserts nothing, its admission row included (resolves 0: the caller reads
+   * the existing row).
    */
   private async admitted(txId: string, admission: Admission, values: unknown[]): Promise<number> {
-    return this.write(txId, 'accept', async (db) => {
-      await db.query(`BEGIN; SELECT pg_advisory_xact_lock(${ADMISSION_LOCK})`);
-      const { rows } = await db.query<{ active: string; recent: string; retry_ms: number | null }>(
-        prepared(ADMIT, [admission.maxQueue, admission.rateLimit, this.options.hostId]),
-      );
-      const row = rows[0];
-      if (!row) throw new Error('the admission check returned no row');
-      if (int(row.active) >= admission.maxQueue)
+    return this.autocommit(txId, 'accept', ADMIT_ACCEPT, [
+      ...values,
+      admission.maxQueue,
+      admission.rateLimit,
+    ]).catch((error: unknown) => {
+      if (error instanceof pg.DatabaseError && error.code === QUEUE_FULL)
         throw new RelayError('RELAY_E_QUEUE_FULL', { limit: admission.maxQueue, retry_after_s: 1 });
-      if (int(row.recent) >= admission.rateLimit)
+      if (error instanceof pg.DatabaseError && error.code === RATE_LIMITED)
         throw new RelayError('RELAY_E_RATE_LIMITED', {
           limit: admission.rateLimit,
-          retry_after_s: Math.max(1, Math.ceil((row.retry_ms ?? 1000) / 1000)),
+          retry_after_s: Math.max(1, Math.ceil(Number(error.detail ?? 1000) / 1000)),
         });
-      const inserted = (await db.query(prepared(ACCEPT, values))).rowCount ?? 0;
-      // Taken meanwhile by another host: nothing of this enqueue may stay, its admission row included.
-      if (inserted === 0) throw new FirstSignatureTaken();
-      return inserted;
-    }).catch((error: unknown) => {
-      if (error instanceof FirstSignatureTaken) return 0;
       throw error;
     });
   }
@@ -1958,19 +1951,22 @@ const STRANDED = `SELECT ${HELD}, t.owner_host AS previous_host, t.owner_epoch A
   WHERE t.terminal_at IS NULL AND t.owner_host = $1 AND t.owner_epoch = $2 AND t.inherited ORDER BY t.seq`;
 
 /**
- * The fleet's admission check, under the admission lock: live transactions, admissions of the last 60 s by the
- * database's clock and how long until the oldest leaves the window; and this enqueue's admission row ($3: the host),
- * added only when both are under their limits ($1 max-queue, $2 rate-limit).
+ * {@link ACCEPT} behind the fleet's admission ($37 max-queue, $38 rate-limit): `relay_admit` takes the admission lock
+ * and refuses by raising (migrations/004); the row is inserted only after it returned, and this enqueue's admission
+ * row only with it.
  */
-const ADMIT = `WITH c AS (
-    SELECT (SELECT count(*) FROM transactions WHERE terminal_at IS NULL) AS active,
-      (SELECT count(*) FROM admissions WHERE at > clock_timestamp() - interval '60 seconds') AS recent,
-      (SELECT ${ms("min(at) + interval '60 seconds' - clock_timestamp()")} FROM admissions
-        WHERE at > clock_timestamp() - interval '60 seconds') AS retry_ms
-  ), added AS (
-    INSERT INTO admissions (host_id) SELECT $3::text FROM c WHERE c.active < $1 AND c.recent < $2
-  )
-  SELECT active, recent, retry_ms FROM c`;
+const ADMIT_ACCEPT = `WITH admit AS MATERIALIZED (
+    SELECT relay_admit($37::bigint, $38::bigint)
+  ), t AS (
+    INSERT INTO transactions (tx_id, ${TX_COLUMNS}, version, terminal_at, owner_host, owner_epoch)
+    SELECT ${TX_VALUES}, $22::bigint, CASE WHEN $2::text IN ${TERMINAL} THEN clock_timestamp() END, $35::text,
+      $36::bigint
+    FROM admit
+    ON CONFLICT (first_signature) DO NOTHING
+    RETURNING tx_id, version
+  ), admitted AS (
+    INSERT INTO admissions (host_id) SELECT $35::text FROM t
+  ), ${EFFECTS}`;
 
 /**
  * Other hosts' attempts ($1: this host) whose tips may still debit a tipper (`tipper-funds.ts` mayStillDebit decides
@@ -2264,7 +2260,8 @@ export function lostConnection(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
   const message = String((error as { message?: unknown } | null)?.message ?? '');
-  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|not queryable|Client has encountered a connection error/i.test(
+  // `Query read timeout`: node-postgres' query_timeout, no answer well past statement_timeout (pg/connect.ts).
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|not queryable|Client has encountered a connection error|Query read timeout/i.test(
     message,
   );
 }
