@@ -183,7 +183,9 @@ export class Intake {
     // Accepts under way are counted as of the same moment as the store's counts (the local stores answer at
     // the call), so a concurrent accept is counted once: in one or the other.
     const accepting = this.acceptsInFlight - own;
-    const byPriority = (await this.d.store.counts()).waiting;
+    // This host's own backlog against its own budget: in a fleet each host sends what it owns (a fleet-wide count
+    // against one host's budget refused N times too early with N hosts: `pnpm bench fleet`'s burst).
+    const byPriority = (await this.d.store.counts()).ownWaiting;
     const sendRatePerSecond = this.regionsTakingBundles() * this.d.bundleEngineRps * SEND_PACING;
     const txRatePerSecond = sendRatePerSecond * this.transactionsPerBundle();
     const policy = this.d.policy();

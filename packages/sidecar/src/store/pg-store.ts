@@ -708,8 +708,16 @@ export class PgTxStore implements TxStore {
     if (this.options.sole) {
       await this.settle();
       const s = this.owned;
-      return { active: s.active, waiting: { ...s.waiting }, evicted: { ...s.evicted } };
+      return {
+        active: s.active,
+        waiting: { ...s.waiting },
+        ownWaiting: { ...s.waiting },
+        evicted: { ...s.evicted },
+      };
     }
+    // What this host sends is what it holds (its session's live work), settled as the lists are.
+    await this.settle();
+    const ownWaiting = { ...this.owned.waiting };
     const { rows } = await this.statement<{
       active: string;
       waiting: Record<string, number>;
@@ -723,6 +731,7 @@ export class PgTxStore implements TxStore {
     return {
       active: int(row.active),
       waiting: { high: 0, normal: 0, low: 0, ...row.waiting },
+      ownWaiting,
       evicted: row.evicted,
     };
   }

@@ -143,8 +143,13 @@ export function tipKey(tip: TipRef): string {
 export interface StoreCounts {
   /** Non-terminal transactions (what `max-queue` limits). */
   active: number;
-  /** Waiting for an attempt to go out, by the priority they were enqueued with. */
+  /** Waiting for an attempt to go out, by the priority they were enqueued with (a fleet's: every host's). */
   waiting: Readonly<StoreState['waiting']>;
+  /**
+   * Of those, what this process sends: on one host the same; in a fleet, the work its session owns. Admission weighs
+   * it against this host's own send budget (each host sends what it owns, from its own address).
+   */
+  ownWaiting: Readonly<StoreState['waiting']>;
   /** Left the queue without landing, by reason. */
   evicted: Readonly<Record<string, number>>;
 }
@@ -472,7 +477,12 @@ abstract class TableTxStore implements TxStore {
 
   counts(): Promise<StoreCounts> {
     const s = this.state;
-    return Promise.resolve({ active: s.active, waiting: { ...s.waiting }, evicted: { ...s.evicted } });
+    return Promise.resolve({
+      active: s.active,
+      waiting: { ...s.waiting },
+      ownWaiting: { ...s.waiting },
+      evicted: { ...s.evicted },
+    });
   }
 
   spentSince(cutoff: number): Promise<number> {

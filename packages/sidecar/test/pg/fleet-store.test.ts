@@ -38,6 +38,11 @@ test('each host holds only its own work; another host answers dedupe and reads, 
   expect((await b.get('tx_a'))?.tx_id).toBe('tx_a');
   expect((await b.byFirstSignature('sig-a'))?.tx_id).toBe('tx_a');
   expect((await b.counts()).active).toBe(2);
+  // Waiting: the fleet's, and what this host sends (its own), which admission weighs against its own budget.
+  expect(await b.counts()).toMatchObject({
+    waiting: { high: 0, normal: 2, low: 0 },
+    ownWaiting: { high: 0, normal: 1, low: 0 },
+  });
 
   const fenced: string[] = [];
   b.onFenced = (reason) => fenced.push(reason);

@@ -178,7 +178,12 @@ test('one host: counts, spend and dedupe answer from what the store holds, the s
   ]);
   expect(racing.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
   expect(await store.spentSince(T0)).toBe(18_000);
-  expect(await store.counts()).toEqual({ active: 3, waiting: { high: 0, normal: 3, low: 0 }, evicted: {} });
+  expect(await store.counts()).toEqual({
+    active: 3,
+    waiting: { high: 0, normal: 3, low: 0 },
+    ownWaiting: { high: 0, normal: 3, low: 0 },
+    evicted: {},
+  });
   // What the database holds agrees, and a store opened on it reads the ledger back.
   const { rows } = await sql().query<{ n: string }>(
     'SELECT sum(lamports)::text AS n FROM spend_reservations WHERE released_at IS NULL',
