@@ -1,4 +1,4 @@
-import { isIP } from 'node:net';
+import { BlockList, isIP } from 'node:net';
 import { homedir, hostname } from 'node:os';
 import { join, resolve } from 'node:path';
 import { RelayError } from '@solrelay/core';
@@ -362,6 +362,50 @@ function localAddress(env: Env): string | undefined {
   return v;
 }
 
+/** 127.0.0.0/8 and ::1 (IPv4-mapped ones too: BlockList checks them against the IPv4 rule). */
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/**
+ * Whether a URL's host is this machine's loopback by its spelling: a loopback IP literal, or `localhost` (and
+ * `*.localhost`, RFC 6761 §6.3). Any other name counts as another machine's: it is not resolved here.
+ */
+function loopbackHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, '');
+  const family = isIP(host);
+  if (family !== 0) return LOOPBACK.check(host, family === 6 ? 'ipv6' : 'ipv4');
+  return /^(.+\.)?localhost\.?$/i.test(host);
+}
+
+/**
+ * A loopback `RELAY_ENGINE_LOCAL_ADDRESS` reaches only this machine, so every block engine it connects to must be on
+ * loopback too (the simulated cluster), or every send fails: the JSON-RPC addresses when bundles go over JSON-RPC,
+ * the gRPC ones (always dialled: leaders, regions, results), and the tip floor when a JSON-RPC engine's origin serves
+ * it (`servedByEngine`). An engine on a host name other than `localhost` is refused with it: give a loopback
+ * engine by its address.
+ */
+function checkEngineReach(config: SidecarConfig): void {
+  const local = config.engineLocalAddress;
+  if (local === undefined || !loopbackHost(local)) return;
+  const tipFloorOrigin = new URL(config.tipFloorUrl).origin;
+  const dialled: (readonly [string, string])[] = [
+    ...(config.bundleEngineTransport === 'jsonrpc'
+      ? config.bundleEngineUrls.map((u) => ['BUNDLE_ENGINE_URL', u] as const)
+      : []),
+    ...config.bundleEngineGrpcUrls.map((u) => ['BUNDLE_ENGINE_GRPC_URL', u] as const),
+    ...(config.bundleEngineUrls.some((u) => new URL(u).origin === tipFloorOrigin)
+      ? [['TIP_FLOOR_URL', config.tipFloorUrl] as const]
+      : []),
+  ];
+  const away = dialled.find(([, u]) => !loopbackHost(new URL(u).hostname));
+  if (away)
+    throw new RelayError('RELAY_E_CONFIG_INVALID_ENV', {
+      name: 'RELAY_ENGINE_LOCAL_ADDRESS',
+      reason: `${local} is a loopback address, which cannot reach a block engine on another machine: ${away[0]}'s ${away[1]} is not on loopback (give an address of an interface that reaches the engines, or leave RELAY_ENGINE_LOCAL_ADDRESS unset; an engine on this machine is named by a loopback address or localhost)`,
+    });
+}
+
 function flag(env: Env, name: string): boolean {
   return oneOf(env, name, ['0', '1', 'true', 'false'] as const, '0') === '1' || value(env, name) === 'true';
 }
@@ -381,7 +425,7 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
   );
   const keypairPaths = keypairList(env, cwd, join(home, '.config', 'solana', 'id.json'));
   const apiPort = integer(env, 'API_PORT', DEFAULTS.apiPort, 0, 65_535);
-  return {
+  const config: SidecarConfig = {
     streamEndpoint: url(env, 'STREAM_ENDPOINT'),
     streamXToken: value(env, 'STREAM_X_TOKEN'),
     rpcUrl: url(env, 'RPC_URL'),
@@ -430,6 +474,8 @@ export function configFromEnv(env: Env, cwd: string = process.cwd()): SidecarCon
     leaseMs: integer(env, 'RELAY_LEASE_MS', DEFAULTS.leaseMs, 1_000, 600_000),
     fleet: fleet(env),
   };
+  checkEngineReach(config);
+  return config;
 }
 
 /** `RELAY_FLEET`: a flag, and only with `RELAY_DATABASE_URL` (hosts share nothing else). */

@@ -62,9 +62,10 @@ export class GrpcBlockEngine implements BlockEngineTransport {
       silenceMs?: number;
       now?: () => number;
       /**
-       * `host:port` to dial instead of the engine: a local forwarder that connects to it from
+       * The gRPC target to dial instead of the engine (`unix:<path>`): a local forwarder that connects to it from
        * RELAY_ENGINE_LOCAL_ADDRESS (`BoundForwarder`; grpc-js cannot bind a local address itself). The engine's
-       * own `host:port` stays the HTTP/2 authority and its host the TLS name, so only the TCP path changes.
+       * own `host:port` stays the HTTP/2 authority and its host the TLS name (verified against its certificate),
+       * so only the path to it changes.
        */
       via?: string;
     } = {},

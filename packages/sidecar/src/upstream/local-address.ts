@@ -1,4 +1,8 @@
-import { connect, createServer, isIP, type AddressInfo, type Server, type Socket } from 'node:net';
+import { rmSync } from 'node:fs';
+import { chmod, lstat, mkdtemp, rm } from 'node:fs/promises';
+import { connect, createServer, isIP, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { RelayError } from '@solrelay/core';
 import { Agent, fetch as undiciFetch } from 'undici';
 
@@ -68,26 +72,68 @@ export function grpcHostPort(url: string): { host: string; port: number } {
 }
 
 /**
- * A loopback TCP forwarder: each connection accepted on `127.0.0.1:<port>` is piped, byte for byte, to `host:port`
- * over a socket bound to `localAddress`. It exists because @grpc/grpc-js has no way to choose a client's local
- * address: its transport dials with `net.connect(address)`, the subchannel's host and port only
+ * The longest Unix domain socket path, in bytes: `sun_path` holds 108 bytes on Linux and 104 on macOS, the NUL
+ * included. Node does not refuse a longer one: it binds the path cut short, where nobody would look for it.
+ */
+const MAX_SOCKET_PATH = 103;
+
+/**
+ * Make `path` free for a new socket: nothing there, or a socket nobody listens on any more (a process that died
+ * without closing its own), which is removed. A socket someone still listens on, or any other kind of file, stays and
+ * is refused: it is not ours to take.
+ */
+async function clearStaleSocket(path: string): Promise<void> {
+  let isSocket: boolean;
+  try {
+    isSocket = (await lstat(path)).isSocket();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw error;
+  }
+  if (!isSocket) throw new Error(`${path} exists and is not a socket: not removed`);
+  const live = await new Promise<boolean>((resolve) => {
+    const probe = connect({ path });
+    probe.once('connect', () => {
+      probe.destroy();
+      resolve(true);
+    });
+    // ECONNREFUSED: nobody listens (or ENOENT: gone meanwhile).
+    probe.once('error', () => resolve(false));
+  });
+  if (live) throw new Error(`${path}: another process listens on this socket`);
+  await rm(path, { force: true });
+}
+
+/**
+ * A local forwarder: each connection accepted on the Unix domain socket `path` is piped, byte for byte, to
+ * `host:port` over a TCP socket bound to `localAddress`. It exists because @grpc/grpc-js has no way to choose a
+ * client's local address: its transport dials with `net.connect(address)`, the subchannel's host and port only
  * (`Http2SubchannelConnector.tcpConnect` in src/transport.ts, 1.14.7 and grpc-node's master alike), and no channel
- * option carries one (the package README lists them). The gRPC client dials here instead, its authority and TLS name
- * set to the engine's own (`GrpcBlockEngine`'s `via`), so TLS and HTTP/2 still run end to end with the engine.
+ * option carries one (the package README lists them). The gRPC client dials `unix:<path>` instead (grpc-js's `unix`
+ * resolver), its authority and TLS name set to the engine's own (`GrpcBlockEngine`'s `via`), so TLS and HTTP/2 still
+ * run end to end with the engine.
+ *
+ * A Unix socket rather than a loopback port: a port on 127.0.0.1 takes any local user's connection, who could then
+ * spend this host's engine budget from its address. The socket is not on the network at all, its file is 0600, and
+ * the caller keeps it in a directory of its own (`bindEngineTraffic`: a 0700 temp directory), so only this user
+ * reaches it. A stale socket left at `path` by a process that died is removed at start; the path is removed at close.
  */
 export class BoundForwarder {
   private readonly sockets = new Set<Socket>();
   private readonly server: Server;
-  /** `127.0.0.1:<port>`: what the gRPC client dials instead of the engine (set once listening). */
-  address = '';
 
-  private constructor(target: { host: string; port: number }, localAddress: string) {
+  private constructor(
+    target: { host: string; port: number },
+    localAddress: string,
+    /** The socket's path. */
+    readonly path: string,
+  ) {
     const family = familyOf(localAddress);
     this.server = createServer((inbound) => {
       const outbound = connect({ host: target.host, port: target.port, localAddress, family });
+      outbound.setNoDelay(true);
       for (const socket of [inbound, outbound]) {
         this.sockets.add(socket);
-        socket.setNoDelay(true);
         // As grpc-js's own session: a connection alone keeps no process alive (grpc-js refs its side during calls).
         socket.unref();
         // Either side failing or closing ends both: grpc-js then sees its connection drop (UNAVAILABLE) and dials
@@ -104,23 +150,46 @@ export class BoundForwarder {
     });
   }
 
-  static async start(target: { host: string; port: number }, localAddress: string): Promise<BoundForwarder> {
-    const forwarder = new BoundForwarder(target, localAddress);
+  /** `unix:<path>`: the gRPC target the client dials instead of the engine. */
+  get target(): string {
+    return `unix:${this.path}`;
+  }
+
+  /** Listen on `path` (an absolute path in a directory only this user can enter), for connections to `target`. */
+  static async start(
+    target: { host: string; port: number },
+    localAddress: string,
+    path: string,
+  ): Promise<BoundForwarder> {
+    if (Buffer.byteLength(path) > MAX_SOCKET_PATH)
+      throw new Error(
+        `${path} is too long for a Unix domain socket (at most ${MAX_SOCKET_PATH} bytes): set TMPDIR to a shorter directory`,
+      );
+    await clearStaleSocket(path);
+    const forwarder = new BoundForwarder(target, localAddress, path);
     const { server } = forwarder;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen({ host: '127.0.0.1', port: 0 }, () => {
+      server.listen({ path }, () => {
         server.off('error', reject);
         resolve();
       });
     });
     server.unref();
-    forwarder.address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      // The file is created as the umask allows (0755 commonly); connecting takes write permission on it.
+      await chmod(path, 0o600);
+    } catch (error) {
+      forwarder.close();
+      throw error;
+    }
     return forwarder;
   }
 
   close(): void {
+    // Closing the listener unlinks its path (libuv); removed here too, whatever is left.
     this.server.close();
+    rmSync(this.path, { force: true });
     for (const socket of this.sockets) socket.destroy();
   }
 }
@@ -131,25 +200,35 @@ export interface EngineBinding {
   localAddress: string;
   /** For the JSON-RPC engines (and a tip floor one of them serves). */
   fetch: typeof fetch;
-  /** The forwarder a gRPC engine URL is dialled through (`127.0.0.1:<port>`). */
+  /** The gRPC target (`unix:<path>`, a `BoundForwarder`'s) a gRPC engine URL is dialled through. */
   grpcVia(url: string): string;
 }
 
 /**
  * Bind the block engines' traffic to `localAddress` (proved bindable first with `probeLocalAddress`): one fetch (an
- * undici Agent) for every JSON-RPC address, and one forwarder per gRPC address (`grpcUrls`, each at most once).
+ * undici Agent) for every JSON-RPC address, and one forwarder per gRPC address (`grpcUrls`, each at most once), their
+ * sockets in a directory of their own (`relay-engine-*` in the temp directory: mkdtemp makes it 0700), removed at
+ * close.
  */
 export async function bindEngineTraffic(
   localAddress: string,
   grpcUrls: readonly string[],
 ): Promise<EngineBinding & { close(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'relay-engine-'));
   const forwarders = new Map<string, BoundForwarder>();
+  const closeForwarders = () => {
+    for (const forwarder of forwarders.values()) forwarder.close();
+    rmSync(dir, { recursive: true, force: true });
+  };
   try {
     for (const url of grpcUrls)
       if (!forwarders.has(url))
-        forwarders.set(url, await BoundForwarder.start(grpcHostPort(url), localAddress));
+        forwarders.set(
+          url,
+          await BoundForwarder.start(grpcHostPort(url), localAddress, join(dir, `${forwarders.size}.sock`)),
+        );
   } catch (error) {
-    for (const forwarder of forwarders.values()) forwarder.close();
+    closeForwarders();
     throw error;
   }
   const http = boundFetch(localAddress);
@@ -159,10 +238,10 @@ export async function bindEngineTraffic(
     grpcVia: (url) => {
       const forwarder = forwarders.get(url);
       if (!forwarder) throw new Error(`no bound forwarder for ${url}`);
-      return forwarder.address;
+      return forwarder.target;
     },
     close: async () => {
-      for (const forwarder of forwarders.values()) forwarder.close();
+      closeForwarders();
       await http.close();
     },
   };
