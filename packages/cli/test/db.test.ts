@@ -33,7 +33,7 @@ test('status on an empty database: behind, exit 1; migrate applies 001 and 002; 
   expect(migrated.stdout).toMatch(/^applied 001_initial$/m);
   expect(migrated.stdout).toMatch(/^applied 002_webhook_order$/m);
   expect(migrated.stdout).toMatch(/^applied 003_fleet$/m);
-  expect(migrated.stdout).toMatch(/^applied 004_admit_in_one_statement$/m);
+  expect(migrated.stdout).toMatch(/^applied 004_limits_in_one_statement$/m);
   expect(migrated.stdout).toMatch(/state\s*│\s*up to date/);
   expectNoPassword(migrated, password);
 
@@ -50,7 +50,7 @@ test('status on an empty database: behind, exit 1; migrate applies 001 and 002; 
     { version: 1, name: 'initial', applied_at: expect.any(String) },
     { version: 2, name: 'webhook_order', applied_at: expect.any(String) },
     { version: 3, name: 'fleet', applied_at: expect.any(String) },
-    { version: 4, name: 'admit_in_one_statement', applied_at: expect.any(String) },
+    { version: 4, name: 'limits_in_one_statement', applied_at: expect.any(String) },
   ]);
   expect(doc.database).toMatch(/^postgres:\/\/relay:\*\*\*@127\.0\.0\.1:\d+\/t\d+_\d+_[0-9a-f]+$/);
   expectNoPassword(after, password);
@@ -63,7 +63,7 @@ test('migrate --json with --database-url (over RELAY_DATABASE_URL): one JSON doc
   });
   expect(run.code).toBe(0);
   expect(JSON.parse(run.stdout)).toMatchObject({
-    applied_now: ['001_initial', '002_webhook_order', '003_fleet', '004_admit_in_one_statement'],
+    applied_now: ['001_initial', '002_webhook_order', '003_fleet', '004_limits_in_one_statement'],
     state: 'up-to-date',
     current: 4,
   });

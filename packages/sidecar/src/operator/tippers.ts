@@ -158,11 +158,14 @@ export class TipperPool {
     // new tips until the database is back), and the next pass reads them again.
     // How far back another host's attempt may still have a live tip: the tracker's horizon (a tip lives 151 blocks
     // past its blockhash; slots outnumber blocks where leaders skip). `mayStillDebit` then decides from the attempt.
-    const others = await this.d.store
+    const read = await this.d.store
       .otherHostsTips(this.d.chain.slot - TIP_LANDING_HORIZON_SLOTS)
-      .catch(() => []);
+      .catch(() => null);
+    const others = read ?? [];
     for (const attempt of others) records.push({ attempts: [attempt] });
-    this.fleet = new Set(others.map(tipperOf).filter((k): k is string => k !== null && !this.byKey.has(k)));
+    // Unread (the database away): the stream keeps following the tippers it followed.
+    if (read)
+      this.fleet = new Set(read.map(tipperOf).filter((k): k is string => k !== null && !this.byKey.has(k)));
     for (const reading of readings) {
       const t = this.byKey.get(reading.pubkey);
       if (!t || reading.contextSlot < t.readSlot) continue;

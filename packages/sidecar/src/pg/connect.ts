@@ -69,8 +69,11 @@ export type DatabasePool = pg.Pool;
  */
 export function createDatabasePool(target: DatabaseUrl, options: DatabaseOptions = {}): pg.Pool {
   const o = { ...DATABASE_DEFAULTS, ...options };
+  // Server-side keepalives on every connection, not only the locks' (see withServerKeepalives): a client gone without
+  // a FIN mid-statement, or one the server is blocked writing a result to, is ended within seconds, not hours, and
+  // what its transaction held (the sweep's row locks, an advisory lock) is freed.
   const pool = new pg.Pool({
-    connectionString: target.url,
+    ...withServerKeepalives(withReadCommitted({ connectionString: target.url })),
     max: o.poolMax,
     // pg-pool closes an idle client only while the pool holds more than `min` (pg-pool 3.x `_isAboveMin`).
     min: Math.min(o.poolMin, o.poolMax),
@@ -103,14 +106,42 @@ export function createDatabasePool(target: DatabaseUrl, options: DatabaseOptions
 export function withServerKeepalives(config: pg.ClientConfig): pg.ClientConfig {
   const keepalives =
     '-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3 -c tcp_user_timeout=10000';
+  return withOption(config, keepalives);
+}
+
+/**
+ * READ COMMITTED for every session of relay's, whatever the role's or database's `default_transaction_isolation`:
+ * the fleet's limits (migrations/004) count after taking their lock, with a fresh snapshot per query, which only READ
+ * COMMITTED gives (PostgreSQL 15 docs §13.2.1); under REPEATABLE READ a limit could be passed unseen, and the
+ * functions refuse to run (RLY05). The takeover sweep asks for REPEATABLE READ itself, per transaction.
+ */
+export function withReadCommitted(config: pg.ClientConfig): pg.ClientConfig {
+  return withOption(config, '-c default_transaction_isolation=read\\ committed');
+}
+
+/** `config` with a startup option added (in the URL when it has one: the driver lets the URL's own win). */
+function withOption(config: pg.ClientConfig, option: string): pg.ClientConfig {
   if (config.connectionString) {
-    // The driver lets the URL's own parameters override the config's: the options go into the URL.
     const url = new URL(config.connectionString);
     const given = url.searchParams.get('options');
-    url.searchParams.set('options', given ? `${given} ${keepalives}` : keepalives);
+    if (given?.includes(option)) return config;
+    url.searchParams.set('options', given ? `${given} ${option}` : option);
     return { ...config, connectionString: url.toString() };
   }
-  return { ...config, options: config.options ? `${config.options} ${keepalives}` : keepalives };
+  if (config.options?.includes(option)) return config;
+  return { ...config, options: config.options ? `${config.options} ${option}` : option };
+}
+
+/**
+ * The config of a lock's own connection (the sole-writer lock, a host id's lock), from the pool's: server-side
+ * keepalives, its own application name, and no client-side statement limit (`query_timeout`). A lock connection's
+ * statements are its owner's to time: a heartbeat left unanswered drops that connection at once (host-session.ts),
+ * whereas node-postgres after a `query_timeout` keeps the query it gave up on as the active one, and the next
+ * statement on that client (a re-registration's BEGIN) would wait behind it.
+ */
+export function lockConnectionConfig(config: pg.ClientConfig, role: string): pg.ClientConfig {
+  const { query_timeout: _ignored, ...rest } = config;
+  return withServerKeepalives({ ...rest, application_name: `${config.application_name ?? 'relay'}-${role}` });
 }
 
 /** invalid_password; invalid_authorization_specification (no such role, no pg_hba.conf entry). */

@@ -1,6 +1,6 @@
 import { RelayError, type FleetHostStatus } from '@solrelay/core';
 import pg from 'pg';
-import { databaseError, withServerKeepalives } from './connect';
+import { databaseError, lockConnectionConfig } from './connect';
 import { advisoryLockHolder } from './lock-holder';
 import type { DatabaseUrl } from './url';
 
@@ -462,9 +462,7 @@ async function lockHostId(
   waitMs: number,
   previous?: LockBackend,
 ): Promise<pg.Client> {
-  const client = new pg.Client(
-    withServerKeepalives({ ...config, application_name: `${config.application_name ?? 'relay'}-host` }),
-  );
+  const client = new pg.Client(lockConnectionConfig(config, 'host'));
   // Until the session watches it: an error on an idle client without a listener would crash the process.
   client.on('error', () => undefined);
   try {

@@ -166,7 +166,8 @@ export interface MigrateResult {
 
 /**
  * Apply every pending migration, each in its own transaction, holding the advisory lock throughout. A second caller
- * waits for the lock (no lock or statement timeout applies to this session), then applies only what is still
+ * waits for the lock (no lock or statement timeout applies to this session; give it a pool without a client-side
+ * limit, `queryTimeoutMarginMs: null`, as `relay db migrate` does), then applies only what is still
  * pending. Refuses a database ahead of this relay (`RELAY_E_DB_SCHEMA_AHEAD`) and applies nothing; a migration that
  * fails is rolled back whole (`RELAY_E_DB_MIGRATION_FAILED`), leaving the ones before it applied.
  */

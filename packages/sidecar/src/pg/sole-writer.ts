@@ -1,6 +1,6 @@
 import { RelayError } from '@solrelay/core';
 import pg from 'pg';
-import { withServerKeepalives } from './connect';
+import { lockConnectionConfig } from './connect';
 import { advisoryLockHolder } from './lock-holder';
 import type { DatabaseUrl } from './url';
 
@@ -55,9 +55,7 @@ export class SoleWriterLock {
     waitMs = SOLE_WRITER_WAIT_MS,
     shared = false,
   ): Promise<SoleWriterLock> {
-    const client = new pg.Client(
-      withServerKeepalives({ ...config, application_name: `${config.application_name ?? 'relay'}-lock` }),
-    );
+    const client = new pg.Client(lockConnectionConfig(config, 'lock'));
     client.on('error', () => undefined);
     await client.connect();
     try {

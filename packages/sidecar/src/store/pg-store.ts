@@ -64,13 +64,15 @@ export type DatabaseAvailability =
   | { kind: 'down'; url: string; reason: string; at: number }
   | { kind: 'up'; url: string; downMs: number; at: number };
 
-/** The advisory lock every fleet admission takes (`PgTxStore.admitted`; an arbitrary constant beside the spend one). */
-
 /** The SQLSTATE of migrations/003's refusal of a row whose owner's session is not live. */
 const SESSION_NOT_LIVE = 'RLY01';
 /** `relay_admit`'s refusals (migrations/004): the fleet's queue is full, its rate limit reached. */
 const QUEUE_FULL = 'RLY02';
 const RATE_LIMITED = 'RLY03';
+/** `relay_spend_check`'s refusal (migrations/004): this reservation would pass the fleet's spend-limit. */
+const SPEND_LIMIT_PASSED = 'RLY04';
+/** The fleet's limit functions refuse to run outside READ COMMITTED (migrations/004). */
+const NOT_READ_COMMITTED = 'RLY05';
 
 /** The advisory lock one host at a time holds while it sweeps (`PgTxStore.sweep`). */
 const SWEEP_LOCK = '8243113858876797815'; // 0x72656c6179737777, "relaysww"
@@ -79,7 +81,6 @@ const SWEEP_LOCK = '8243113858876797815'; // 0x72656c6179737777, "relaysww"
 const PARTITIONS_LOCK = 0x72656c70;
 
 /** The advisory lock every reservation checked against `spend-limit` takes (an arbitrary constant). */
-const SPEND_LIMIT_LOCK = 0x72656c6179; // 'relay'
 
 /** Lamports reserved or paid, not released, at or after $1 (ms): what `spend-limit` counts. */
 const SPENT_SINCE = `SELECT coalesce(sum(lamports), 0)::bigint AS n FROM spend_reservations
@@ -569,7 +570,7 @@ export class PgTxStore implements TxStore {
       db.off('error', ignore);
       db.release();
     } catch (error) {
-      await rollBack(db, ignore);
+      await rollBack(db, ignore, error);
       throw this.failed(error);
     }
   }
@@ -934,14 +935,16 @@ export class PgTxStore implements TxStore {
     try {
       committed =
         spendLimit && !this.options.sole
-          ? await this.write(txId, operation, async (db) => {
-              // Every reservation checked against spend-limit takes this transaction-scoped lock first, so two
-              // reservations (of any host) are checked one after the other, each seeing the other's row once
-              // committed. BEGIN and the lock go in one round trip.
-              await db.query(`BEGIN; SELECT pg_advisory_xact_lock(${SPEND_LIMIT_LOCK})`);
-              const { rows } = await db.query<{ n: string }>(prepared(SPENT_SINCE, [spendLimit.since]));
-              assertWithinSpendLimit(spendLimit, int(rows[0]?.n ?? '0'), adding);
-              return (await db.query(prepared(CHANGE, values))).rowCount ?? 0;
+          ? await this.autocommit(txId, operation, CHANGE_WITHIN_SPEND, [
+              ...values,
+              spendLimit.since,
+              spendLimit.limit,
+              adding,
+            ]).catch((error: unknown) => {
+              // relay_spend_check (migrations/004) refused: what the window already holds is its DETAIL.
+              if (error instanceof pg.DatabaseError && error.code === SPEND_LIMIT_PASSED)
+                assertWithinSpendLimit(spendLimit, Number(error.detail ?? spendLimit.limit), adding);
+              throw error;
             })
           : await this.autocommit(txId, operation, CHANGE, values);
     } catch (error) {
@@ -1247,7 +1250,7 @@ export class PgTxStore implements TxStore {
         db.release(true);
         throw this.commitUnknown(error, txId, operation, backend);
       }
-      await rollBack(db, ignore);
+      await rollBack(db, ignore, error);
       // The store's own refusals are answers, not database failures.
       if (error instanceof StoreConflict || error instanceof SpendLimitReached) throw error;
       throw this.failed(error);
@@ -1281,6 +1284,15 @@ export class PgTxStore implements TxStore {
       this.sessionLost(`the database refused a write: ${error.message}`);
       // Its own clock may not know yet: the heartbeat asks the database, and a lapse it finds renews the session.
       void this.session?.heartbeat().catch(() => undefined);
+      return new RelayError(
+        'RELAY_E_DB_UNAVAILABLE',
+        { url: this.target.redacted, reason: error.message, retry_after_s: DATABASE_RETRY_AFTER_S },
+        { cause: error },
+      );
+    }
+    // The fleet's limits refused to run outside READ COMMITTED (migrations/004): the pool asks for it at every
+    // connection (pg/connect.ts), so only something between (a pooler that drops startup options) gets here.
+    if (error instanceof pg.DatabaseError && error.code === NOT_READ_COMMITTED) {
       return new RelayError(
         'RELAY_E_DB_UNAVAILABLE',
         { url: this.target.redacted, reason: error.message, retry_after_s: DATABASE_RETRY_AFTER_S },
@@ -1609,7 +1621,9 @@ export class PgTxStore implements TxStore {
       return rows;
     } catch (error) {
       const serialization = error instanceof pg.DatabaseError && error.code === '40001';
-      await db.query('ROLLBACK').catch(() => undefined);
+      // A connection lost or given up on is not asked to roll back (it would wait behind the statement given up on):
+      // the caller destroys it, and the server ends the transaction with the session.
+      if (!lostConnection(error)) await db.query('ROLLBACK').catch(() => undefined);
       if (serialization) return null;
       this.strandedCheck = true;
       throw this.failed(error);
@@ -1879,6 +1893,21 @@ const CHANGE = `WITH t AS (
       AND (terminal_at IS NOT NULL OR (owner_host IS NOT DISTINCT FROM $35::text AND owner_epoch IS NOT DISTINCT FROM $36::bigint))
     RETURNING tx_id, version
   ), ${EFFECTS}`;
+
+/**
+ * {@link CHANGE} behind the fleet's spend-limit ($37 the window's start in ms, $38 the limit, $39 the lamports this
+ * change reserves): `relay_spend_check` takes the spend lock and refuses by raising (migrations/004); the row is
+ * changed only after it returned, in the same statement, so the lock is never held across a round trip.
+ */
+const CHANGE_WITHIN_SPEND = CHANGE.replace(
+  'WITH t AS (',
+  `WITH spend AS MATERIALIZED (
+    SELECT relay_spend_check($37::float8, $38::bigint, $39::bigint)
+  ), t AS (`,
+).replace(
+  'WHERE tx_id = $1 AND version = $22::bigint',
+  'WHERE tx_id = $1 AND version = $22::bigint AND EXISTS (SELECT 1 FROM spend)',
+);
 
 /** A new record (at version $22), with its attempts and events; nothing if its first signature is taken. */
 const ACCEPT = `WITH t AS (
@@ -2240,7 +2269,17 @@ const CONNECTION_CODES = new Set([
  * End a failed transaction on `db` and give the connection back to the pool; one the ROLLBACK cannot reach is
  * destroyed instead. `ignore` is the error listener the caller put on it while it was checked out.
  */
-async function rollBack(db: pg.PoolClient, ignore: () => void): Promise<void> {
+/**
+ * Roll back `db`'s transaction after `error` and give the connection back; a connection lost or given up on
+ * (`lostConnection`: after node-postgres' `query_timeout` the statement it gave up on is still the client's active
+ * one, and a ROLLBACK would wait behind it for as long again) is destroyed instead: the server ends the transaction
+ * with the session.
+ */
+async function rollBack(db: pg.PoolClient, ignore: () => void, error?: unknown): Promise<void> {
+  if (error !== undefined && lostConnection(error)) {
+    db.release(true);
+    return;
+  }
   try {
     await db.query('ROLLBACK');
     db.off('error', ignore);

@@ -358,6 +358,38 @@ describe('fleet-wide admission: checked where the row is inserted, one admission
     ).rejects.toMatchObject({ code: 'RELAY_E_QUEUE_FULL', details: { limit: 12 } });
   });
 
+  test('a rate-limit refusal says when the oldest admission leaves the window (Retry-After)', async () => {
+    const a = await host('host-a');
+    const limits = { maxQueue: 100, rateLimit: 2 };
+    await a.accept(tx('tx_1', 'sig-1'), [], limits);
+    await a.accept(tx('tx_2', 'sig-2'), [], limits);
+    const refused = await a.accept(tx('tx_3', 'sig-3'), [], limits).catch((error: unknown) => error);
+    // The oldest leaves the 60 s window in just under 60 s: asked to retry then, not in a second.
+    expect(refused).toMatchObject({ code: 'RELAY_E_RATE_LIMITED', details: { limit: 2 } });
+    const after = (refused as { details: { retry_after_s: number } }).details.retry_after_s;
+    expect(after).toBeGreaterThan(50);
+    expect(after).toBeLessThanOrEqual(60);
+  });
+
+  test('a database defaulting to REPEATABLE READ: relay still admits under READ COMMITTED; the limits refuse any other', async () => {
+    const db = sql();
+    const name = new URL(pgt.url).pathname.slice(1);
+    await db.query(`ALTER DATABASE "${name}" SET default_transaction_isolation = 'repeatable read'`);
+    const a = await host('host-a');
+    expect((await a.accept(tx('tx_1', 'sig-1'), [], { maxQueue: 100, rateLimit: 100 })).created).toBe(true);
+    // Without relay's session setting (a pooler that dropped it), the functions refuse rather than count blind.
+    const other = sql();
+    const client = await other.connect();
+    try {
+      await expect(client.query('SELECT relay_admit(100, 100)')).rejects.toMatchObject({ code: 'RLY05' });
+      await expect(client.query('SELECT relay_spend_check(0, 100, 1)')).rejects.toMatchObject({
+        code: 'RLY05',
+      });
+    } finally {
+      client.release();
+    }
+  });
+
   test('the same first signature admitted by two hosts at once is one transaction and one admission', async () => {
     const [a, b] = await Promise.all([host('host-a'), host('host-b')]);
     const limits = { maxQueue: 100, rateLimit: 100 };
@@ -424,4 +456,28 @@ test('a sweep whose later batch fails still tells what its earlier batches adopt
   await expect(b.sweep(1)).rejects.toThrow(/boom/);
   expect(told).toEqual([['tx_1']]);
   expect((await b.live()).map((t) => t.tx_id)).toEqual(['tx_1']);
+});
+
+test('3 hosts racing at spend-limit reserve at most the limit; the others are refused with the window’s total', async () => {
+  const hosts = await Promise.all(['host-a', 'host-b', 'host-c'].map((id) => host(id)));
+  const limit = { limit: 100_000, since: 0 };
+  const ids = hosts.flatMap((h, i) => Array.from({ length: 4 }, (_, k) => ({ h, id: `tx_${i}_${k}` })));
+  for (const { h, id } of ids) await h.accept(tx(id, `sig-${id}`));
+  // Twelve reservations of 15,000 against 100,000, from three hosts at once: six fit.
+  const results = await Promise.allSettled(
+    ids.map(({ h, id }, n) =>
+      h.addAttempt(id, attempt(1, `b${String(n).padStart(63, '0')}`, { reserved_lamports: 15_000 }), {
+        spendLimit: limit,
+      }),
+    ),
+  );
+  const refused = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as Error] : []));
+  expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(6);
+  expect(refused).toHaveLength(6);
+  for (const reason of refused)
+    expect(reason).toMatchObject({ name: 'SpendLimitReached', limit: 100_000, actual: 105_000 });
+  const { rows } = await sql().query<{ n: number }>(
+    'SELECT sum(lamports)::int AS n FROM spend_reservations WHERE released_at IS NULL',
+  );
+  expect(rows).toEqual([{ n: 90_000 }]);
 });
