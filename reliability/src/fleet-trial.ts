@@ -39,7 +39,13 @@ export type FleetKill =
    * The host's link to the database cut once it has acknowledged `afterAcks` enqueues, for `cutMs` (its own forwarder, see tcp-link.ts): the host
    * runs on, its lease lapses by the database's clock, its work moves, and it must re-register when the link heals.
    */
-  | { kind: 'link'; afterAcks: number; cutMs: number };
+  | { kind: 'link'; afterAcks: number; cutMs: number }
+  /**
+   * The fleet's PostgreSQL shut down (`pg_ctl stop -m fast`) once the hosts together acknowledged `afterAcks`
+   * enqueues, and started again on its own data `downMs` later (the matrix's "PostgreSQL restarted under a 3-host
+   * load"); nobody is killed.
+   */
+  | { kind: 'db-restart'; afterAcks: number; downMs: number };
 
 export interface FleetTrialSpec {
   name: string;
@@ -58,6 +64,8 @@ export interface FleetTrialContext {
   databaseUrl: () => Promise<string>;
   txs: number;
   bypassTip: number;
+  /** The database server, for a `db-restart` trial. */
+  database?: { shutDown(mode: 'fast' | 'immediate'): Promise<void>; startAgain(): Promise<void> };
 }
 
 export interface FleetTrialResult {
@@ -192,6 +200,25 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       cutOff.cut();
       setTimeout(() => cutOff.heal(), kill.cutMs).unref();
     };
+    // A database restart: under load, once the fleet acknowledged `afterAcks`.
+    let fleetAcks = 0;
+    let restarted: Promise<void> = Promise.resolve();
+    const onAck = () => {
+      if (kill.kind !== 'db-restart' || ++fleetAcks !== kill.afterAcks) return;
+      const server = ctx.database;
+      if (!server) {
+        problems.push('a db-restart trial needs ctx.database');
+        return;
+      }
+      killedAt = Date.now();
+      restarted = server
+        .shutDown('fast')
+        .then(() => sleep(kill.downMs))
+        .then(() => server.startAgain())
+        .catch((error: unknown) => {
+          problems.push(`restarting PostgreSQL failed: ${String(error)}`);
+        });
+    };
     const unreachable = (host: Host) => host.dead || (host === victim && (paused || (link?.isDown ?? false)));
 
     // The load: round-robin over the hosts, eight at a time; what a dead host did not answer goes to the next one.
@@ -210,6 +237,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
         if (answer && (answer.status === 200 || answer.status === 202)) {
           acked.set(answer.body.tx_id as string, { transfer, host: host.id });
           if (host === victim) onVictimAck();
+          onAck();
           return;
         }
         if (!answer || host.dead) {
@@ -241,6 +269,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       }
     });
     await Promise.all(workers);
+    await restarted;
 
     // A point kill that never fired is a trial that did not test what it names.
     if (spec.kill.kind === 'point') {
