@@ -123,7 +123,7 @@ export function buildParser(select: (json: boolean, run: CommandRunner) => void)
           })
           .option('hosts', {
             type: 'string',
-            describe: `a fleet of N sidecar processes (1 to ${MAX_HOSTS}) on one PostgreSQL, each with its own RELAY_HOST_ID (host-k), API port (API_PORT + k - 1), data directory and, with --sim, engine source address (127.0.0.<k+1>), an agent beside each. With --sim: a local PostgreSQL from the machine's packages, unless RELAY_DATABASE_URL is set; without --sim, RELAY_DATABASE_URL is needed`,
+            describe: `a fleet of N sidecar processes (1 to ${MAX_HOSTS}) on one PostgreSQL, each with its own RELAY_HOST_ID (host-k), API port (API_PORT + k - 1), data directory and, with --sim, engine source address (127.0.0.<k+1>), an agent beside each. With --sim: a local PostgreSQL from the machine's packages, unless RELAY_DATABASE_URL is set (then it must hold no host session or transaction yet); without --sim, RELAY_DATABASE_URL is needed`,
             coerce: wholeNumber('--hosts', 1, MAX_HOSTS),
           })
           .option('pg-fsync', {

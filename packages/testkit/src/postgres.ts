@@ -23,6 +23,10 @@ import { Client } from 'pg';
 
 /** Where a running server is (the sidecar's `LocalPostgresInfo`: plain data, handed to other workers as JSON). */
 export interface PgServerInfo {
+  /** The directory holding `initdb` and `pg_ctl` (stopping the server runs its `pg_ctl`). */
+  bin: string;
+  /** Its tools run as the `postgres` user (the process that started it is root). */
+  asPostgres: boolean;
   /** The temp directory holding the data directory, socket and log; removed on stop. */
   root: string;
   dataDir: string;
@@ -30,6 +34,8 @@ export interface PgServerInfo {
   port: number;
   user: string;
   password: string;
+  /** The `-o` flags it was started with: `startAgain` after `shutDown` reuses them. */
+  flags?: string;
 }
 
 /** A handle on a running server, as the sidecar's `LocalPostgres` gives it. */

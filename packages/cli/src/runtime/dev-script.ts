@@ -22,7 +22,7 @@ export async function runDevScript(
       },
     );
   }
-  const signal = untilSignal();
+  const signal = untilSignal((line) => ctx.io.stderr(`${line}\n`));
   try {
     let child;
     try {

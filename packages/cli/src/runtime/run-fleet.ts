@@ -1,16 +1,17 @@
-import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { existsSync, rmSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { LocalPostgres } from '@solrelay/sidecar/pg';
-import { migrateBeforeStart } from '../commands/db';
+import { migrateBeforeStart, refuseDatabaseInUse } from '../commands/db';
 import { CLI_DEFAULTS } from '../env';
 import { EXIT_CODES, ExitError, usageError } from '../errors';
 import type { CliContext } from '../output';
 import { agentDirOrFail, startAgent } from './agent';
 import { startDemoTraffic, type DemoTraffic } from './demo-traffic';
-import { spawnGroup, untilSignal, type ChildGroup, type GroupExit } from './process-group';
+import { atExit, spawnGroup, untilSignal, type ChildGroup, type GroupExit } from './process-group';
 import { startSimulatedCluster, type SimFlags, type SimulatedCluster } from './simulated-cluster';
 import { Teardown } from './teardown';
 
@@ -97,7 +98,8 @@ export async function runFleet(ctx: CliContext, options: FleetOptions): Promise<
   const ids = Array.from({ length: options.hosts }, (_, i) => `host-${i + 1}`);
   for (const [i, id] of ids.entries()) {
     const port = base + i;
-    if ((await canListen('127.0.0.1', port))?.code === 'EADDRINUSE') {
+    const code = (await canListen('127.0.0.1', port))?.code;
+    if (code === 'EADDRINUSE') {
       throw new ExitError(
         EXIT_CODES.failure,
         `API port ${port} (${id}'s) is already in use (another relay?)`,
@@ -105,6 +107,11 @@ export async function runFleet(ctx: CliContext, options: FleetOptions): Promise<
           hint: `Set API_PORT to the first of ${options.hosts} free ports (host-k listens on API_PORT + k - 1).`,
         },
       );
+    }
+    if (code === 'EACCES') {
+      throw new ExitError(EXIT_CODES.failure, `not allowed to listen on API port ${port} (${id}'s)`, {
+        hint: 'Set API_PORT to a port above 1023 (ports below need privileges); host-k listens on API_PORT + k - 1.',
+      });
     }
   }
   const db = await import('@solrelay/sidecar/pg');
@@ -120,9 +127,17 @@ export async function runFleet(ctx: CliContext, options: FleetOptions): Promise<
       });
     }
   }
+  // Simulated hosts join no real fleet: a given database must hold nobody's work.
+  if (options.sim && ownDatabase) await refuseDatabaseInUse(ctx, ownDatabase);
   // Each host's engine connections go out from an address of its own (127.0.0.2, ...: the simulated engine's budget
   // is per source address). Linux has all of 127.0.0.0/8 on loopback; elsewhere only 127.0.0.1 may be there.
   const engineAddresses: Array<string | null> = ids.map(() => null);
+  if (!options.sim && options.hosts > 1) {
+    const shared = ctx.env.RELAY_ENGINE_LOCAL_ADDRESS?.trim();
+    err(
+      `relay: without --sim every host's block-engine connections go out from one address (${shared ? `RELAY_ENGINE_LOCAL_ADDRESS=${shared}` : "this machine's"}): the hosts share one engine budget`,
+    );
+  }
   if (options.sim) {
     const wanted = ids.map((_, i) => `127.0.0.${i + 2}`);
     const missing = [];
@@ -136,8 +151,8 @@ export async function runFleet(ctx: CliContext, options: FleetOptions): Promise<
   }
 
   const teardown = new Teardown(err);
-  const signal = untilSignal();
-  // Set by Ctrl-C (SIGINT) or SIGTERM: start-up checks it between its steps, and stops what it started.
+  const signal = untilSignal(err);
+  // Set by Ctrl-C (SIGINT), SIGTERM or SIGHUP: start-up checks it between its steps, and stops what it started.
   const state: { stopping: NodeJS.Signals | null } = { stopping: null };
   void signal.promise.then((name) => (state.stopping = name));
   const interrupted = signal.promise.then((name) => ({ kind: 'signal' as const, name }));
@@ -151,7 +166,15 @@ export async function runFleet(ctx: CliContext, options: FleetOptions): Promise<
 
   try {
     const scratch = await mkdtemp(join(tmpdir(), 'relay-up-fleet-'));
-    teardown.push(() => rm(scratch, { recursive: true, force: true }));
+    // Removed however this process ends (a second Ctrl-C while stopping, a crash, a SIGKILL: see process-group.ts).
+    const forgetScratch = atExit(() => rmSync(scratch, { recursive: true, force: true, maxRetries: 3 }), {
+      kind: 'dir',
+      path: scratch,
+    });
+    teardown.push(async () => {
+      await rm(scratch, { recursive: true, force: true });
+      forgetScratch();
+    });
 
     let cluster: SimulatedCluster | null = null;
     let env: Record<string, string | undefined> = { ...ctx.env };
@@ -171,12 +194,17 @@ export async function runFleet(ctx: CliContext, options: FleetOptions): Promise<
           : { settings: { fsync: 'off', full_page_writes: 'off' }, initdbNoSync: true }),
       });
       const started = server;
-      // Whatever way this process ends, the server does not outlive it.
-      const onExit = () => db.stopLocalPostgres(started.info);
-      process.once('exit', onExit);
+      // Whatever way this process ends, the server does not outlive it: the exit hook stops it, and after a death
+      // no hook sees (SIGKILL) the watchdog does, with the same function (the password left out: it needs none).
+      const forgetServer = atExit(() => db.stopLocalPostgres(started.info), {
+        kind: 'call',
+        module: createRequire(__filename).resolve('@solrelay/sidecar/pg'),
+        fn: 'stopLocalPostgres',
+        arg: { ...started.info, password: '' },
+      });
       teardown.push(async () => {
-        process.off('exit', onExit);
         await started.stop();
+        forgetServer();
       });
     }
     const databaseUrl = ownDatabase ?? (server as LocalPostgres).url();
@@ -192,11 +220,18 @@ export async function runFleet(ctx: CliContext, options: FleetOptions): Promise<
       },
     );
 
+    // A host's files (data directory, lifecycle log): under RELAY_DATA_DIR when set, else in the scratch directory.
+    const hostDir = (id: string) =>
+      ctx.env.RELAY_DATA_DIR ? resolve(ctx.cwd, ctx.env.RELAY_DATA_DIR, id) : join(scratch, id);
+    // The hosts' temp files (their engine forwarders' sockets, ...) in the scratch directory too: a host killed
+    // outright cannot remove its own, and these go with the scratch directory at the end.
+    const hostTmp = join(scratch, 'tmp');
+    await mkdir(hostTmp, { mode: 0o700 });
     // The hosts: `relay start` in a child each, all at once.
     const bin = relayBin();
     teardown.push(stopHosts);
     const listening = ids.map(async (id, i) => {
-      const dir = ctx.env.RELAY_DATA_DIR ? resolve(ctx.cwd, ctx.env.RELAY_DATA_DIR, id) : join(scratch, id);
+      const dir = hostDir(id);
       let heard: (url: string) => void = () => undefined;
       const url = new Promise<string>((done) => (heard = done));
       const group = await spawnGroup(process.execPath, [bin, 'start'], {
@@ -209,6 +244,7 @@ export async function runFleet(ctx: CliContext, options: FleetOptions): Promise<
           API_PORT: String(base + i),
           RELAY_DATA_DIR: join(dir, 'data'),
           LIFECYCLE_PATH: join(dir, 'lifecycle.jsonl'),
+          TMPDIR: hostTmp,
           ...(engineAddresses[i] ? { RELAY_ENGINE_LOCAL_ADDRESS: engineAddresses[i] } : {}),
         },
         onStdoutLine: (line) => {
@@ -278,13 +314,29 @@ export async function runFleet(ctx: CliContext, options: FleetOptions): Promise<
 
     hosts.sort((a, b) => a.id.localeCompare(b.id, 'en', { numeric: true }));
     const next = options.hosts + 1;
+    const nextDir = hostDir(`host-${next}`);
     const addHost = [
       `(set -a; . ${fleetEnv}; RELAY_HOST_ID=host-${next} API_PORT=${base + options.hosts}`,
-      `RELAY_DATA_DIR=${join(scratch, `host-${next}`, 'data')}`,
+      `RELAY_DATA_DIR=${join(nextDir, 'data')} LIFECYCLE_PATH=${join(nextDir, 'lifecycle.jsonl')}`,
       ...(engineAddresses[0] ? [`RELAY_ENGINE_LOCAL_ADDRESS=127.0.0.${next + 1}`] : []),
       `${process.execPath} ${bin} start)`,
     ].join(' ');
-    const context = { database: migrated.database, server, cluster, agentDir, addHost, demo: demo !== null };
+    // Ctrl-C here removes the scratch directory (fleet.env, and the added host's files unless RELAY_DATA_DIR is set)
+    // and the local database: a host added by hand is to be stopped first.
+    const removedAtExit = [
+      scratch,
+      ...(ctx.env.RELAY_DATA_DIR ? [] : ['its data directory with it']),
+      ...(server ? ['and the database'] : []),
+    ].join(', ');
+    const addHostLine = `stop it before this fleet (Ctrl-C here removes ${removedAtExit}): ${addHost}`;
+    const context = {
+      database: migrated.database,
+      server,
+      cluster,
+      agentDir,
+      addHost: addHostLine,
+      demo: demo !== null,
+    };
     for (const line of summary(hosts, options, context)) out(line);
 
     // Runs until Ctrl-C, or until no host is left.
@@ -357,7 +409,7 @@ function summary(
         (host.engineAddress ? `  engine source ${host.engineAddress}` : ''),
     );
   }
-  if (cluster && hosts.length > 1 && hosts.every((host) => host.engineAddress === null))
+  if (hosts.length > 1 && hosts.every((host) => host.engineAddress === null))
     lines.push('relay: the hosts share one engine budget (one source address)');
   lines.push(
     `relay: database  ${context.database}` +

@@ -47,7 +47,7 @@ export async function runSidecar(ctx: CliContext, options: RunSidecarOptions): P
 
   const teardown = new Teardown(err);
 
-  const signal = untilSignal();
+  const signal = untilSignal(err);
   try {
     let cluster: SimulatedCluster | null = null;
     let env: Record<string, string | undefined> = { ...ctx.env };

@@ -1,8 +1,10 @@
+import { rmSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Keypair } from '@solana/web3.js';
 import { endpointLines, formatEnvLines, startSimnet, type Simnet } from '@solrelay/simnet';
+import { atExit } from './process-group';
 
 /** Options shared by every `--sim` command. */
 export interface SimFlags {
@@ -42,6 +44,11 @@ export async function startSimulatedCluster(flags: SimFlags): Promise<SimulatedC
     await writeFile(keypairPath, JSON.stringify([...keypair.secretKey]), { mode: 0o600 });
     const env = { ...simnet.env(), KEYPAIR_PATH: keypairPath };
     const scratch = dir;
+    // Removed however this process ends (a second Ctrl-C while stopping, a crash).
+    const forget = atExit(() => rmSync(scratch, { recursive: true, force: true }), {
+      kind: 'dir',
+      path: scratch,
+    });
     return {
       simnet,
       keypair,
@@ -59,6 +66,7 @@ export async function startSimulatedCluster(flags: SimFlags): Promise<SimulatedC
       async stop() {
         await simnet.stop();
         await rm(scratch, { recursive: true, force: true });
+        forget();
       },
     };
   } catch (error) {

@@ -3,13 +3,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Connection, Keypair, SystemProgram, Transaction } from '@solana/web3.js';
 import { RelayClient } from '@solrelay/client';
-import { SseReader, waitUntil } from '@solrelay/testkit';
+import { SseReader, usePostgres, waitUntil } from '@solrelay/testkit';
 import { RelayProcess, baseEnv, freePort, portInUse, processAlive, runRelay } from '../helpers/relay-bin';
 
 // `relay up --sim --hosts N` (README "Running a fleet"): N sidecar processes on a local PostgreSQL. Two hosts keep the
 // run short. Their agents are stand-ins that register and decide nothing, so what a host accepts stays pending: live
 // work for the other host to adopt when it dies.
 const IDLE_AGENT = join(__dirname, '..', 'fixtures', 'idle-agent');
+
+// For the test of a given database that holds another fleet's rows (the shared test server, started in beforeAll).
+const pg = usePostgres();
 
 const running: RelayProcess[] = [];
 const temps: string[] = [];
@@ -34,6 +37,11 @@ async function scratch(): Promise<string> {
   await chmod(dir, 0o755);
   temps.push(dir);
   return dir;
+}
+
+/** The environment of a `relay up --hosts 2` in `tmp` (its TMPDIR): two free API ports, the idle agents. */
+async function fleetEnv(tmp: string, extra: Record<string, string> = {}): Promise<Record<string, string>> {
+  return baseEnv({ API_PORT: String(await freePorts(2)), TMPDIR: tmp, AGENT_DIR: IDLE_AGENT, ...extra });
 }
 
 async function readyz(url: string): Promise<number> {
@@ -75,6 +83,10 @@ test("relay up --sim --hosts 2: both hosts ready, reads fleet-wide, a SIGKILLed 
   const [, keypairPath] = await relay.waitForStdout(/^KEYPAIR_PATH=(\S+)$/m, 5_000);
   expect(relay.stdout).toMatch(/engine source 127\.0\.0\.2/);
   expect(relay.stdout).toMatch(/kill -9 \d+ \(host-2\)/);
+  // A host added by hand: its files are in the fleet's temp directory, which Ctrl-C removes.
+  expect(relay.stdout).toMatch(
+    /^relay: add a host: stop it before this fleet \(Ctrl-C here removes \S+\/relay-up-fleet-\w+, its data directory with it, and the database\): \(set -a; \. \S+\/fleet\.env; RELAY_HOST_ID=host-3 /m,
+  );
   const [host1, host2] = [`http://127.0.0.1:${base}`, `http://127.0.0.1:${base + 1}`];
   const agentPids = await Promise.all(
     ['host-1', 'host-2'].map(
@@ -142,6 +154,110 @@ test("relay up --sim --hosts 2: both hosts ready, reads fleet-wide, a SIGKILLed 
   expect(await readdir(tmp)).toEqual([]);
 }, 120_000);
 
+/** `relay up --sim --hosts 2` until every host's agent runs: the pids of its hosts, agents and PostgreSQL server. */
+async function startFleet(tmp: string): Promise<{ relay: RelayProcess; pids: number[]; pgPort: number }> {
+  const relay = new RelayProcess(['up', '--sim', '--hosts', '2', '--no-demo', '--slot-ms', '200'], {
+    env: await fleetEnv(tmp, { RELAY_AGENT_GRACE_S: '600' }),
+    cwd: tmp,
+  });
+  running.push(relay);
+  const hostPids = [];
+  for (const id of ['host-1', 'host-2'])
+    hostPids.push(
+      (await relay.waitForStdout(new RegExp(`^relay: ${id} +api .* pid (\\d+)`, 'm'), 60_000))[1],
+    );
+  const [, pgPort, pgRoot] = await relay.waitForStdout(
+    /^relay: database +postgres:\/\/relay:\*\*\*@127\.0\.0\.1:(\d+)\/relay +\(PostgreSQL in (\S+),/m,
+    5_000,
+  );
+  const postmaster = (await readFile(join(pgRoot as string, 'data', 'postmaster.pid'), 'utf8')).split(
+    '\n',
+  )[0];
+  const agentPids = [];
+  for (const id of ['host-1', 'host-2'])
+    agentPids.push(
+      (await relay.waitForStdout(new RegExp(`^\\[ AGENT ${id} \\] idle agent pid (\\d+)`, 'm'), 20_000))[1],
+    );
+  return { relay, pids: [...hostPids, ...agentPids, postmaster].map(Number), pgPort: Number(pgPort) };
+}
+
+/** Every process gone (a group's members may outlive its leader by a moment), the server's port free, no temp dir. */
+async function expectNothingLeft(tmp: string, pids: number[], pgPort: number): Promise<void> {
+  await waitUntil(
+    () => pids.every((pid) => !processAlive(pid)),
+    15_000,
+    'every host, agent and the PostgreSQL server to be gone',
+  );
+  expect(await portInUse(pgPort)).toBe(false);
+  await waitUntil(async () => (await readdir(tmp)).length === 0, 10_000, 'every temp dir to be removed');
+}
+
+test('a second signal while stopping (SIGINT, then SIGHUP at once) kills everything at once: no host, agent or PostgreSQL process, no temp dir', async () => {
+  const tmp = await scratch();
+  const { relay, pids, pgPort } = await startFleet(tmp);
+  relay.child.kill('SIGINT');
+  relay.child.kill('SIGHUP');
+  // 128 + the second signal's number (the kernel may hand over the two in either order).
+  expect([128 + 1, 128 + 2]).toContain(await relay.closed);
+  expect(relay.stderr).toMatch(/^relay: (SIGINT|SIGHUP) while stopping: killing everything now$/m);
+  expect(relay.stderr).not.toMatch(/^relay: stopped$/m);
+  await expectNothingLeft(tmp, pids, pgPort);
+}, 120_000);
+
+test('SIGHUP alone (the terminal closed) stops the fleet as Ctrl-C does; SIGKILL of relay itself leaves nothing either (its watchdog cleans up)', async () => {
+  const tmp = await scratch();
+  const first = await startFleet(tmp);
+  expect(await first.relay.stop('SIGHUP')).toBe(0);
+  expect(first.relay.stderr).toMatch(/relay: SIGHUP: stopping\n(.*\n)*relay: stopped\n$/);
+  await expectNothingLeft(tmp, first.pids, first.pgPort);
+
+  // No handler runs on SIGKILL: the watchdog, told of every group, the server and the temp dirs, sees the pipe close.
+  const second = await startFleet(tmp);
+  second.relay.child.kill('SIGKILL');
+  await second.relay.closed;
+  await expectNothingLeft(tmp, second.pids, second.pgPort);
+}, 180_000);
+
+test("--sim with RELAY_DATABASE_URL naming a database that holds another fleet's rows: exit 1 before anything starts, saying why and what to do", async () => {
+  const url = await pg.fresh();
+  const migrated = await runRelay(['db', 'migrate'], { env: baseEnv({ RELAY_DATABASE_URL: url }) });
+  expect(migrated.code).toBe(0);
+  // A session of some other fleet's host (a live one: its lease runs).
+  await pg
+    .server()
+    .sql(
+      "INSERT INTO host_sessions (host_id, lease_expires_at) VALUES ('prod-1', now() + interval '1 hour')",
+      new URL(url).pathname.slice(1),
+    );
+  const tmp = await scratch();
+  const run = await runRelay(['up', '--sim', '--hosts', '2'], {
+    env: await fleetEnv(tmp, { RELAY_DATABASE_URL: url }),
+  });
+  expect(run.code).toBe(1);
+  expect(run.stderr).toMatch(
+    /relay up --sim: the database postgres:\/\/relay:\*\*\*@127\.0\.0\.1:\d+\/\S+ \(RELAY_DATABASE_URL\) already holds host_sessions rows: simulated hosts would join the fleet that uses it/,
+  );
+  expect(run.stderr).toContain("adopt each other's live transactions");
+  expect(run.stderr).toMatch(/hint: Give --sim an empty database .* or unset RELAY_DATABASE_URL/);
+  expect(run.stderr).not.toContain(pg.server().password);
+  expect(run.stdout).toBe('');
+  expect(await readdir(tmp)).toEqual([]);
+});
+
+test('without --sim, on RELAY_DATABASE_URL: a line says the hosts share one engine budget (here they then fail to start: no upstreams)', async () => {
+  const tmp = await scratch();
+  const run = await runRelay(['up', '--hosts', '2'], {
+    env: await fleetEnv(tmp, { RELAY_DATABASE_URL: await pg.fresh() }),
+    timeoutMs: 60_000,
+  });
+  expect(run.stderr).toMatch(
+    /^relay: without --sim every host's block-engine connections go out from one address \(this machine's\): the hosts share one engine budget$/m,
+  );
+  expect(run.code).toBe(1);
+  expect(run.stderr).toMatch(/host-\d exited before it listened/);
+  expect(await readdir(tmp)).toEqual([]);
+}, 60_000);
+
 test('--hosts takes 1 to 8, and needs --sim or RELAY_DATABASE_URL', async () => {
   for (const [args, message] of [
     [['up', '--sim', '--hosts', '0'], /--hosts needs a whole number from 1 to 8, got "0"/],
@@ -159,10 +275,7 @@ test('--hosts takes 1 to 8, and needs --sim or RELAY_DATABASE_URL', async () => 
 test('without PostgreSQL on the machine: exit 1 naming the package to install, before anything starts', async () => {
   const tmp = await scratch();
   const run = await runRelay(['up', '--sim', '--hosts', '2'], {
-    env: baseEnv({
-      API_PORT: String(await freePorts(2)),
-      TMPDIR: tmp,
-      AGENT_DIR: IDLE_AGENT,
+    env: await fleetEnv(tmp, {
       // Where the binaries are looked for, and nothing else: a directory without them.
       RELAY_PG_BIN: join(tmp, 'no-postgres-here'),
     }),

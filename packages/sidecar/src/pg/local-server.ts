@@ -151,16 +151,26 @@ function serverUser(): { uid: number; gid: number } | null {
   return { uid: Number(uid), gid: Number(gid) };
 }
 
-function runTool(info: Pick<LocalPostgresInfo, 'bin' | 'asPostgres'>, tool: string, args: string[]) {
-  const bin = join(info.bin, tool);
-  const [file, argv] = info.asPostgres ? ['runuser', ['-u', 'postgres', '--', bin, ...args]] : [bin, args];
+function runTool(info: Pick<LocalPostgresInfo, 'bin' | 'asPostgres' | 'root'>, tool: string, args: string[]) {
+  const [file, ...argv] = toolArgv(info, tool, args);
   return new Promise<string>((resolve, reject) => {
-    execFile(file, argv, { encoding: 'utf8' }, (error, stdout, stderr) => {
+    // cwd: the server's own directory, which the `postgres` user can enter (runuser keeps the caller's cwd).
+    execFile(file, argv, { encoding: 'utf8', cwd: info.root }, (error, stdout, stderr) => {
       if (error)
         reject(new Error(`${[file, ...argv].join(' ')} failed: ${error.message}\n${stdout}${stderr}`));
       else resolve(stdout);
     });
   });
+}
+
+/** The command line running `tool` from the server's binaries with `args` (through `runuser` as root). */
+function toolArgv(
+  info: Pick<LocalPostgresInfo, 'bin' | 'asPostgres'>,
+  tool: string,
+  args: string[],
+): [string, ...string[]] {
+  const bin = join(info.bin, tool);
+  return info.asPostgres ? ['runuser', '-u', 'postgres', '--', bin, ...args] : [bin, ...args];
 }
 
 /**
@@ -170,16 +180,47 @@ function runTool(info: Pick<LocalPostgresInfo, 'bin' | 'asPostgres'>, tool: stri
 export function stopLocalPostgres(info: LocalPostgresInfo): void {
   if (existsSync(join(info.dataDir, 'postmaster.pid'))) {
     try {
-      const args = ['-D', info.dataDir, '-m', 'immediate', '-w', 'stop'];
-      const pgCtl = join(info.bin, 'pg_ctl');
-      if (info.asPostgres)
-        execFileSync('runuser', ['-u', 'postgres', '--', pgCtl, ...args], { stdio: 'ignore' });
-      else execFileSync(pgCtl, args, { stdio: 'ignore' });
+      const [file, ...argv] = toolArgv(info, 'pg_ctl', ['-D', info.dataDir, '-m', 'immediate', '-w', 'stop']);
+      execFileSync(file, argv, { stdio: 'ignore', cwd: info.root });
     } catch {
       // already stopped
     }
   }
   rmSync(info.root, { recursive: true, force: true });
+}
+
+/** pg_ctl could not start the server; the message ends with the last lines of its log, `serverLog`. */
+class ServerStartError extends Error {
+  constructor(
+    message: string,
+    readonly serverLog: string,
+    cause: unknown,
+  ) {
+    super(message, { cause });
+  }
+}
+
+/**
+ * `pg_ctl start` with the log at `log`. pg_ctl's own error only says to examine the log, which a failed start then
+ * removes with the rest of the directory: the error carries the log's last lines (the server's own complaint).
+ */
+async function startServer(info: LocalPostgresInfo, log: string, flags: string): Promise<void> {
+  try {
+    await runTool(info, 'pg_ctl', ['-D', info.dataDir, '-w', '-t', '60', '-l', log, '-o', flags, 'start']);
+  } catch (error) {
+    const tail = logTail(log);
+    const logged = tail === null ? `(no server log at ${log})` : `last lines of the server log:\n${tail}`;
+    throw new ServerStartError(`${(error as Error).message.trimEnd()}\n${logged}`, tail ?? '', error);
+  }
+}
+
+/** The last `lines` lines of a log, or null when it cannot be read (pg_ctl failed before creating it). */
+function logTail(log: string, lines = 40): string | null {
+  try {
+    return readFileSync(log, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return null;
+  }
 }
 
 /** A loopback port for the server, below Linux's ephemeral range (where `listen(0)` and outgoing sockets go). */
@@ -239,23 +280,15 @@ export async function startLocalPostgres(options: LocalPostgresOptions = {}): Pr
       info.flags = Object.entries(settings)
         .map(([name, v]) => `-c ${name}=${v}`)
         .join(' ');
+      // A fresh log each try, so the error's tail is this try's.
       const log = join(root, 'server.log');
+      rmSync(log, { force: true });
       try {
-        await runTool(info, 'pg_ctl', [
-          '-D',
-          info.dataDir,
-          '-w',
-          '-t',
-          '60',
-          '-l',
-          log,
-          '-o',
-          info.flags,
-          'start',
-        ]);
+        await startServer(info, log, info.flags);
         break;
       } catch (error) {
-        const inUse = /could not bind|Address already in use/.test(readFileSync(log, 'utf8'));
+        const inUse =
+          error instanceof ServerStartError && /could not bind|Address already in use/.test(error.serverLog);
         if (!inUse || tries >= 5) throw error;
       }
     }
@@ -290,9 +323,7 @@ export function localPostgres(info: LocalPostgresInfo, database = 'postgres'): L
       await runTool(info, 'pg_ctl', ['-D', info.dataDir, '-m', mode, '-w', '-t', '60', 'stop']);
     },
     async startAgain() {
-      const log = join(info.root, 'server.log');
-      const flags = info.flags ?? `-c port=${info.port}`;
-      await runTool(info, 'pg_ctl', ['-D', info.dataDir, '-w', '-t', '60', '-l', log, '-o', flags, 'start']);
+      await startServer(info, join(info.root, 'server.log'), info.flags ?? `-c port=${info.port}`);
     },
     async stop() {
       stopLocalPostgres(info);

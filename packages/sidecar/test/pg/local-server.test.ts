@@ -1,4 +1,6 @@
-import { existsSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import {
   PostgresNotFoundError,
@@ -43,4 +45,23 @@ test('a server started with relay production settings (fsync, synchronous_commit
     await server.stop();
   }
   expect(existsSync(server.info.root)).toBe(false);
+});
+
+test("a server that cannot start: the error carries the server's own complaint from its log, and nothing is left", async () => {
+  const parentDir = mkdtempSync(join(tmpdir(), 'relay-pg-test-'));
+  chmodSync(parentDir, 0o755); // traversable by `postgres`, which runs the server as root
+  try {
+    const started = startLocalPostgres({
+      parentDir,
+      initdbNoSync: true,
+      settings: { shared_buffers: 'nonsense' },
+    });
+    // pg_ctl's own words, then the server's, from the log the failed start removes.
+    await expect(started).rejects.toThrow(
+      /could not start server[\s\S]*last lines of the server log:\n[\s\S]*invalid value for parameter "shared_buffers": "nonsense"/,
+    );
+    expect(readdirSync(parentDir)).toEqual([]);
+  } finally {
+    rmSync(parentDir, { recursive: true, force: true });
+  }
 });

@@ -163,3 +163,34 @@ export async function migrateBeforeStart(
     return { database: target.redacted, applied: applied.map((m) => m.id) };
   });
 }
+
+/**
+ * `relay up --sim --hosts N` on a database `RELAY_DATABASE_URL` names: refused (exit 1) when it already holds a host
+ * session or a transaction. Simulated hosts on a database some fleet uses would join that fleet: each side would
+ * adopt the other's live work once a session ends or lapses (the takeover sweep) and track it against the wrong chain.
+ */
+export async function refuseDatabaseInUse(ctx: CliContext, databaseUrl: string): Promise<void> {
+  await withDatabase(ctx, { databaseUrl }, async (_db, pool, target) => {
+    const held: string[] = [];
+    for (const table of ['host_sessions', 'transactions']) {
+      // A table that is not there (a database never migrated) holds nothing.
+      const { rows } = await pool.query<{ found: boolean }>('SELECT to_regclass($1) IS NOT NULL AS found', [
+        table,
+      ]);
+      if (!rows[0]?.found) continue;
+      const any = await pool.query(`SELECT 1 FROM ${table} LIMIT 1`);
+      if (any.rowCount) held.push(table);
+    }
+    if (held.length === 0) return;
+    throw new ExitError(
+      EXIT_CODES.failure,
+      `relay up --sim: the database ${target.redacted} (RELAY_DATABASE_URL) already holds ${held.join(' and ')} rows: simulated hosts would join the fleet that uses it`,
+      {
+        details: [
+          "they and that fleet's hosts would adopt each other's live transactions (a takeover sweep takes the work of sessions that ended or lapsed) and track them against the wrong chain",
+        ],
+        hint: 'Give --sim an empty database (a new one: createdb, then point RELAY_DATABASE_URL at it), or unset RELAY_DATABASE_URL to run on a throwaway local PostgreSQL.',
+      },
+    );
+  });
+}

@@ -10,7 +10,7 @@ export async function sim(
   ctx: CliContext,
   options: { flags: SimFlags; json: boolean },
 ): Promise<CommandResult> {
-  const signal = untilSignal();
+  const signal = untilSignal((line) => ctx.io.stderr(`# ${line}\n`));
   try {
     const cluster = await startSimulatedCluster(options.flags);
     try {

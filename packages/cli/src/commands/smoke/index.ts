@@ -59,7 +59,7 @@ type Stage = 'waiting' | 'submitted' | 'landed' | 'processed' | 'confirmed' | 'f
 export async function smoke(ctx: CliContext, options: SmokeOptions): Promise<CommandResult> {
   const progress = (line: string) => (options.json ? ctx.io.stderr(`${line}\n`) : ctx.io.stdout(`${line}\n`));
   const cleanups: Array<() => Promise<unknown> | void> = [];
-  const signal = untilSignal();
+  const signal = untilSignal((line) => ctx.io.stderr(`${line}\n`));
   let interrupted = false;
   void signal.promise.then(() => (interrupted = true));
   try {
