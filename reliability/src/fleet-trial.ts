@@ -299,7 +299,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       from_epoch: string;
       by: string;
     }>(
-      `SELECT tx_id, (extract(epoch FROM created_at) * 1000)::float8 AS at, payload->>'from_host_id' AS from_host,
+      `SELECT tx_id, (payload->>'ts')::float8 AS at, payload->>'from_host_id' AS from_host,
          payload->>'from_epoch' AS from_epoch, host_id AS by
        FROM events WHERE name = 'tx_adopted'`,
     );
