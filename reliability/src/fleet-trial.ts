@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Simnet } from '@solrelay/simnet';
@@ -45,7 +46,9 @@ export type FleetKill =
    * enqueues, and started again on its own data `downMs` later (the matrix's "PostgreSQL restarted under a 3-host
    * load"); nobody is killed.
    */
-  | { kind: 'db-restart'; afterAcks: number; downMs: number };
+  | { kind: 'db-restart'; afterAcks: number; downMs: number }
+  /** No fault: a fault-free run (with `skew`, the matrix's "one host's clock skewed": no takeover may happen). */
+  | { kind: 'none' };
 
 export interface FleetTrialSpec {
   name: string;
@@ -56,6 +59,13 @@ export interface FleetTrialSpec {
    * would come too late for a blockhash's 9 s).
    */
   agents?: boolean;
+  /**
+   * host-2's wall clock offset (libfaketime's FAKETIME, e.g. `+30s`, `-30s x1.001` for drifting), its monotonic clock
+   * left alone: relay's leases are kept by the database's clock and hosts compare only their own monotonic durations,
+   * so a skewed host must lose nothing. The trial checks that the skew was in effect (host-2's events' own timestamps
+   * against the database's clock).
+   */
+  skew?: string;
 }
 
 export interface FleetTrialContext {
@@ -84,6 +94,8 @@ export interface FleetTrialResult {
   adopted_with_attempts: number;
   /** Bundles of this trial the block engine received whose id no attempt in the database has (must be 0). */
   engine_bundles_unknown: number;
+  /** A skewed host: the median offset of its events' own timestamps from the database's clock (ms). */
+  skew_ms: number | null;
   /** A paused or cut-off victim: registered again after waking or the link healing (a new epoch, live). */
   woke_live: boolean | null;
   /** Milliseconds from the kill to each orphan's adoption. */
@@ -136,6 +148,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
   let killedAt: number | null = null;
   let ended = 'alive';
   let link: LinkProxy | null = null;
+  let skewMs: number | null = null;
   try {
     if (spec.kill.kind === 'link') {
       const target = new URL(databaseUrl);
@@ -158,6 +171,9 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
         ...(spec.agents
           ? { AGENT_DECISION_MODE: 'reflex', RELAY_AGENT_GRACE_S: '600' }
           : { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: String(ctx.bypassTip) }),
+        ...(i === victimIndex && spec.skew !== undefined
+          ? { LD_PRELOAD: libfaketime(), FAKETIME: spec.skew, DONT_FAKE_MONOTONIC: '1' }
+          : {}),
         ...(i === victimIndex && spec.kill.kind === 'point'
           ? { RELAY_CRASH_AT: spec.kill.point, RELAY_CRASH_AFTER: String(spec.kill.after) }
           : {}),
@@ -289,6 +305,20 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       const open = [...records.values()].filter((r) => !r || !TERMINAL.has(r.state)).length;
       if (open === 0 || Date.now() > deadline) break;
       await sleep(500);
+    }
+
+    // A skewed host: its own timestamps (its events' `ts`) against the database's clock, which must show the skew.
+    if (spec.skew !== undefined) {
+      const { rows } = await db.query<{ offset_ms: number | null }>(
+        `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY (payload->>'ts')::float8
+           - extract(epoch FROM created_at) * 1000) AS offset_ms
+         FROM events WHERE host_id = $1 AND payload->>'ts' IS NOT NULL`,
+        [victim.id],
+      );
+      skewMs = rows[0]?.offset_ms ?? null;
+      const wanted = fakeOffsetMs(spec.skew);
+      if (skewMs === null || Math.abs(skewMs - wanted) > 5_000)
+        problems.push(`${victim.id}'s clock was not skewed by ${spec.skew} (its events say ${skewMs} ms)`);
     }
 
     // Takeover: the dead host's transactions adopted, and when.
@@ -463,6 +493,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       adopted_with_attempts: inheritedAttempts,
       engine_bundles_unknown: engineUnknown,
       woke_live: wokeLive,
+      skew_ms: skewMs,
       takeover_ms: {
         p50: percentile(takeover, 50),
         p99,
@@ -517,4 +548,28 @@ function viaPort(url: string, port: number): string {
   const via = new URL(url);
   via.port = String(port);
   return via.toString();
+}
+
+/** libfaketime from the machine's packages (Debian: `faketime`), for a skewed host; a clear error without it. */
+function libfaketime(): string {
+  const candidates = [
+    '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1',
+    '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1',
+    '/usr/lib/faketime/libfaketime.so.1',
+    '/usr/local/lib/faketime/libfaketime.so.1',
+  ];
+  const found = candidates.find((path) => existsSync(path));
+  if (!found)
+    throw new Error(
+      `a skewed-clock trial needs libfaketime (Debian/Ubuntu package "faketime"); looked in ${candidates.join(', ')}`,
+    );
+  return found;
+}
+
+/** The offset a FAKETIME spec such as `+30s` or `-30s x1.001` starts at, in ms. */
+function fakeOffsetMs(spec: string): number {
+  const match = /^([+-]\d+(?:\.\d+)?)([smhd]?)/.exec(spec.trim());
+  if (!match) throw new Error(`FAKETIME ${spec}: only relative offsets are used here`);
+  const unit = { '': 1, s: 1, m: 60, h: 3_600, d: 86_400 }[match[2] as '' | 's' | 'm' | 'h' | 'd'];
+  return Number(match[1]) * unit * 1_000;
 }
