@@ -19,8 +19,9 @@ import { fastTransfer, mutate } from '../../src/fuzz-tx';
  */
 
 const TOKEN = 'fuzz-token-0123456789';
-// 10,500 in CI (its time budget; the issue asked for at least 10,000); RELAY_FUZZ_REQUESTS=13500 repeats the run RELIABILITY.md reports.
-const REQUESTS = Number(process.env.RELAY_FUZZ_REQUESTS ?? 10_500);
+// About 80 % of the generated requests are malformed, and at least 10,000 refusals are asserted: 13,500 it stays
+// (a CI run at 10,500 had 8,436).
+const REQUESTS = Number(process.env.RELAY_FUZZ_REQUESTS ?? 13_500);
 const CONCURRENCY = 12;
 const POOL_SIZE = 32;
 const CODES = new Set<string>(RELAY_ERROR_CODES);

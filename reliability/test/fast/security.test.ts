@@ -847,8 +847,16 @@ describe('the policy holds against hand-crafted /internal/submit bodies', () => 
       key: 'spend-limit',
       limit: 400_000,
     });
+    // Finalized within a minute: a CI run with the route fuzz beside it once took longer than the 30 s this allowed
+    // (not reproduced alone: ~2.5 s); the state it was in is named if it times out.
     for (const txId of [first, second]) {
-      await waitUntil(async () => (await record(txId)).state === 'finalized', 30_000, `${txId} finalized`);
+      await waitUntil(
+        async () => (await record(txId)).state === 'finalized',
+        60_000,
+        `${txId} finalized`,
+      ).catch(async (error: unknown) => {
+        throw new Error(`${(error as Error).message}; its record: ${JSON.stringify(await record(txId))}`);
+      });
     }
     // Landed tips stay reserved; a terminal transaction takes no attempt.
     expect(refused(await submit({ tx_id: plain, tip_lamports: 1000, reason: 'still over' })).code).toBe(
@@ -857,7 +865,7 @@ describe('the policy holds against hand-crafted /internal/submit bodies', () => 
     const terminal = await submit({ tx_id: first, tip_lamports: 1000, reason: 'after the end' });
     expect(refused(terminal)).toMatchObject({ status: 409, code: 'RELAY_E_TX_WRONG_STATE' });
     expect(terminal.json.error.details.state).toBe('finalized');
-  }, 60_000);
+  }, 120_000);
 
   test('expiry-slots and a caller-paid tip bound the attempt too', async () => {
     const expiring = await enqueue({ expiry_slots: 1 });
