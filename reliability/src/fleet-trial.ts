@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Simnet } from '@solrelay/simnet';
 import { freePort, get, post, spawnSidecar, type RunningSidecar } from '@solrelay/testkit';
@@ -66,6 +66,11 @@ export interface FleetTrialSpec {
    * against the database's clock).
    */
   skew?: string;
+  /**
+   * Fleet-wide limits in the hosts' policy (the matrix's "3 hosts racing at spend-limit and rate-limit"): an enqueue
+   * refused `RELAY_E_RATE_LIMITED` is counted, not sent again.
+   */
+  limits?: { rateLimit?: number; spendLimit?: number };
 }
 
 export interface FleetTrialContext {
@@ -85,6 +90,8 @@ export interface FleetTrialResult {
   acknowledged: number;
   /** Refused with RELAY_E_TX_BLOCKHASH_EXPIRED: held by a paused host past the blockhash's life (off chain: checked). */
   refused_expired: number;
+  /** Refused with RELAY_E_RATE_LIMITED (a trial with `limits.rateLimit`). */
+  refused_rate_limited: number;
   /** Enqueues with no answer from the victim, sent again to a survivor. */
   resent: number;
   kill: { kind: string; point: string | null; ended: string; at_ms: number | null };
@@ -137,6 +144,16 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     simnet,
     'relay-fleet-trial-',
   );
+  if (spec.limits) {
+    // The workspace's policy, with the trial's limits (spend-limit may not be under max-tip: lowered with it).
+    const policy = JSON.parse(await readFile(policyPath, 'utf8')) as Record<string, number>;
+    if (spec.limits.rateLimit !== undefined) policy['rate-limit'] = spec.limits.rateLimit;
+    if (spec.limits.spendLimit !== undefined) {
+      policy['spend-limit'] = spec.limits.spendLimit;
+      policy['max-tip'] = Math.min(2_000_000, spec.limits.spendLimit);
+    }
+    await writeFile(policyPath, JSON.stringify(policy));
+  }
   const databaseUrl = await ctx.databaseUrl();
   const db = createDatabasePool(parseDatabaseUrl(databaseUrl));
   const watch = new ChainWatch(simnet, payer.publicKey.toBase58(), tipperKey);
@@ -241,6 +258,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     const acked = new Map<string, { transfer: SignedTransfer; host: string }>();
     let resent = 0;
     const refused: string[] = [];
+    let rateLimited = 0;
     let next = 0;
     const transfers = Array.from({ length: ctx.txs }, () => signer.transfer());
     const send = async (transfer: SignedTransfer, first: number): Promise<void> => {
@@ -264,6 +282,14 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
         // then be off chain (checked below).
         if (answer.status === 422 && answer.body?.error?.code === 'RELAY_E_TX_BLOCKHASH_EXPIRED') {
           refused.push(transfer.signature);
+          return;
+        }
+        if (
+          spec.limits?.rateLimit !== undefined &&
+          answer.status === 429 &&
+          answer.body?.error?.code === 'RELAY_E_RATE_LIMITED'
+        ) {
+          rateLimited++;
           return;
         }
         if (answer.status === 429 || answer.status === 503) {
@@ -482,6 +508,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       txs: ctx.txs,
       acknowledged: acked.size,
       refused_expired: refused.length,
+      refused_rate_limited: rateLimited,
       resent,
       kill: {
         kind: spec.kill.kind,
