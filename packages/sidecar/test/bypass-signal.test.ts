@@ -13,7 +13,7 @@ import type { StoredTx } from '../src/store/records';
 /** Lets the decider's read of the record and its submit run. */
 const settled = () => new Promise((resolve) => setImmediate(resolve));
 
-function rig(enabled: boolean, tx: Partial<StoredTx> | null) {
+function rig(enabled: boolean, tx: Partial<StoredTx> | null, slot = 10) {
   const records = new Map<string, StoredTx>();
   if (tx)
     records.set('tx_1', {
@@ -22,11 +22,20 @@ function rig(enabled: boolean, tx: Partial<StoredTx> | null) {
       stopped: false,
       attempts: [],
       tip: 'auto',
+      enqueued_slot: 5,
+      expires_at_slot: 20,
       ...tx,
     } as StoredTx);
   type Ports = ConstructorParameters<typeof BypassDecider>[0];
   const ports = {
-    store: { get: (id: string) => Promise.resolve(records.get(id)) } as Ports['store'],
+    store: {
+      get: (id: string) => Promise.resolve(records.get(id)),
+      awaitingAttempt: () => Promise.resolve([...records.values()]),
+    } as unknown as Ports['store'],
+    chain: {
+      slot,
+      deadlineOf: (t: { expires_at_slot: number }) => t.expires_at_slot,
+    } as unknown as Ports['chain'],
     bypass: { enabled, tipLamports: 7000 },
     log: { warn: jest.fn() } as unknown as Ports['log'],
     locks: new KeyedLock(),
@@ -39,8 +48,9 @@ function rig(enabled: boolean, tx: Partial<StoredTx> | null) {
     },
   } as unknown as AttemptBuilder;
   const signals = new SettleSignals();
-  const unsubscribe = new BypassDecider(ports, attempts).subscribe(signals);
-  return { signals, submits, unsubscribe };
+  const decider = new BypassDecider(ports, attempts);
+  const unsubscribe = decider.subscribe(signals);
+  return { signals, submits, unsubscribe, decider };
 }
 
 test('bypass on: a transaction put back to pending is submitted at the fixed tip, at once', async () => {
@@ -75,4 +85,18 @@ test('a tip-included transaction is resubmitted with no relay tip', async () => 
   expect(r.submits).toEqual([
     { body: { tx_id: 'tx_1', tip_lamports: 0, reason: 'bypass: fixed tip' }, source: 'bypass' },
   ]);
+});
+
+test('past its expiry slot a transaction is left to the expiry pass: neither the signal nor the sweep submits it', async () => {
+  // A transaction refused a tip until then (spend limit) was retried every slot past its expiry, each refused submit
+  // holding the lock the expiry pass skips while busy: it stayed pending for good (a fleet trial found it).
+  const late = rig(true, {}, 21);
+  late.signals.emit('back-to-pending', { txId: 'tx_1' });
+  await late.decider.sweep();
+  await settled();
+  expect(late.submits).toEqual([]);
+  const onTime = rig(true, {}, 20);
+  await onTime.decider.sweep();
+  await settled();
+  expect(onTime.submits).toHaveLength(1);
 });

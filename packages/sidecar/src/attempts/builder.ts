@@ -109,7 +109,11 @@ export class AttemptBuilder {
         },
         policy,
       );
-      if (violation) throw policyViolationError(violation, tx.tx_id);
+      if (violation) {
+        const error = policyViolationError(violation, tx.tx_id);
+        if (violation.key === 'spend-limit') await this.noteWaiting(tx, error);
+        throw error;
+      }
       // The tip is reserved on a tipper that can pay it besides its tips in flight, or the transaction waits.
       const reservation = included ? null : await this.reserveTip(tx, request.tip_lamports);
       try {
@@ -141,6 +145,21 @@ export class AttemptBuilder {
         );
       throw error;
     }
+  }
+
+  /**
+   * A transaction refused a tip by the operator's spend limit waits (the rolling hour may free room before its expiry
+   * slot) and its record says why: `last_error` written when it starts waiting, not at every refused retry, and
+   * cleared by its next attempt. Without it a transaction that then expires shows no reason at all. A failed write
+   * does not hide the refusal itself.
+   */
+  private async noteWaiting(tx: StoredTx, error: RelayError): Promise<void> {
+    if (tx.last_error?.code === error.code) return;
+    await this.d.store
+      .transition(tx.tx_id, { state: tx.state }, { set: { last_error: error.toJSON() } })
+      .catch((failure: unknown) =>
+        this.d.log.debug({ tx_id: tx.tx_id, err: failure }, 'could not record the spend-limit wait'),
+      );
   }
 
   /** Build the attempt (its tip transaction on `reservation`'s tipper), journal it, queue it for sending. */
@@ -233,9 +252,9 @@ export class AttemptBuilder {
         set: { last_error: null },
         spendLimit: { limit: this.d.policy()['spend-limit'], since: now - ROLLING_HOUR_MS },
       })
-      .catch((error: unknown) => {
+      .catch(async (error: unknown) => {
         if (!(error instanceof SpendLimitReached)) throw error;
-        throw policyViolationError(
+        const refused = policyViolationError(
           {
             key: 'spend-limit',
             code: 'RELAY_E_POLICY_SPEND_LIMIT_EXCEEDED',
@@ -244,6 +263,8 @@ export class AttemptBuilder {
           },
           tx.tx_id,
         );
+        await this.noteWaiting(tx, refused);
+        throw refused;
       });
     reservation?.journaled();
     this.d.crashPoint?.('attempt.journaled');

@@ -3,15 +3,18 @@ import type { RelayPorts } from '../context';
 import type { AttemptBuilder } from '../attempts/builder';
 import type { SettleSignals } from '../settle/signals';
 import { inFlight } from '../store/queries';
+import type { StoredTx } from '../store/records';
 import { isDatabaseOutage } from '../store/store';
 
 /**
  * The bypass decider: every transaction is submitted at once at the fixed tip, and again at the same tip whenever
- * settlement re-pends it (it subscribes to settlement's `back-to-pending`; settlement never calls it).
+ * settlement re-pends it (it subscribes to settlement's `back-to-pending`; settlement never calls it), until its
+ * expiry slot: past it no attempt may be made (`expiry-slots`), and the expiry pass, which needs the transaction's
+ * lock free, takes it to `expired` once its blockhash is provably dead.
  */
 export class BypassDecider {
   constructor(
-    private readonly d: Pick<RelayPorts, 'bypass' | 'locks' | 'log' | 'store'>,
+    private readonly d: Pick<RelayPorts, 'bypass' | 'chain' | 'locks' | 'log' | 'store'>,
     private readonly attempts: AttemptBuilder,
   ) {}
 
@@ -26,7 +29,7 @@ export class BypassDecider {
   async submit(txId: string): Promise<void> {
     try {
       const tx = await this.d.store.get(txId);
-      if (!tx || tx.state !== 'pending' || tx.stopped || inFlight(tx)) return;
+      if (!tx || tx.state !== 'pending' || tx.stopped || inFlight(tx) || this.pastExpiry(tx)) return;
       await this.attempts.submit(
         {
           tx_id: txId,
@@ -56,12 +59,18 @@ export class BypassDecider {
     if (this.sweeping) return;
     this.sweeping = true;
     try {
+      // Not past the expiry slot: a refused submit there every slot would hold the lock the expiry pass waits for
+      // (it skips a busy transaction), and a transaction refused a tip until then (spend limit) would never end.
       for (const tx of await this.d.store.awaitingAttempt())
-        if (!this.d.locks.isBusy(tx.tx_id)) void this.submit(tx.tx_id);
+        if (!this.pastExpiry(tx) && !this.d.locks.isBusy(tx.tx_id)) void this.submit(tx.tx_id);
     } finally {
       this.sweeping = false;
     }
   }
 
   private sweeping = false;
+
+  private pastExpiry(tx: StoredTx): boolean {
+    return this.d.chain.slot > this.d.chain.deadlineOf(tx);
+  }
 }
