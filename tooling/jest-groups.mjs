@@ -1,7 +1,7 @@
-// Runs a package's jest in its two groups, one after the other, with the same arguments: `parallel` (files without
-// PostgreSQL, several at once), then `serial` (the PostgreSQL files, one at a time); the package's jest.config.cjs
-// reads RELAY_JEST_GROUP to choose the files and workers. Both groups run even if the first fails; the exit status
-// fails if either did. Used as `"test": "node ../../tooling/jest-groups.mjs"`. With arguments (`pnpm test --
+// Runs a package's jest in its three groups, one after the other, with the same arguments: `parallel` (files without
+// PostgreSQL, several at once), `postgres` (the PostgreSQL files, two at a time), then `serial` (the files that
+// measure load, one at a time); the package's jest.config.cjs reads RELAY_JEST_GROUP to choose the files and workers.
+// Every group runs even if an earlier one fails; the exit status fails if any did. Used as `"test": "node ../../tooling/jest-groups.mjs"`. With arguments (`pnpm test --
 // <files>`) it runs jest once, without a group: the files named, one at a time (a filter matching one group only
 // would fail the other with "no tests found").
 import { spawnSync } from 'node:child_process';
@@ -11,7 +11,7 @@ import { join } from 'node:path';
 const jest = createRequire(join(process.cwd(), 'package.json')).resolve('jest/bin/jest');
 const args = process.argv.slice(2);
 let status = 0;
-for (const group of args.length > 0 ? [undefined] : ['parallel', 'serial']) {
+for (const group of args.length > 0 ? [undefined] : ['parallel', 'postgres', 'serial']) {
   const env = { ...process.env };
   if (group) env.RELAY_JEST_GROUP = group;
   else delete env.RELAY_JEST_GROUP;

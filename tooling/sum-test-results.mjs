@@ -27,13 +27,16 @@ for (const dir of dirs) {
   const file = join(dir, 'test-results.json');
   const manifest = join(dir, 'package.json');
   const hasTests = existsSync(manifest) && Boolean(JSON.parse(readFileSync(manifest, 'utf8')).scripts?.test);
-  // A package that runs its tests in two groups (tooling/jest-groups.mjs) must have both groups' results.
+  // A package that runs its tests in groups (tooling/jest-groups.mjs) must have every group's results.
   const grouped =
     existsSync(manifest) &&
     /jest-groups\.mjs/.test(JSON.parse(readFileSync(manifest, 'utf8')).scripts?.test ?? '');
-  if (grouped && existsSync(file) && !existsSync(join(dir, 'test-results.serial.json'))) {
-    missing.push(`${dir.slice(root.length + 1)} (serial group)`);
-    perPackage.push(`${dir.slice(root.length + 1)}: no results of the serial group (its tests did not run)`);
+  for (const group of grouped && existsSync(file) ? ['postgres', 'serial'] : []) {
+    if (existsSync(join(dir, `test-results.${group}.json`))) continue;
+    missing.push(`${dir.slice(root.length + 1)} (${group} group)`);
+    perPackage.push(
+      `${dir.slice(root.length + 1)}: no results of the ${group} group (its tests did not run)`,
+    );
   }
   if (!existsSync(file)) {
     // A package with a test script but no results did not run its tests (crash, no tests found):
@@ -45,9 +48,10 @@ for (const dir of dirs) {
     continue;
   }
   // `pnpm test:reliability` writes its counts apart, so a run of the long suite adds to the total; a package that
-  // runs its tests in two groups (the sidecar's PostgreSQL files one at a time) writes the second group's apart too.
+  // runs its tests in groups (the sidecar's PostgreSQL files apart) writes each later group's apart too.
   for (const [name, label] of [
     ['test-results.json', ''],
+    ['test-results.postgres.json', ' (postgres group)'],
     ['test-results.serial.json', ' (serial group)'],
     ['test-results.reliability.json', ' (test:reliability)'],
   ]) {
