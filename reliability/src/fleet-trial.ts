@@ -8,6 +8,7 @@ import { ChainWatch } from './crash-chain';
 import { SIDECAR_MAIN, spawnAgent, trialWorkspace, type RunningAgent } from './crash-trial';
 import { TransferSigner, type SignedTransfer } from './crash-wire';
 import { readRecordsById, type RelayRecord } from './relay-records';
+import type { NetLab } from './netns';
 import { LinkProxy } from './tcp-link';
 import { percentile } from './security-results';
 
@@ -41,6 +42,12 @@ export type FleetKill =
    * runs on, its lease lapses by the database's clock, its work moves, and it must re-register when the link heals.
    */
   | { kind: 'link'; afterAcks: number; cutMs: number }
+  /**
+   * Every link of the host cut (its network namespace's veth down: database, RPC, stream and engine at once; the
+   * trial's context must give `network`) once it has acknowledged `afterAcks` enqueues, for `cutMs`: as `link`, and it
+   * cannot reach the engine either while its work moves.
+   */
+  | { kind: 'isolate'; afterAcks: number; cutMs: number }
   /**
    * The fleet's PostgreSQL shut down (`pg_ctl stop -m fast`) once the hosts together acknowledged `afterAcks`
    * enqueues, and started again on its own data `downMs` later (the matrix's "PostgreSQL restarted under a 3-host
@@ -81,6 +88,14 @@ export interface FleetTrialContext {
   bypassTip: number;
   /** The database server, for a `db-restart` trial. */
   database?: { shutDown(mode: 'fast' | 'immediate'): Promise<void>; startAgain(): Promise<void> };
+  /**
+   * Each host in a network namespace of its own (host i at `network.address(i)`, its API there too), reaching the
+   * cluster and the database at the bridge's address, which `simnet` and `databaseUrl` must then listen on. Without
+   * it the hosts share loopback.
+   */
+  network?: NetLab;
+  /** The hosts' BUNDLE_ENGINE_RPS (default 2000: the trials run with the engine's rate limits off). */
+  engineRps?: number;
 }
 
 export interface FleetTrialResult {
@@ -182,7 +197,10 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
         RELAY_DATA_DIR: join(dir, `data-${i + 1}`),
         LIFECYCLE_PATH: join(dir, `lifecycle-${i + 1}.jsonl`),
         RELAY_POLICY_FILE: policyPath,
-        BUNDLE_ENGINE_RPS: '2000',
+        ...(ctx.engineRps === undefined
+          ? { BUNDLE_ENGINE_RPS: '2000' }
+          : { BUNDLE_ENGINE_RPS: String(ctx.engineRps) }),
+        ...(ctx.network ? { API_HOST: ctx.network.address(i) } : {}),
         RELAY_DATABASE_URL: i === victimIndex && link ? viaPort(databaseUrl, link.port) : databaseUrl,
         RELAY_FLEET: '1',
         ...(spec.agents
@@ -195,7 +213,8 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
           ? { RELAY_CRASH_AT: spec.kill.point, RELAY_CRASH_AFTER: String(spec.kill.after) }
           : {}),
       };
-      hosts.push({ id, env, proc: await spawnSidecar(SIDECAR_MAIN, env, 30_000), dead: false });
+      const launcher = ctx.network ? ctx.network.inside(i, []) : [];
+      hosts.push({ id, env, proc: await spawnSidecar(SIDECAR_MAIN, env, 30_000, [], launcher), dead: false });
     }
     if (spec.agents) for (const host of hosts) agents.push(spawnAgent({ RELAY_URL: host.proc.url }));
     const victim = hosts[victimIndex] as Host;
@@ -226,7 +245,20 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     // A cut link: the victim still answers, but without its database (503s), so the load goes to the others. Cut under
     // load: once the victim has acknowledged `afterAcks` enqueues, so it owns live work when its lease lapses.
     let victimAcks = 0;
+    let isolated = false;
+    if (kill.kind === 'isolate' && !ctx.network) problems.push('an isolate trial needs ctx.network');
     const onVictimAck = () => {
+      if (kill.kind === 'isolate' && ctx.network && ++victimAcks === kill.afterAcks) {
+        const network = ctx.network;
+        killedAt = Date.now();
+        isolated = true;
+        network.cut(victimIndex);
+        setTimeout(() => {
+          network.heal(victimIndex);
+          isolated = false;
+        }, kill.cutMs).unref();
+        return;
+      }
       if (kill.kind !== 'link' || !link || ++victimAcks !== kill.afterAcks) return;
       const cutOff = link;
       killedAt = Date.now();
@@ -252,7 +284,8 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
           problems.push(`restarting PostgreSQL failed: ${String(error)}`);
         });
     };
-    const unreachable = (host: Host) => host.dead || (host === victim && (paused || (link?.isDown ?? false)));
+    const unreachable = (host: Host) =>
+      host.dead || (host === victim && (paused || isolated || (link?.isDown ?? false)));
 
     // The load: round-robin over the hosts, eight at a time; what a dead host did not answer goes to the next one.
     const acked = new Map<string, { transfer: SignedTransfer; host: string }>();
@@ -373,12 +406,17 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       `SELECT count(*)::int AS n FROM transactions t WHERE t.owner_host = $1 AND t.terminal_at IS NULL`,
       [victim.id],
     );
-    if ((victimRows[0]?.n ?? 0) > 0 && kill.kind !== 'pause' && kill.kind !== 'link')
+    if (
+      (victimRows[0]?.n ?? 0) > 0 &&
+      kill.kind !== 'pause' &&
+      kill.kind !== 'link' &&
+      kill.kind !== 'isolate'
+    )
       problems.push(`${victimRows[0]?.n} live transactions still owned by ${victim.id}`);
     // A paused victim wakes (a cut-off one sees its database again), finds its lease gone, and registers again: live
     // under a new epoch.
     let wokeLive: boolean | null = null;
-    if (kill.kind === 'pause' || kill.kind === 'link') {
+    if (kill.kind === 'pause' || kill.kind === 'link' || kill.kind === 'isolate') {
       const until = Date.now() + 20_000;
       for (;;) {
         const status = await get(victim.proc.url, '/status').catch(() => null);
@@ -564,6 +602,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     await Promise.all(agents.map((a) => a.stop().catch(() => undefined)));
     watch.stop();
     for (const h of hosts) h.proc.child.kill('SIGCONT');
+    if (spec.kill.kind === 'isolate') ctx.network?.heal(victimIndex);
     await Promise.all(hosts.map((h) => h.proc.stop().catch(() => undefined)));
     await link?.close();
     await db.end();

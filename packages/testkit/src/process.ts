@@ -18,8 +18,14 @@ export function spawnSidecar(
   timeoutMs = 20_000,
   /** Flags for node itself (e.g. `--cpu-prof`, which NODE_OPTIONS refuses). */
   nodeArgs: readonly string[] = [],
+  /**
+   * A command that runs node for us and then is node (it execs it, so the child's pid is node's and signals reach
+   * it), e.g. `ip netns exec <namespace>` for a host with an address of its own.
+   */
+  launcher: readonly string[] = [],
 ): Promise<RunningSidecar> {
-  const child = spawn(process.execPath, [...nodeArgs, main], {
+  const argv = [...launcher, process.execPath, ...nodeArgs, main];
+  const child = spawn(argv[0] as string, argv.slice(1), {
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

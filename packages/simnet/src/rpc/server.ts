@@ -59,16 +59,14 @@ function handleOne(methods: RpcMethods, request: JsonRpcRequest, node: ChainRead
 
 const delay = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-function listen(server: Server | WebSocketServer, port: number, host: string): Promise<void> {
+function listen(server: Server, port: number, host: string): Promise<void> {
   return new Promise((resolve, reject) => {
     const onError = (error: Error): void => reject(error);
     server.once('error', onError);
-    const done = (): void => {
+    server.listen(port, host, () => {
       server.off('error', onError);
       resolve();
-    };
-    if (server instanceof WebSocketServer) server.once('listening', done);
-    else server.listen(port, host, done);
+    });
   });
 }
 
@@ -148,6 +146,7 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
   // OS-picked port is often taken: after a few tries, candidates come from below the ephemeral range instead.
   let http: Server | null = null;
   let wss: WebSocketServer | null = null;
+  let wsHttp: Server | null = null;
   for (let attempt = 0; attempt < 100 && !wss; attempt++) {
     const wanted = options.port ?? (attempt < 5 ? 0 : 10_000 + Math.floor(Math.random() * 20_000));
     const candidate = createServer((req, res) => {
@@ -170,16 +169,22 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     }
     const port = (candidate.address() as AddressInfo).port;
     try {
-      const ws = new WebSocketServer({ host, port: port + 1 });
-      await listen(ws, port + 1, host);
+      // The WebSocket server on an HTTP server of its own, so that close() can end every connection it holds: a socket
+      // whose upgrade never finished is no client of the WebSocket server's, and a peer that vanished (a host cut off
+      // the network, then killed) never closes it; ws's close() leaves both open, and the process with them.
+      const upgrades = createServer();
+      await listen(upgrades, port + 1, host);
+      wss = new WebSocketServer({ server: upgrades });
+      wsHttp = upgrades;
       http = candidate;
-      wss = ws;
     } catch (error) {
       await new Promise<void>((resolve) => candidate.close(() => resolve()));
       if (options.port) throw error;
     }
   }
-  if (!http || !wss) throw new Error('could not find a free pair of ports for JSON-RPC + WebSocket');
+  if (!http || !wss || !wsHttp)
+    throw new Error('could not find a free pair of ports for JSON-RPC + WebSocket');
+  const upgrades = wsHttp;
   const port = (http.address() as AddressInfo).port;
   const pubsub = new PubSub(cluster, wss, faults);
 
@@ -190,6 +195,8 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
     close: async () => {
       pubsub.close();
       await new Promise<void>((resolve) => (wss as WebSocketServer).close(() => resolve()));
+      upgrades.closeAllConnections();
+      await new Promise<void>((resolve) => upgrades.close(() => resolve()));
       (http as Server).closeAllConnections();
       await new Promise<void>((resolve) => (http as Server).close(() => resolve()));
     },
