@@ -78,6 +78,12 @@ export interface FleetTrialSpec {
    * refused `RELAY_E_RATE_LIMITED` is counted, not sent again.
    */
   limits?: { rateLimit?: number; spendLimit?: number };
+  /**
+   * Every transfer enqueued at two hosts at the same moment (the matrix's "the same first signature sent to two hosts
+   * at once"; with `kill: none`): both must answer with one `tx_id`, exactly one of them having created it (202, the
+   * other 200).
+   */
+  twice?: boolean;
 }
 
 export interface FleetTrialContext {
@@ -294,7 +300,28 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     let rateLimited = 0;
     let next = 0;
     const transfers = Array.from({ length: ctx.txs }, () => signer.transfer());
+    const sendTwice = async (transfer: SignedTransfer, first: number): Promise<void> => {
+      const pair = [hosts[first % hosts.length], hosts[(first + 1) % hosts.length]] as Host[];
+      const answers = await Promise.all(
+        pair.map((host) =>
+          post(host.proc.url, '/tx/enqueue', { transaction: transfer.wire }).catch(() => null),
+        ),
+      );
+      const ids = new Set(answers.map((a) => a?.body?.tx_id as string | undefined));
+      const statuses = answers.map((a) => a?.status ?? null).sort();
+      const id = [...ids][0];
+      if (ids.size !== 1 || id === undefined || statuses[0] !== 200 || statuses[1] !== 202) {
+        problems.push(
+          `${transfer.signature} sent to ${pair.map((h) => h.id).join(' and ')} at once: answered ${JSON.stringify(
+            answers.map((a) => [a?.status ?? null, a?.body?.tx_id ?? a?.body?.error?.code ?? null]),
+          )}`,
+        );
+        if (id === undefined) return;
+      }
+      acked.set(id, { transfer, host: pair.map((h) => h.id).join('+') });
+    };
     const send = async (transfer: SignedTransfer, first: number): Promise<void> => {
+      if (spec.twice) return sendTwice(transfer, first);
       for (let k = 0; k < 3 * hosts.length; k++) {
         const host = hosts[(first + k) % hosts.length] as Host;
         if (unreachable(host)) continue;
@@ -392,15 +419,6 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
          payload->>'from_epoch' AS from_epoch, host_id AS by
        FROM events WHERE name = 'tx_adopted'`,
     );
-    const { rows: sessions } = await db.query<{
-      host_id: string;
-      epoch: string;
-      started: number;
-      ended: number | null;
-    }>(
-      `SELECT host_id, epoch, (extract(epoch FROM started_at) * 1000)::float8 AS started,
-         (extract(epoch FROM ended_at) * 1000)::float8 AS ended FROM host_sessions ORDER BY epoch`,
-    );
     const adoptedFromVictim = adoptedRows.filter((r) => r.from_host === victim.id);
     const { rows: victimRows } = await db.query<{ n: number }>(
       `SELECT count(*)::int AS n FROM transactions t WHERE t.owner_host = $1 AND t.terminal_at IS NULL`,
@@ -433,6 +451,16 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
           `the ${kill.kind === 'pause' ? 'paused' : 'cut-off'} ${victim.id} did not register again (live ${wokeLive}, ${rows[0]?.n} sessions)`,
         );
     }
+    // Every session of the trial, read after a paused or cut-off victim had its chance to register again.
+    const { rows: sessions } = await db.query<{
+      host_id: string;
+      epoch: string;
+      started: number;
+      ended: number | null;
+    }>(
+      `SELECT host_id, epoch, (extract(epoch FROM started_at) * 1000)::float8 AS started,
+         (extract(epoch FROM ended_at) * 1000)::float8 AS ended FROM host_sessions ORDER BY epoch`,
+    );
     const takeover = adoptedFromVictim.map((r) => r.at - killMoment);
     // Adopted with an attempt the victim had built (rule 3's case), not only pending ones.
     const { rows: inheritedRows } = await db.query<{ n: number }>(

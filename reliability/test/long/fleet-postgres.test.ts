@@ -6,16 +6,17 @@ import { writeResults } from '../../src/security-results';
 import { useMigratedPostgres } from '../../src/store';
 
 /**
- * A fleet under a host's death (issue #29's failure matrix, rows one to five): three sidecar processes on one
- * PostgreSQL, one SIGKILLed under load at `attempt.journaled` (committed, not sent), at `attempt.sent` (sent, answer
- * not recorded) and at a random moment, never restarted; or SIGSTOPped past twice its lease and a blockhash's life,
- * then woken (a zombie); or cut off from the database for 15 s, then reconnected; or the database itself restarted
- * under the load; or, with no fault, its wall clock 30 s off (nothing may move). The others must finish every acknowledged transaction with one tip each on chain, relay agreeing
- * with the chain signature by signature, every bundle the engine received one the database holds, and adopt the
- * victim's work within 7 s (p99); a woken or reconnected victim registers again under a new epoch. See
- * src/fleet-trial.ts.
- * RELIABILITY_FLEET_TX sets the transactions per trial (default 60). Figures go to results/fleet-postgres.json (CI's
- * five trials) or fleet-postgres-full.json (RELIABILITY_FLEET_FULL=1, all ten).
+ * A fleet under a host's death (issue #29's failure matrix, rows one to seven; row three's all-links cut is
+ * fleet-netns.test.ts): three sidecar processes on one PostgreSQL, one SIGKILLed under load at `attempt.journaled`
+ * (committed, not sent), at `attempt.sent` (sent, answer not recorded) and at a random moment, never restarted; or
+ * SIGSTOPped past twice its lease and a blockhash's life, then woken (a zombie); or cut off from the database for
+ * 15 s, then reconnected; or the database itself restarted under the load; or, with no fault, its wall clock 30 s
+ * off (nothing may move), the fleet's limits raced, or every transfer sent to two hosts at once (one tx_id). The
+ * others must finish every acknowledged transaction with one tip each on chain, relay agreeing with the chain
+ * signature by signature, every bundle the engine received one the database holds, and adopt the victim's work
+ * within 7 s (p99); a woken or reconnected victim registers again under a new epoch. See src/fleet-trial.ts.
+ * RELIABILITY_FLEET_TX sets the transactions per trial (default 60). Figures go to results/fleet-postgres.json
+ * (CI's six trials) or fleet-postgres-full.json (RELIABILITY_FLEET_FULL=1, all twelve).
  */
 const postgres = useMigratedPostgres('relay_reliability_template');
 const TXS = Number(process.env.RELIABILITY_FLEET_TX ?? 60);
@@ -49,6 +50,9 @@ const TRIALS: FleetTrialSpec[] = [
     kill: { kind: 'none' },
     limits: { spendLimit: 1_000_000 },
   },
+  // Every transfer enqueued at two host processes at the same moment: one tx_id each, created once (the fleet's
+  // dedupe by first signature is the database's unique index, raced here across processes).
+  { name: 'no fault; every transfer sent to two hosts at once', kill: { kind: 'none' }, twice: true },
   // A restart (pg_ctl stop -m fast, 2 s down) under load: every host's connections go, none dies.
   {
     name: 'PostgreSQL restarted (stop -m fast, 2 s down) under load',
@@ -78,15 +82,16 @@ afterAll(async () => {
 });
 
 /**
- * CI runs five (a SIGKILL of a send, the pause, the cut database link, a clock 30 s ahead, the agents with a SIGKILL
- * of a committed attempt: every path the others take too) to stay inside its time budget; RELIABILITY_FLEET_FULL=1
- * runs all ten.
+ * CI runs six (a SIGKILL of a send, the pause, the cut database link, a clock 30 s ahead, the same transfers sent to
+ * two hosts at once, the agents with a SIGKILL of a committed attempt: every path the others take too) to stay inside
+ * its time budget; RELIABILITY_FLEET_FULL=1 runs all twelve.
  */
 const CI_TRIALS = new Set([
   'SIGKILL at attempt.sent',
   'SIGSTOP for 12 s, then SIGCONT',
   'database link cut for 15 s, then healed',
   'no fault; host-2’s clock 30 s ahead',
+  'no fault; every transfer sent to two hosts at once',
 ]);
 const RUN = process.env.RELIABILITY_FLEET_FULL
   ? TRIALS
