@@ -246,6 +246,42 @@ test('an inherited attempt left journaled (its resend refused, or its tip died b
   expect((await r.store.get('tx_1'))?.attempts[0]?.stage).toBe('journaled');
 });
 
+test('a transaction past its expiry whose lock a decider keeps busy is still expired: after 8 busy passes the pass waits for the lock', async () => {
+  const r = rig();
+  const base = await put(r, 'pending', 0, 'journaled');
+  await r.store.accept({
+    ...base,
+    tx_id: 'tx_2',
+    signatures: ['user2'],
+    attempts: [],
+    expires_at_slot: SLOT + 1,
+  });
+  r.ctx.chain.advance(SLOT + 2, 2_000);
+  // Its blockhash provably dead, its signature nowhere in the chain's history.
+  const expiry = new Expiry(
+    {
+      ...r.ctx,
+      blockhashes: { provablyDead: () => Promise.resolve(true) } as unknown as RelayPorts['blockhashes'],
+      rpc: {
+        getBlockHeight: () => Promise.resolve(2_000),
+        getSignatureStatusesWithContext: () => Promise.resolve({ contextSlot: SLOT + 2, statuses: [null] }),
+      } as unknown as RelayPorts['rpc'],
+    },
+    r.settle,
+  );
+  // A decider holding the lock through every pass (an agent submitting past the expiry slot, refused each time).
+  let release = () => undefined as void;
+  void r.ctx.locks.run('tx_2', () => new Promise<void>((resolve) => (release = resolve)));
+  for (let pass = 1; pass <= 8; pass++) {
+    await expiry.checkExpiry();
+    expect((await r.store.get('tx_2'))?.state).toBe('pending');
+  }
+  const waiting = expiry.checkExpiry();
+  release();
+  await waiting;
+  expect((await r.store.get('tx_2'))?.state).toBe('expired');
+});
+
 test('a non-retryable outcome fails the transaction for good and counts an eviction', async () => {
   const r = rig();
   const tx = await put(r, 'submitted');

@@ -6,8 +6,18 @@ import type { Settler } from './settle';
 /** A history answer counts as proof only from a node at most this many slots behind relay's stream. */
 const CONTEXT_SLACK_SLOTS = 2;
 
+/**
+ * Passes in a row a transaction past its expiry may be skipped because its lock is busy; the next pass waits for the
+ * lock. A decider that submits again and again (an agent past the expiry slot, refused each time) must not keep a
+ * transaction from ever ending: the sidecar enforces expiry whatever the decider does.
+ */
+const BUSY_PASSES_BEFORE_WAITING = 8;
+
 /** Expiry: the slot's tracking pass asks it which transactions can provably no longer land, and settles them. */
 export class Expiry {
+  /** Per transaction past its expiry: the passes in a row that found its lock busy. */
+  private readonly busyPasses = new Map<string, number>();
+
   constructor(
     private readonly d: Pick<RelayPorts, 'blockhashes' | 'chain' | 'locks' | 'now' | 'rpc' | 'store'>,
     private readonly settle: Settler,
@@ -21,7 +31,10 @@ export class Expiry {
   async checkExpiry(): Promise<void> {
     // The finalized block height, read once per pass and only when something waits for proof.
     let finalizedHeight: number | null | undefined;
-    for (const tx of await this.d.store.live()) {
+    const live = await this.d.store.live();
+    const liveIds = new Set(live.map((tx) => tx.tx_id));
+    for (const id of this.busyPasses.keys()) if (!liveIds.has(id)) this.busyPasses.delete(id);
+    for (const tx of live) {
       if (tx.state !== 'pending' && tx.state !== 'submitted') continue;
       // Through a migration window nothing is expired: blocks after the transition may be rolled back, and a
       // blockhash that looks dead now may be alive on the surviving fork.
@@ -50,7 +63,13 @@ export class Expiry {
       // relay's give-up slot, not counting a migration window's vote-only slots the transaction lived through.
       const pastExpiry = this.d.chain.slot > this.d.chain.deadlineOf(tx);
       if (!tx.stopped && !pastExpiry) continue;
-      if (this.d.locks.isBusy(tx.tx_id)) continue; // busy now: look again next slot
+      if (this.d.locks.isBusy(tx.tx_id)) {
+        // Busy now: look again next slot, and after enough busy passes wait for the lock.
+        const passes = (this.busyPasses.get(tx.tx_id) ?? 0) + 1;
+        this.busyPasses.set(tx.tx_id, passes);
+        if (passes <= BUSY_PASSES_BEFORE_WAITING) continue;
+      }
+      this.busyPasses.delete(tx.tx_id);
       if (finalizedHeight === undefined)
         // Never a height that stepped backwards, nor one read mid-migration (DESIGN §12; SIMD-0371 deletes blocks).
         finalizedHeight = this.d.chain.finalizedHeightGuard.accept(
