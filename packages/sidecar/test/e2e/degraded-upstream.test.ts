@@ -78,19 +78,30 @@ test('an uncled block: the tip re-broadcast on its own is counted leaked, and th
   );
   expect((await leakedLamports()) - leakedBefore).toBe(50_000);
   const record = (await get(url, `/tx/${txId}`)).body;
-  // The leaked attempt's entry: failed, with the slot its tip landed in. Its lifecycle entry is written after the
-  // record's change (a CI run read it a moment before, without the slot): waited for, not raced.
+  const bundles = new Set((record.attempts as Array<{ bundle_id: string }>).map((a) => a.bundle_id));
+  // The leaked attempt's entry: failed, with the slot its tip landed in. Not necessarily the first attempt's: on a
+  // loaded machine an earlier attempt may be lost before a later one's block is uncled (a CI run waited in vain on
+  // the first one's). Its lifecycle entry is written after the record's change (a CI run read it a moment before,
+  // without the slot): waited for, not raced.
   const entries = async () =>
     (await get(url, '/lifecycle?last=50')).body.entries as Array<Record<string, unknown>>;
+  const leakedEntries = async () =>
+    (await entries()).filter(
+      (e) => bundles.has(e.bundle_id as string) && e.stage === 'failed' && typeof e.slot_landed === 'number',
+    );
   await waitUntil(
-    async () =>
-      typeof (await entries()).find((e) => e.bundle_id === record.attempts[0].bundle_id)?.slot_landed ===
-      'number',
+    async () => (await leakedEntries()).length > 0,
     10_000,
     'the leaked attempt’s lifecycle entry with the slot its tip landed in',
-  );
+  ).catch(async (error: unknown) => {
+    const mine = (await entries()).filter((e) => bundles.has(e.bundle_id as string));
+    throw new Error(
+      `${(error as Error).message}; attempts ${JSON.stringify(record.attempts)}, entries ${JSON.stringify(mine)}`,
+    );
+  });
   const lifecycle = await entries();
-  const first = lifecycle.find((e) => e.bundle_id === record.attempts[0].bundle_id);
+  expect(await leakedEntries()).toHaveLength(1);
+  const first = (await leakedEntries())[0];
   expect(first).toMatchObject({ stage: 'failed', tip_lamports: 50_000 });
   expect(first?.slot_landed).toEqual(expect.any(Number));
   // The user transaction landed through the re-broadcast, not through a bundle: no bundle of it is finalized.
