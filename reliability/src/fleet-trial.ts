@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Simnet } from '@solrelay/simnet';
-import { freePort, get, post, spawnSidecar, type RunningSidecar } from '@solrelay/testkit';
+import { SseReader, freePort, get, post, spawnSidecar, type RunningSidecar } from '@solrelay/testkit';
 import { createDatabasePool, parseDatabaseUrl } from '@solrelay/sidecar/pg';
 import { ChainWatch } from './crash-chain';
 import { SIDECAR_MAIN, spawnAgent, trialWorkspace, type RunningAgent } from './crash-trial';
@@ -137,6 +137,11 @@ export interface FleetTrialResult {
   tips_on_chain: number;
   double_tips: number;
   orphan_tips: number;
+  /**
+   * The survivors' SSE (`/internal/events`, the fleet's events), each opened before the load: how many acknowledged
+   * transactions' terminal `tx_status_changed` each saw (must be all of them, whichever host settled them).
+   */
+  sse_terminal_seen: Record<string, number>;
   /** Every adoption (relative to the kill) and every host session of the trial: what the takeover figures come from. */
   adoptions: Array<{ tx_id: string; after_kill_ms: number; from: string; by: string }>;
   sessions: Array<{ host: string; started_ms: number; ended_ms: number | null }>;
@@ -182,6 +187,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
   const signer = new TransferSigner(payer, () => simnet.cluster.latestBlockhash('confirmed').blockhash);
   const hosts: Host[] = [];
   const agents: RunningAgent[] = [];
+  const followers = new Map<string, SseReader>();
   const victimIndex = 1;
   let killedAt: number | null = null;
   let ended = 'alive';
@@ -223,6 +229,10 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       hosts.push({ id, env, proc: await spawnSidecar(SIDECAR_MAIN, env, 30_000, [], launcher), dead: false });
     }
     if (spec.agents) for (const host of hosts) agents.push(spawnAgent({ RELAY_URL: host.proc.url }));
+    // A client of each survivor following the fleet's events from before the load (DESIGN §10: an SSE client on one
+    // host sees what another did).
+    for (const [i, host] of hosts.entries())
+      if (i !== victimIndex) followers.set(host.id, await SseReader.open(`${host.proc.url}/internal/events`));
     const victim = hosts[victimIndex] as Host;
     void victim.proc.exited.then((how) => {
       victim.dead = true;
@@ -391,6 +401,31 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       const open = [...records.values()].filter((r) => !r || !TERMINAL.has(r.state)).length;
       if (open === 0 || Date.now() > deadline) break;
       await sleep(500);
+    }
+
+    // Every survivor's SSE saw each acknowledged transaction's terminal state, whichever host settled it (a cut-off or
+    // paused host's own settlements included, once it is back).
+    const sseTerminalSeen: Record<string, number> = {};
+    for (const [hostId, reader] of followers) {
+      const terminalOf = new Map(
+        [...records].map(([id, r]) => [id, r && TERMINAL.has(r.state) ? r.state : null] as const),
+      );
+      const seen = () => {
+        const ended = new Set<string>();
+        for (const message of reader.events('tx_status_changed')) {
+          const event = JSON.parse(message.data) as { tx_id: string; state: string };
+          if (terminalOf.get(event.tx_id) === event.state) ended.add(event.tx_id);
+        }
+        return ended;
+      };
+      await reader.waitFor(() => seen().size >= terminalOf.size, 20_000).catch(() => undefined);
+      const ended = seen();
+      sseTerminalSeen[hostId] = ended.size;
+      const missing = [...terminalOf.keys()].filter((id) => !ended.has(id));
+      if (missing.length > 0)
+        problems.push(
+          `${hostId}'s SSE never showed the terminal state of ${missing.length}: ${missing.slice(0, 5).join(', ')}`,
+        );
     }
 
     // A skewed host: its own timestamps (its events' `ts`) against the database's clock, which must show the skew.
@@ -584,6 +619,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       },
       adopted: adoptedFromVictim.length,
       adopted_with_attempts: inheritedAttempts,
+      sse_terminal_seen: sseTerminalSeen,
       engine_bundles_unknown: engineUnknown,
       woke_live: wokeLive,
       skew_ms: skewMs,
@@ -628,6 +664,7 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     };
   } finally {
     await Promise.all(agents.map((a) => a.stop().catch(() => undefined)));
+    for (const reader of followers.values()) reader.close();
     watch.stop();
     for (const h of hosts) h.proc.child.kill('SIGCONT');
     if (spec.kill.kind === 'isolate') ctx.network?.heal(victimIndex);
