@@ -13,10 +13,14 @@ const PAIRED = [
   '@solrelay/packaging',
 ];
 const args = process.argv.slice(2);
-const runs = [
-  ['--concurrency=1', ...PAIRED.map((name) => `--filter=!${name}`)],
-  ['--concurrency=2', ...PAIRED.map((name) => `--filter=${name}`)],
-];
+// A caller's own --filter or --concurrency (turbo unions filters: each run would add its own set) makes one plain run.
+const own = args.some((arg) => arg.startsWith('--filter') || arg.startsWith('--concurrency'));
+const runs = own
+  ? [args.some((arg) => arg.startsWith('--concurrency')) ? [] : ['--concurrency=1']]
+  : [
+      ['--concurrency=1', ...PAIRED.map((name) => `--filter=!${name}`)],
+      ['--concurrency=2', ...PAIRED.map((name) => `--filter=${name}`)],
+    ];
 let status = 0;
 for (const run of runs) {
   const turbo = spawnSync('pnpm', ['exec', 'turbo', 'run', 'test', ...run, ...args], { stdio: 'inherit' });

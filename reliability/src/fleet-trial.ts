@@ -192,6 +192,8 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
   let killedAt: number | null = null;
   let ended = 'alive';
   let link: LinkProxy | null = null;
+  /** An isolate trial's pending heal (cleared if the trial ends first: the lab may be gone by then). */
+  let healTimer: NodeJS.Timeout | null = null;
   let skewMs: number | null = null;
   try {
     if (spec.kill.kind === 'link') {
@@ -269,10 +271,16 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
         killedAt = Date.now();
         isolated = true;
         network.cut(victimIndex);
-        setTimeout(() => {
-          network.heal(victimIndex);
+        healTimer = setTimeout(() => {
+          healTimer = null;
+          try {
+            network.heal(victimIndex);
+          } catch (error) {
+            problems.push(`healing ${victim.id}'s link failed: ${String(error)}`);
+          }
           isolated = false;
-        }, kill.cutMs).unref();
+        }, kill.cutMs);
+        healTimer.unref();
         return;
       }
       if (kill.kind !== 'link' || !link || ++victimAcks !== kill.afterAcks) return;
@@ -424,7 +432,8 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
       const missing = [...terminalOf.keys()].filter((id) => !ended.has(id));
       if (missing.length > 0)
         problems.push(
-          `${hostId}'s SSE never showed the terminal state of ${missing.length}: ${missing.slice(0, 5).join(', ')}`,
+          `${hostId}'s SSE never showed the terminal state of ${missing.length}: ${missing.slice(0, 5).join(', ')}` +
+            (reader.ended ? ' (its stream ended)' : ''),
         );
     }
 
@@ -667,7 +676,17 @@ export async function runFleetTrial(ctx: FleetTrialContext, spec: FleetTrialSpec
     for (const reader of followers.values()) reader.close();
     watch.stop();
     for (const h of hosts) h.proc.child.kill('SIGCONT');
-    if (spec.kill.kind === 'isolate') ctx.network?.heal(victimIndex);
+    if (healTimer) {
+      clearTimeout(healTimer);
+      healTimer = null;
+    }
+    if (spec.kill.kind === 'isolate') {
+      try {
+        ctx.network?.heal(victimIndex);
+      } catch {
+        // the lab is gone, or the link is up already
+      }
+    }
     await Promise.all(hosts.map((h) => h.proc.stop().catch(() => undefined)));
     await link?.close();
     await db.end();

@@ -15,9 +15,9 @@ import { randomBytes } from 'node:crypto';
  */
 export class NetLab {
   private destroyed = false;
-  private readonly onSignal = () => {
+  private readonly onSignal = (signal: NodeJS.Signals) => {
     this.destroy();
-    process.exit(130);
+    process.exit(signal === 'SIGINT' ? 130 : 143);
   };
   private readonly onExit = () => this.destroy();
 
@@ -98,7 +98,19 @@ export class NetLab {
     process.off('exit', this.onExit);
     process.off('SIGINT', this.onSignal);
     process.off('SIGTERM', this.onSignal);
-    for (let i = 0; i < this.hosts; i++) quietly('netns', 'del', this.namespace(i));
+    for (let i = 0; i < this.hosts; i++) {
+      // `ip netns del` only removes the name: a process still inside (a host a failed test never stopped) would keep
+      // the namespace, its veth and itself alive. Killed first.
+      for (const pid of pidsIn(this.namespace(i))) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone meanwhile
+        }
+      }
+      quietly('link', 'del', this.veth(i));
+      quietly('netns', 'del', this.namespace(i));
+    }
     quietly('link', 'del', this.bridge);
     // A connection this process's servers still hold to a host that is gone: one whose peer vanished while its link
     // was cut holds unacknowledged data (a stream's updates) and retransmits it for up to ~15 minutes (tcp_retries2)
@@ -125,6 +137,21 @@ function ip(...args: string[]): void {
   } catch (error) {
     const stderr = (error as { stderr?: Buffer }).stderr?.toString().trim() ?? '';
     throw new Error(`ip ${args.join(' ')} failed: ${stderr || (error as Error).message}`, { cause: error });
+  }
+}
+
+/** The processes inside a namespace (none when it is gone). */
+function pidsIn(namespace: string): number[] {
+  try {
+    return execFileSync('ip', ['netns', 'pids', namespace], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    })
+      .split('\n')
+      .map((line) => Number(line.trim()))
+      .filter((pid) => Number.isInteger(pid) && pid > 0);
+  } catch {
+    return [];
   }
 }
 

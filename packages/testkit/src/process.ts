@@ -34,7 +34,11 @@ export function spawnSidecar(
     child.on('exit', (code, signal) => resolve(signal ?? code));
   });
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`sidecar did not start:\n${output}`)), timeoutMs);
+    const timer = setTimeout(() => {
+      // Not left running behind the error (in a network namespace it would keep the namespace alive too).
+      child.kill('SIGKILL');
+      reject(new Error(`sidecar did not start:\n${output}`));
+    }, timeoutMs);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       const match = /relay: listening on (\S+)/.exec(output);
@@ -48,7 +52,10 @@ export function spawnSidecar(
           async stop() {
             if (child.exitCode !== null || child.signalCode !== null) return;
             child.kill('SIGTERM');
+            // A sidecar that does not stop within 15 s is killed: a test's teardown must end.
+            const kill = setTimeout(() => child.kill('SIGKILL'), 15_000);
             await exited;
+            clearTimeout(kill);
           },
         });
       }

@@ -74,9 +74,12 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  await simnet?.stop();
-  await server?.stop();
-  lab?.destroy();
+  try {
+    await simnet?.stop();
+    await server?.stop();
+  } finally {
+    lab?.destroy();
+  }
   if (results.length > 0) {
     const path = writeResults('fleet-netns', { txs: TXS, hosts: 3, trials: results });
     console.log(`fleet trials on network namespaces written to ${path}`);

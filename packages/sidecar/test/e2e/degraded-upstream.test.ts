@@ -49,6 +49,13 @@ test('a slot stall makes /readyz 503 naming the slots and /status the silent str
   await waitUntil(async () => (await get(url, '/readyz')).status === 503, 5000, 'not ready');
   const readyz = (await get(url, '/readyz')).body;
   expect(readyz.error.details.reasons.join('; ')).toMatch(/slots: no new slot for \d+ s/);
+  // The stream may still bring updates of older slots (their commitment catching up) for a moment after the last new
+  // one, and is judged silent only when those stop too: waited for (a loaded CI run read it a moment early).
+  await waitUntil(
+    async () => (await get(url, '/status')).body.upstream.stream.ok === false,
+    5000,
+    'the silent stream in /status',
+  );
   const status = (await get(url, '/status')).body;
   expect(status.upstream.stream).toMatchObject({ ok: false });
   expect(status.upstream.stream.detail).toMatch(/no new slot/);

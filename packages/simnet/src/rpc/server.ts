@@ -172,7 +172,11 @@ export async function startRpcServer(options: RpcServerOptions): Promise<RpcServ
       // The WebSocket server on an HTTP server of its own, so that close() can end every connection it holds: a socket
       // whose upgrade never finished is no client of the WebSocket server's, and a peer that vanished (a host cut off
       // the network, then killed) never closes it; ws's close() leaves both open, and the process with them.
-      const upgrades = createServer();
+      const upgrades = createServer((_req, res) => {
+        // A plain request to the WebSocket port, answered as ws's own server would.
+        res.writeHead(426, { 'content-type': 'text/plain' });
+        res.end('Upgrade Required');
+      });
       await listen(upgrades, port + 1, host);
       wss = new WebSocketServer({ server: upgrades });
       wsHttp = upgrades;
