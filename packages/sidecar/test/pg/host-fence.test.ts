@@ -181,7 +181,9 @@ test('a renewal whose adoption fails, or whose new session is lost meanwhile, ke
     // The new epoch's own connection dies while its adoption waits: it must register yet again.
     const e2 = session.epoch;
     await db.query(
-      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'relay-host'`,
+      // This test's database only: the server is shared with other test files.
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+       WHERE application_name = 'relay-host' AND datname = current_database()`,
     );
     await waitUntil(async () => !session.live, 10_000, 'the session to notice its connection gone');
     // At least one adoption is refused by lock_timeout meanwhile; the store never calls itself healthy.

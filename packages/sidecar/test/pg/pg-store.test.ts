@@ -219,7 +219,9 @@ test('one host: a second sole store on the database is refused, naming the holde
   store.watchAvailability((change) => told.push(change.kind));
   const db = sql();
   await db.query(
-    `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'relay-lock'`,
+    // This test's database only: the server is shared with other test files.
+    `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+       WHERE application_name = 'relay-lock' AND datname = current_database()`,
   );
   await waitUntil(async () => !store.healthy, 10_000, 'the store to notice its lock lost');
   const fenced = await store
