@@ -1,9 +1,9 @@
 // Runs a package's jest in its three groups, one after the other, with the same arguments: `parallel` (files without
-// PostgreSQL, several at once), `postgres` (the PostgreSQL files, two at a time), then `serial` (the files that
-// measure load, one at a time); the package's jest.config.cjs reads RELAY_JEST_GROUP to choose the files and workers.
-// Every group runs even if an earlier one fails; the exit status fails if any did. Used as `"test": "node ../../tooling/jest-groups.mjs"`. With arguments (`pnpm test --
-// <files>`) it runs jest once, without a group: the files named, one at a time (a filter matching one group only
-// would fail the other with "no tests found").
+// PostgreSQL), `postgres` (the PostgreSQL files), then `serial` (the files that measure load); the package's
+// jest.config.cjs reads RELAY_JEST_GROUP to choose each group's files and workers. Every group runs even if an earlier
+// one fails; the exit status fails if any did. Used as `"test": "node ../../tooling/jest-groups.mjs"`. With arguments
+// (`pnpm test -- <files>`) it runs jest once, without a group: the files named, one at a time (a filter matching one
+// group only would fail the others with "no tests found").
 import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';

@@ -220,16 +220,15 @@ test('an attempt adopted from another host is not re-pended while its tip may la
   ).toBe(true);
 });
 
+/** `put`'s pending tx_1 with a journaled attempt, and beside it tx_2 (its own signature, no attempt yet) with `extra`. */
+async function putSecond(r: ReturnType<typeof rig>, extra: Partial<StoredTx>): Promise<void> {
+  const base = await put(r, 'pending', 0, 'journaled');
+  await r.store.accept({ ...base, tx_id: 'tx_2', signatures: ['user2'], attempts: [], ...extra });
+}
+
 test('an inherited attempt left journaled (its resend refused, or its tip died before it went out) is settled by the expiry pass once its tip cannot land', async () => {
   const r = rig();
-  const base = await put(r, 'pending', 0, 'journaled');
-  await r.store.accept({
-    ...base,
-    tx_id: 'tx_2',
-    signatures: ['user2'],
-    attempts: [],
-    inherited_attempts: 1,
-  });
+  await putSecond(r, { inherited_attempts: 1 });
   await r.store.addAttempt('tx_2', attempt(1, 'journaled'));
   const expiry = new Expiry(r.ctx, r.settle);
   r.ctx.chain.advance(SLOT + 1, 990); // the tip (last valid at 1000) may still land: kept
@@ -248,14 +247,7 @@ test('an inherited attempt left journaled (its resend refused, or its tip died b
 
 test('a transaction past its expiry whose lock a decider keeps busy is still expired: after 8 busy passes the pass waits for the lock', async () => {
   const r = rig();
-  const base = await put(r, 'pending', 0, 'journaled');
-  await r.store.accept({
-    ...base,
-    tx_id: 'tx_2',
-    signatures: ['user2'],
-    attempts: [],
-    expires_at_slot: SLOT + 1,
-  });
+  await putSecond(r, { expires_at_slot: SLOT + 1 });
   r.ctx.chain.advance(SLOT + 2, 2_000);
   // Its blockhash provably dead, its signature nowhere in the chain's history.
   const expiry = new Expiry(

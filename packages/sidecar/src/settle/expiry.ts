@@ -32,8 +32,11 @@ export class Expiry {
     // The finalized block height, read once per pass and only when something waits for proof.
     let finalizedHeight: number | null | undefined;
     const live = await this.d.store.live();
-    const liveIds = new Set(live.map((tx) => tx.tx_id));
-    for (const id of this.busyPasses.keys()) if (!liveIds.has(id)) this.busyPasses.delete(id);
+    // Counts of transactions no longer live are dropped (none to drop, the usual case: no set is built).
+    if (this.busyPasses.size > 0) {
+      const liveIds = new Set(live.map((tx) => tx.tx_id));
+      for (const id of this.busyPasses.keys()) if (!liveIds.has(id)) this.busyPasses.delete(id);
+    }
     for (const tx of live) {
       if (tx.state !== 'pending' && tx.state !== 'submitted') continue;
       // Through a migration window nothing is expired: blocks after the transition may be rolled back, and a
