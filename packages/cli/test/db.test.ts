@@ -22,8 +22,8 @@ test('status on an empty database: behind, exit 1; migrate applies 001 and 002; 
   const { password } = server.server();
   const before = await runRelay(['db', 'status'], { env: envFor(url) });
   expect(before.code).toBe(1);
-  expect(before.stdout).toMatch(/schema version\s*│\s*0 \(this relay: 4\)/);
-  expect(before.stdout).toMatch(/state\s*│\s*behind: 4 pending \(run `relay db migrate`\)/);
+  expect(before.stdout).toMatch(/schema version\s*│\s*0 \(this relay: 5\)/);
+  expect(before.stdout).toMatch(/state\s*│\s*behind: 5 pending \(run `relay db migrate`\)/);
   expect(before.stdout).toMatch(/pending\s*│\s*001_initial/);
   expect(before.stdout).toContain('postgres://relay:***@127.0.0.1:');
   expectNoPassword(before, password);
@@ -34,6 +34,7 @@ test('status on an empty database: behind, exit 1; migrate applies 001 and 002; 
   expect(migrated.stdout).toMatch(/^applied 002_webhook_order$/m);
   expect(migrated.stdout).toMatch(/^applied 003_fleet$/m);
   expect(migrated.stdout).toMatch(/^applied 004_limits_in_one_statement$/m);
+  expect(migrated.stdout).toMatch(/^applied 005_attempt_region$/m);
   expect(migrated.stdout).toMatch(/state\s*│\s*up to date/);
   expectNoPassword(migrated, password);
 
@@ -45,12 +46,13 @@ test('status on an empty database: behind, exit 1; migrate applies 001 and 002; 
   const after = await runRelay(['db', 'status', '--json'], { env: envFor(url) });
   expect(after.code).toBe(0);
   const doc = JSON.parse(after.stdout);
-  expect(doc).toMatchObject({ state: 'up-to-date', current: 4, latest: 4, pending: [], changed: [] });
+  expect(doc).toMatchObject({ state: 'up-to-date', current: 5, latest: 5, pending: [], changed: [] });
   expect(doc.applied).toEqual([
     { version: 1, name: 'initial', applied_at: expect.any(String) },
     { version: 2, name: 'webhook_order', applied_at: expect.any(String) },
     { version: 3, name: 'fleet', applied_at: expect.any(String) },
     { version: 4, name: 'limits_in_one_statement', applied_at: expect.any(String) },
+    { version: 5, name: 'attempt_region', applied_at: expect.any(String) },
   ]);
   expect(doc.database).toMatch(/^postgres:\/\/relay:\*\*\*@127\.0\.0\.1:\d+\/t\d+_\d+_[0-9a-f]+$/);
   expectNoPassword(after, password);
@@ -63,9 +65,15 @@ test('migrate --json with --database-url (over RELAY_DATABASE_URL): one JSON doc
   });
   expect(run.code).toBe(0);
   expect(JSON.parse(run.stdout)).toMatchObject({
-    applied_now: ['001_initial', '002_webhook_order', '003_fleet', '004_limits_in_one_statement'],
+    applied_now: [
+      '001_initial',
+      '002_webhook_order',
+      '003_fleet',
+      '004_limits_in_one_statement',
+      '005_attempt_region',
+    ],
     state: 'up-to-date',
-    current: 4,
+    current: 5,
   });
   const status = await runRelay(['db', 'status', '--json'], { env: envFor(url) });
   expect(JSON.parse(status.stdout)).toMatchObject({ state: 'up-to-date', pending: [] });
@@ -77,7 +85,7 @@ test('a database migrated by a newer relay: status says ahead (exit 1); migrate 
   await server
     .server()
     .sql(
-      `INSERT INTO schema_migrations (version, name, checksum) VALUES (5, 'future', 'x')`,
+      `INSERT INTO schema_migrations (version, name, checksum) VALUES (6, 'future', 'x')`,
       new URL(url).pathname.slice(1),
     );
   const status = await runRelay(['db', 'status'], { env: envFor(url) });
@@ -88,7 +96,7 @@ test('a database migrated by a newer relay: status says ahead (exit 1); migrate 
   expect(migrate.stderr).toContain('RELAY_E_DB_SCHEMA_AHEAD');
   expect(JSON.parse(migrate.stdout).error).toMatchObject({
     exit_code: 1,
-    message: expect.stringMatching(/version 5, newer than the 4 this relay knows/),
+    message: expect.stringMatching(/version 6, newer than the 5 this relay knows/),
   });
 });
 

@@ -115,4 +115,57 @@ test('status text: on PostgreSQL this host and every session of its database; no
   expect(text).toMatch(/host\s+│ relay-a:7777, epoch 12; lease 5000 ms/);
   expect(text).toMatch(/session relay-a:7777 #11\s+│ ended 2026-11-27T10:01:00.000Z; owns 0 live/);
   expect(text).toMatch(/session relay-a:7777 #12\s+│ live, heartbeat 0.8 s ago; owns 3 live/);
+
+  // Landing and cost per region and per contention class (issue 30).
+  const stat = {
+    submitted: 5,
+    landed: 3,
+    lost: 1,
+    tips_paid_lamports: 4_500,
+    landed_share: 0.75,
+    lamports_per_landed: 1_500,
+  };
+  const landing = renderStatus(
+    {
+      ...base,
+      fleet: null,
+      block_engine_regions: [
+        { region: 'ny', url: 'http://ny', cooling_ms: 0, accepted: 5, rejected: 0, transport_errors: 0 },
+        {
+          region: 'tokyo',
+          url: 'http://tokyo',
+          cooling_ms: 0,
+          accepted: 0,
+          rejected: 0,
+          transport_errors: 0,
+        },
+      ],
+      landing: {
+        by_region: [
+          { region: 'ny', ...stat },
+          {
+            region: 'tokyo',
+            ...stat,
+            submitted: 0,
+            landed: 0,
+            lost: 0,
+            tips_paid_lamports: 0,
+            landed_share: null,
+            lamports_per_landed: null,
+          },
+        ],
+        by_contention: [{ contention: 'contended', ...stat }],
+      },
+    },
+    false,
+  );
+  expect(landing).toMatch(
+    /engine ny\s+│ 5 taken, 0 refused, 0 transport errors; 3 landed of 4 \(75 %\), 1,500 lamports per landed/,
+  );
+  expect(landing).toMatch(/engine tokyo\s+│ 0 taken, 0 refused, 0 transport errors\s/);
+  expect(landing).not.toContain('landing;');
+  expect(
+    renderStatus({ ...base, fleet: null, capacity: { ...base.capacity, landed_share: 0.5 } }, false),
+  ).toMatch(/send capacity\s+│ 8 bundles\/s, 50 % landing; 0 waiting/);
+  expect(landing).toMatch(/contended bundles\s+│ 3 landed of 4 \(75 %\), 1,500 lamports per landed/);
 });

@@ -50,6 +50,8 @@ export type {
   TxStatusChangedEvent,
   EnqueueResponse,
   StatusResponse,
+  LandingStat,
+  LandingView,
   TipResponse,
   QueueResponse,
   LifecycleListResponse,

@@ -1,4 +1,5 @@
 import { CONTENTION_CLASSES } from './pricing';
+import type { LandingView } from './landing';
 import type { WebhookEndpointStatus } from './webhooks';
 import { z } from 'zod';
 import { MAX_USER_TRANSACTIONS } from './bundle-id';
@@ -166,6 +167,8 @@ export interface TxAttempt {
   bid_per_cu?: number | null;
   /** The signal that priced the tip. */
   priced_by?: string | null;
+  /** The regional block engine that took the bundle (its name); null until one did, or when not known. */
+  region?: string | null;
 }
 
 /** `GET /tx/{tx_id}` answer: the full record. */
@@ -250,6 +253,11 @@ export interface StatusResponse {
    */
   capacity: {
     send_rate_per_s: number;
+    /**
+     * The recent share of settled bundles that landed, as admission counts it (waiting transactions go out at
+     * send_rate_per_s × what a bundle carries × this; at least 0.25). Absent from older sidecars.
+     */
+    landed_share?: number;
     /** Milliseconds per slot as relay measures it (deadlines in slots become time with it). */
     slot_ms: number;
     waiting: number;
@@ -263,6 +271,11 @@ export interface StatusResponse {
    * journal. Absent from sidecars older than host sessions.
    */
   fleet?: FleetStatus | null;
+  /**
+   * What became of the bundles this sidecar sent since it started, by the regional engine that took each one and by
+   * the contention class its tip was priced for: taken, landed (confirmed), lost, tips paid. Absent from older sidecars.
+   */
+  landing?: LandingView;
 }
 
 /** `GET /status`'s `fleet`: this host's session, and the sessions its database knows. */

@@ -24,3 +24,4 @@ export * from './admission';
 export * from './packing';
 export * from './consensus';
 export * from './pricing';
+export * from './landing';

@@ -88,6 +88,13 @@ export const LifecycleEntrySchema = z
       .nullable()
       .optional()
       .describe('The signal that priced the tip, in words (or who chose a tip not priced per CU)'),
+    region: z
+      .string()
+      .nullable()
+      .optional()
+      .describe(
+        'The regional block engine that took the bundle (its name); null until one did, or when not known',
+      ),
     leader: z.string().nullable(),
     decision_mode: z.enum(DECISION_MODES),
     bypass: z.boolean().describe('true for bypass submissions, which record decision_mode "reflex"'),

@@ -44,6 +44,7 @@ const FINALIZED: LifecycleEntry = {
     ema: 9_000,
     stale: false,
   },
+  region: 'amsterdam',
   leader: 'GdnSyH3YtwcxFvQrVVJMm1JhTS4QVX7MFsX56uJLUfiZ',
   decision_mode: 'reflex',
   bypass: false,
@@ -104,6 +105,7 @@ const INVALID: Array<[string, unknown]> = [
     { ...FINALIZED, tip_floor_at_submit: { ...FINALIZED.tip_floor_at_submit, stale: undefined } },
   ],
   ['trace as a string', { ...FINALIZED, ai_decision_trace: 'thoughts' }],
+  ['a region that is not a name', { ...FINALIZED, region: 3 }],
 ];
 
 describe('lifecycle entry schema', () => {
@@ -138,6 +140,7 @@ describe('lifecycle entry schema', () => {
       tip_per_cu: true,
       contention: true,
       priced_by: true,
+      region: true,
       leader: true,
       decision_mode: true,
       bypass: true,
@@ -150,8 +153,8 @@ describe('lifecycle entry schema', () => {
       ai_decision_trace: true,
     };
     expect(Object.keys(SCHEMA.properties).sort()).toEqual(Object.keys(fields).sort());
-    // The pricing fields (DESIGN §11) are optional: lines written before them still parse.
-    const optional = ['compute_units', 'tip_per_cu', 'contention', 'priced_by'];
+    // The pricing fields (DESIGN §11) and the region are optional: lines written before them still parse.
+    const optional = ['compute_units', 'tip_per_cu', 'contention', 'priced_by', 'region'];
     expect([...SCHEMA.required].sort()).toEqual(
       Object.keys(fields)
         .filter((key) => !optional.includes(key))

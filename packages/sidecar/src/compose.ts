@@ -1,3 +1,4 @@
+import { LandedShare } from '@solrelay/core';
 import { AttemptBuilder } from './attempts/builder';
 import { createPorts, type RelayOptions, type RelayPorts } from './context';
 import { BypassDecider } from './deciders/bypass';
@@ -99,11 +100,15 @@ export function composeRelay(o: RelayOptions): RelayStages {
   const attempts = new AttemptBuilder(ports, operator, tippers, queue, firstSends, outage);
   const bypass = new BypassDecider(ports, attempts);
   const fallback = new FallbackDecider(ports, attempts, settler);
+  // Admission sells what lands (issue 30, point 5): the recent share of settled bundles that landed.
+  const landedShare = new LandedShare();
+  settler.signals.on('bundle-settled', ({ landed }) => landedShare.observe(landed, ports.now()));
   const intake = new Intake(
     ports,
     bypass,
     () => queue.regionsTakingBundles(),
     () => packer.transactionsPerBundle,
+    () => landedShare.value(ports.now()),
   );
   const tracker = new Tracker(
     ports,

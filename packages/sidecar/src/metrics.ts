@@ -1,3 +1,4 @@
+import { LandingTally, UNKNOWN_REGION, UNPRICED, type LandingRoute } from '@solrelay/core';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** Prometheus metrics of one sidecar. A registry per instance, so tests and embedded sidecars never collide. */
@@ -92,9 +93,30 @@ export class Metrics {
   });
   readonly tipsPaid = new Counter({
     name: 'relay_tips_paid_lamports_total',
-    help: 'Lamports tipped by bundles that landed, counted once confirmed (a processed block can still be orphaned)',
+    help: 'Lamports tipped by bundles that landed, counted once confirmed (a processed block can still be orphaned), by the regional engine that took the bundle and the contention class its tip was priced for (unpriced: not priced per CU)',
+    labelNames: ['region', 'contention'] as const,
     registers: [this.registry],
   });
+  readonly bundlesSubmitted = new Counter({
+    name: 'relay_bundles_submitted_total',
+    help: 'Bundles a regional block engine took (an id back), by that engine and the contention class their tip was priced for',
+    labelNames: ['region', 'contention'] as const,
+    registers: [this.registry],
+  });
+  readonly bundlesLanded = new Counter({
+    name: 'relay_bundles_landed_total',
+    help: 'Bundles that landed (counted once confirmed), by the regional engine that took them and their contention class',
+    labelNames: ['region', 'contention'] as const,
+    registers: [this.registry],
+  });
+  readonly bundlesLost = new Counter({
+    name: 'relay_bundles_lost_total',
+    help: 'Bundles an engine took that ended without landing, by that engine and their contention class',
+    labelNames: ['region', 'contention'] as const,
+    registers: [this.registry],
+  });
+  /** The same counts since start, for `GET /status`'s `landing` and the dashboard. */
+  readonly landing = new LandingTally();
   readonly tipsLeaked = new Counter({
     name: 'relay_tips_leaked_lamports_total',
     help: 'Lamports of tip transactions that landed without their bundle (uncled blocks)',
@@ -291,4 +313,28 @@ export class Metrics {
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'relay_process_' });
   }
+
+  /** A regional engine took a bundle (an id back). Once per bundle. */
+  bundleSubmitted(route: LandingRoute): void {
+    this.landing.submitted(route);
+    this.bundlesSubmitted.inc(landingLabels(route));
+  }
+
+  /** A bundle landed (confirmed) with its tip. Once per bundle. */
+  bundleLanded(route: LandingRoute, tipLamports: number): void {
+    this.landing.landed(route, tipLamports);
+    const labels = landingLabels(route);
+    this.bundlesLanded.inc(labels);
+    this.tipsPaid.inc(labels, tipLamports);
+  }
+
+  /** A bundle an engine took ended without landing. Once per bundle. */
+  bundleLost(route: LandingRoute): void {
+    this.landing.lost(route);
+    this.bundlesLost.inc(landingLabels(route));
+  }
+}
+
+function landingLabels(route: LandingRoute): { region: string; contention: string } {
+  return { region: route.region ?? UNKNOWN_REGION, contention: route.contention ?? UNPRICED };
 }

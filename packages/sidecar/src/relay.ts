@@ -5,6 +5,7 @@ import type {
   DecisionMode,
   EventCursor,
   EnqueueResponse,
+  LandingView,
   LifecycleEntry,
   QueueResponse,
   SubmitResponse,
@@ -121,9 +122,10 @@ export class Relay {
 
   /** Send capacity and the wait ahead of a new transaction (what admission decides on). */
   async capacity(): Promise<StatusResponse['capacity']> {
-    const { sendRatePerSecond, waiting, expectedWaitMs } = await this.s.intake.capacity();
+    const { sendRatePerSecond, landedShare, waiting, expectedWaitMs } = await this.s.intake.capacity();
     return {
       send_rate_per_s: sendRatePerSecond,
+      landed_share: Math.round(landedShare * 1000) / 1000,
       slot_ms: Math.round(this.s.ports.chain.slotMs),
       waiting,
       expected_wait_s: Math.round(expectedWaitMs / 100) / 10,
@@ -142,6 +144,14 @@ export class Relay {
       rejected: region.answers.rejected,
       transport_errors: region.answers.transport,
     }));
+  }
+
+  /**
+   * What became of the bundles sent since start, by the regional engine that took each one (the configured regions
+   * first) and by the contention class their tip was priced for.
+   */
+  landing(): LandingView {
+    return this.s.ports.metrics.landing.view(this.s.ports.engine.regions.map((r) => r.name));
   }
 
   /** Bundles waiting in the send queue (not yet on the wire; held ones included). */

@@ -129,6 +129,8 @@ test('every metric the dashboard names is exported by the sidecar', async () => 
     'relay_webhook_deliveries_total',
     'relay_webhook_outbox_pending',
     'relay_webhook_delivery_lag_seconds_bucket',
+    'relay_bundles_landed_total',
+    'relay_bundles_lost_total',
   ]) {
     expect(used.has(name)).toBe(true);
   }

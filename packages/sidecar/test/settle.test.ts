@@ -344,10 +344,12 @@ test('moving forward emits every skipped state in order and moves the landed bun
 test('the engine taking an attempt marks it submitted with its target window', async () => {
   const r = rig();
   const tx = await put(r, 'pending', 0, 'journaled');
-  await r.settle.markSubmitted(tx, tx.attempts[0] as StoredAttempt, (slot) => ({
-    slot: slot + 2,
-    end: slot + 5,
-  }));
+  await r.settle.markSubmitted(
+    tx,
+    tx.attempts[0] as StoredAttempt,
+    (slot) => ({ slot: slot + 2, end: slot + 5 }),
+    'amsterdam',
+  );
   const after = (await r.store.get('tx_1')) as StoredTx;
   expect(after.state).toBe('submitted');
   expect(after.attempts[0]).toMatchObject({
@@ -355,8 +357,65 @@ test('the engine taking an attempt marks it submitted with its target window', a
     slot_submitted: SLOT,
     target_slot: SLOT + 2,
     window_end_slot: SLOT + 5,
+    region: 'amsterdam',
   });
   expect(statusEvents(r)).toEqual(['submitted']);
+  expect(r.ctx.metrics.landing.view().by_region).toEqual([
+    expect.objectContaining({ region: 'amsterdam', submitted: 1, landed: 0, lost: 0 }),
+  ]);
+});
+
+test('landing figures: a bundle counts once landed (at confirmed, with its tip) or once lost, by region and class', async () => {
+  const pricing = {
+    compute_units: 10_000,
+    tip_per_cu: 1,
+    bid_per_cu: 1,
+    contention: 'contended' as const,
+    signal: 'test',
+  };
+  const r = rig();
+  const won = await put(r, 'submitted', 0, 'submitted', {
+    region: 'ny',
+    decision: { ...attempt(1, 'submitted').decision, pricing },
+  });
+  const a = won.attempts[0] as StoredAttempt;
+  const landed = { bundleId: a.bundle_id, landedSlot: SLOT - 2, attempt: a };
+  await r.settle.moveTo(won, 'processed', SLOT - 2, NOW, landed);
+  // Landed and processed, not yet confirmed: not counted (a processed block can still be orphaned).
+  expect(r.ctx.metrics.landing.view().by_region).toEqual([]);
+  await r.settle.moveTo((await r.store.get(won.tx_id)) as StoredTx, 'confirmed', SLOT - 1, NOW, landed);
+  await r.settle.moveTo((await r.store.get(won.tx_id)) as StoredTx, 'finalized', SLOT, NOW, landed);
+  // A bundle an engine took that lost, in another region, its tip not priced per CU; and one no engine took.
+  const other = rig();
+  const lost = await put(other, 'submitted', 0, 'submitted', { region: 'tokyo' });
+  await other.settle.settleFailed(lost, lost.attempts[0] as StoredAttempt, 'fee_too_low', {
+    countRetry: true,
+    detail: 'lost',
+  });
+  const third = rig();
+  const unsent = await put(third, 'pending', 0, 'journaled', { region: null });
+  expect(
+    await third.settle.settleFailed(unsent, unsent.attempts[0] as StoredAttempt, 'dropped', {
+      countRetry: false,
+      detail: 'never sent',
+    }),
+  ).toBe(true);
+  expect(third.ctx.metrics.landing.view().by_region).toEqual([]);
+  const view = r.ctx.metrics.landing.view(['ny', 'tokyo']);
+  expect(view.by_region.map((x) => [x.region, x.submitted, x.landed, x.lost, x.tips_paid_lamports])).toEqual([
+    ['ny', 0, 1, 0, 10_000],
+    ['tokyo', 0, 0, 0, 0],
+  ]);
+  expect(view.by_contention.map((x) => [x.contention, x.landed, x.lost])).toEqual([['contended', 1, 0]]);
+  const lostView = other.ctx.metrics.landing.view();
+  expect(lostView.by_region.map((x) => [x.region, x.landed, x.lost])).toEqual([['tokyo', 0, 1]]);
+  expect(lostView.by_contention.map((x) => [x.contention, x.lost])).toEqual([['unpriced', 1]]);
+  const text = await r.ctx.metrics.registry.metrics();
+  expect(text).toContain('relay_bundles_landed_total{region="ny",contention="contended"} 1');
+  expect(text).toContain('relay_tips_paid_lamports_total{region="ny",contention="contended"} 10000');
+  expect(await other.ctx.metrics.registry.metrics()).toContain(
+    'relay_bundles_lost_total{region="tokyo",contention="unpriced"} 1',
+  );
 });
 
 test('a landing slot that died puts the transaction back to pending and drops the landed attempt', async () => {

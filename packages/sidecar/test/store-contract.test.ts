@@ -423,8 +423,16 @@ describe.each(stores)('%s', (_name, open) => {
     if (!h.reopen) return expect(h.reopen).toBeNull(); // the in-memory twin keeps nothing, by design
     await h.store.accept(tx('tx_a', 'sig-a'));
     await h.store.addAttempt('tx_a', attempt(1, 'b1'));
-    await h.store.transition('tx_a', { state: 'pending' }, { set: { state: 'submitted', retries: 1 } });
+    await h.store.transition(
+      'tx_a',
+      { state: 'pending' },
+      {
+        set: { state: 'submitted', retries: 1 },
+        attempts: [{ n: 1, set: { stage: 'submitted', slot_submitted: 1003, region: 'ny' } }],
+      },
+    );
     const before = (await h.store.get('tx_a')) as StoredTx;
+    expect(before.attempts[0]).toMatchObject({ stage: 'submitted', region: 'ny' });
     const reopened = await h.reopen();
     expect(await reopened.get('tx_a')).toEqual(before);
     expect(await reopened.spentSince(T0)).toBe(15_000);

@@ -1,7 +1,9 @@
 import { useState } from 'react';
 import type {
   BlockEngineRegionStatus,
+  ContentionLanding,
   DecisionMode,
+  LandingStat,
   UpstreamHealth,
   WebhookEndpointStatus,
 } from '@solrelay/core';
@@ -100,7 +102,14 @@ export function HealthPanel({ state, now }: { state: DashboardState; now: number
         {status?.spend ? <SpendRow spend={status.spend} /> : null}
         {status?.capacity ? <CapacityRow capacity={status.capacity} /> : null}
         {(status?.block_engine_regions ?? []).map((region) => (
-          <RegionRow key={region.url} region={region} />
+          <RegionRow
+            key={region.url}
+            region={region}
+            landing={status?.landing?.by_region.find((r) => r.region === region.region) ?? null}
+          />
+        ))}
+        {(status?.landing?.by_contention ?? []).map((row) => (
+          <ContentionRow key={row.contention} row={row} />
         ))}
         {(status?.webhooks ?? []).map((webhook, index) => (
           <WebhookRow key={webhook.url} index={index} webhook={webhook} now={now} />
@@ -257,25 +266,53 @@ function CapacityRow({ capacity }: { capacity: NonNullable<DashboardState['statu
       <Dot tone={tone} label="capacity" />
       <span className="health-name">send capacity</span>
       <span className="health-detail">
-        {formatInteger(capacity.send_rate_per_s)} bundles/s · {formatInteger(capacity.waiting)} waiting (~
+        {formatInteger(capacity.send_rate_per_s)} bundles/s
+        {capacity.landed_share === undefined
+          ? ''
+          : `, ${Math.round(capacity.landed_share * 100)} % landing`}{' '}
+        · {formatInteger(capacity.waiting)} waiting (~
         {capacity.expected_wait_s} s) · {formatInteger(capacity.refused_total)} refused
       </span>
     </li>
   );
 }
 
-/** One regional block engine: what its sends came to; amber while a 429 or a failure cools it. */
-function RegionRow({ region }: { region: BlockEngineRegionStatus }) {
+/** What the bundles of one region or contention class came to: landed of settled, and tip per landed. */
+function landingText(landing: LandingStat): string {
+  if (landing.landed_share === null) return `${formatInteger(landing.submitted)} in flight`;
+  const share = `${Math.round(landing.landed_share * 100)} %`;
+  const cost =
+    landing.lamports_per_landed === null
+      ? ''
+      : ` · ${formatInteger(landing.lamports_per_landed)} lamports/landed`;
+  return `${formatInteger(landing.landed)} landed of ${formatInteger(landing.landed + landing.lost)} (${share})${cost}`;
+}
+
+/** One regional block engine: what its bundles came to; amber while a 429 or a failure cools it. */
+function RegionRow({ region, landing }: { region: BlockEngineRegionStatus; landing: LandingStat | null }) {
   const cooling = region.cooling_ms > 0;
   return (
     <li className="health-row" data-testid={`health-region-${region.region}`}>
       <Dot tone={cooling ? 'warn' : 'good'} label={cooling ? 'cooling' : 'ok'} />
       <span className="health-name">engine {region.region}</span>
       <span className="health-detail" title={region.url}>
+        {landing && landing.submitted > 0 ? `${landingText(landing)} · ` : ''}
         {formatInteger(region.accepted)} taken · {formatInteger(region.rejected)} refused ·{' '}
         {formatInteger(region.transport_errors)} transport errors
         {cooling ? ` · cooling ${(region.cooling_ms / 1000).toFixed(1)} s` : ''}
       </span>
+    </li>
+  );
+}
+
+/** Landing and cost of the bundles priced for one contention class (`unpriced`: a tip not priced per CU). */
+function ContentionRow({ row }: { row: ContentionLanding }) {
+  const share = row.landed_share;
+  return (
+    <li className="health-row" data-testid={`health-contention-${row.contention}`}>
+      <Dot tone={share === null || share >= 0.5 ? 'good' : 'warn'} label={row.contention} />
+      <span className="health-name">{row.contention} bundles</span>
+      <span className="health-detail">{landingText(row)}</span>
     </li>
   );
 }

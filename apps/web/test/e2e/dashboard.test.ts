@@ -191,6 +191,28 @@ describe('dashboard served by a bypass sidecar on simnet', () => {
       30_000,
       'webhook deliveries shown',
     );
+    // Landing and cost per region and per contention class (issue 30), as /status counts them.
+    const landing = (await get(stack.sidecar.url, '/status')).body.landing as {
+      by_region: Array<{ region: string; landed: number; submitted: number }>;
+      by_contention: Array<{ contention: string; landed: number }>;
+    };
+    const busiest = [...landing.by_region].sort((a, b) => b.landed - a.landed)[0] as {
+      region: string;
+      landed: number;
+    };
+    expect(busiest.landed).toBeGreaterThan(0);
+    await waitUntil(
+      async () =>
+        new RegExp(`${busiest.landed} landed of \\d+ \\(\\d+ %\\) · [\\d,]+ lamports/landed`).test(
+          (await page.textContent(`[data-testid="health-region-${busiest.region}"]`)) ?? '',
+        ),
+      10_000,
+      `the ${busiest.region} row to show its landing`,
+    );
+    const byClass = landing.by_contention[0] as { contention: string; landed: number };
+    expect(await page.textContent(`[data-testid="health-contention-${byClass.contention}"]`)).toMatch(
+      /landed of \d+ \(\d+ %\)/,
+    );
     await screenshot(page, 'dashboard', LAPTOP);
     await screenshot(page, 'dashboard', MONITOR);
     await page.setViewportSize(LAPTOP);

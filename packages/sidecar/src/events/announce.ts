@@ -97,6 +97,7 @@ export function lifecycleEntry(tx: Pick<StoredTx, 'tx_id'>, attempt: StoredAttem
     tip_per_cu: attempt.decision.pricing?.tip_per_cu ?? null,
     contention: attempt.decision.pricing?.contention ?? null,
     priced_by: attempt.decision.pricing?.signal ?? null,
+    region: attempt.region ?? null,
     leader: attempt.leader,
     decision_mode: attempt.decision.mode,
     bypass: attempt.decision.bypass,

@@ -71,6 +71,7 @@ export async function statusOf(s: StatusSources): Promise<StatusResponse> {
     capacity,
     webhooks: s.webhooks(),
     fleet,
+    landing: r.landing(),
   };
 }
 

@@ -73,6 +73,31 @@ export function openApiDocument(): Record<string, unknown> {
       schemas: {
         Error: error,
         LifecycleEntry: z.toJSONSchema(LifecycleEntrySchema, { io: 'output' }),
+        LandingStat: {
+          type: 'object',
+          required: [
+            'submitted',
+            'landed',
+            'lost',
+            'tips_paid_lamports',
+            'landed_share',
+            'lamports_per_landed',
+          ],
+          properties: {
+            submitted: { type: 'integer', description: 'Bundles an engine took (an id back)' },
+            landed: { type: 'integer', description: 'Bundles that landed, counted at confirmed' },
+            lost: { type: 'integer', description: 'Bundles an engine took that ended without landing' },
+            tips_paid_lamports: { type: 'integer', description: 'Tips of the landed bundles' },
+            landed_share: {
+              type: ['number', 'null'],
+              description: 'landed / (landed + lost); null while none settled',
+            },
+            lamports_per_landed: {
+              type: ['integer', 'null'],
+              description: 'tips_paid_lamports / landed; null while none landed',
+            },
+          },
+        },
         Policy: z.toJSONSchema(PolicySchema, { io: 'output' }),
         EnqueueRequest: {
           type: 'object',
@@ -187,6 +212,7 @@ export function openApiDocument(): Record<string, unknown> {
             'capacity',
             'webhooks',
             'fleet',
+            'landing',
           ],
           properties: {
             slot: { type: 'integer' },
@@ -258,11 +284,23 @@ export function openApiDocument(): Record<string, unknown> {
               type: 'object',
               description:
                 'What relay can send and what waits (what admission refuses with RELAY_E_CAPACITY_EXCEEDED)',
-              required: ['send_rate_per_s', 'slot_ms', 'waiting', 'expected_wait_s', 'refused_total'],
+              required: [
+                'send_rate_per_s',
+                'landed_share',
+                'slot_ms',
+                'waiting',
+                'expected_wait_s',
+                'refused_total',
+              ],
               properties: {
                 send_rate_per_s: {
                   type: 'number',
                   description: 'Regions taking bundles x BUNDLE_ENGINE_RPS',
+                },
+                landed_share: {
+                  type: 'number',
+                  description:
+                    'Recent share of settled bundles that landed (at least 0.25): admission counts send_rate_per_s x transactions per bundle x this',
                 },
                 slot_ms: { type: 'integer', description: 'Milliseconds per slot as relay measures it' },
                 waiting: { type: 'integer', description: 'Transactions waiting for an attempt to go out' },
@@ -271,6 +309,41 @@ export function openApiDocument(): Record<string, unknown> {
               },
             },
             webhooks: { type: 'array', items: { type: 'object' } },
+            landing: {
+              type: 'object',
+              description:
+                'What became of the bundles sent since start, by the regional engine that took each one (configured regions first; unknown: not recorded) and by the contention class its tip was priced for (unpriced: not priced per CU)',
+              required: ['by_region', 'by_contention'],
+              properties: {
+                by_region: {
+                  type: 'array',
+                  items: {
+                    allOf: [
+                      { $ref: '#/components/schemas/LandingStat' },
+                      { type: 'object', required: ['region'], properties: { region: { type: 'string' } } },
+                    ],
+                  },
+                },
+                by_contention: {
+                  type: 'array',
+                  items: {
+                    allOf: [
+                      { $ref: '#/components/schemas/LandingStat' },
+                      {
+                        type: 'object',
+                        required: ['contention'],
+                        properties: {
+                          contention: {
+                            type: 'string',
+                            enum: ['contended', 'uncontended', 'unknown', 'unpriced'],
+                          },
+                        },
+                      },
+                    ],
+                  },
+                },
+              },
+            },
             fleet: {
               type: ['object', 'null'],
               description:

@@ -68,6 +68,11 @@ export class Intake {
     private readonly regionsTakingBundles: () => number = () => d.engine.size,
     /** Relay transactions a bundle carries on average (packing; 1 without). */
     private readonly transactionsPerBundle: () => number = () => 1,
+    /**
+     * The recent share of bundles that landed (issue 30, point 5): a lost bundle's transaction spends another token on
+     * its retry, so what relay can sell is what lands (core's `LandedShare`; 1 when not given).
+     */
+    private readonly landedShare: () => number = () => 1,
   ) {}
 
   /** Accept a transaction (1 to 4 signed transactions that land together). */
@@ -174,8 +179,13 @@ export class Intake {
     own = 0,
   ): Promise<{
     sendRatePerSecond: number;
-    /** Transactions a second: the bundles times what a bundle carries on average (packing). */
+    /**
+     * Transactions a second that land: the bundles, times what a bundle carries on average (packing), times the
+     * recent share of bundles that landed.
+     */
     txRatePerSecond: number;
+    /** The recent share of bundles that landed, as admission counts it. */
+    landedShare: number;
     waiting: number;
     ahead: number;
     expectedWaitMs: number;
@@ -187,7 +197,8 @@ export class Intake {
     // against one host's budget refused N times too early with N hosts: `pnpm bench fleet`'s burst).
     const byPriority = (await this.d.store.counts()).ownWaiting;
     const sendRatePerSecond = this.regionsTakingBundles() * this.d.bundleEngineRps * SEND_PACING;
-    const txRatePerSecond = sendRatePerSecond * this.transactionsPerBundle();
+    const landedShare = this.landedShare();
+    const txRatePerSecond = sendRatePerSecond * this.transactionsPerBundle() * landedShare;
     const policy = this.d.policy();
     const rank = (p: Priority) => PRIORITY_RANK[effectivePriority(policy, p)];
     let waiting = accepting;
@@ -199,6 +210,7 @@ export class Intake {
     return {
       sendRatePerSecond,
       txRatePerSecond,
+      landedShare,
       waiting,
       ahead,
       expectedWaitMs: Math.round((waiting / txRatePerSecond) * 1000),

@@ -205,6 +205,7 @@ export class Sender {
     }
     // The engine answered (with an id or a verdict): it is reachable.
     this.d.lastErrors.engine = null;
+    const regionName = this.d.engine.regions[region]?.name ?? String(region);
     if (result.ok) {
       this.packer.observeSend(1 + (attempt.passengers?.length ?? 0));
       if (result.bundleId !== attempt.bundle_id) {
@@ -213,12 +214,12 @@ export class Sender {
           'engine returned a different bundle id',
         );
       }
-      await this.settle.markSubmitted(tx, attempt, (slot) => this.targetWindow(slot));
+      await this.settle.markSubmitted(tx, attempt, (slot) => this.targetWindow(slot), regionName);
       return;
     }
     if (result.rejection === 'already_processed') {
       // Something of this bundle already executed: follow the signatures to find out what.
-      await this.settle.markSubmitted(tx, attempt, (slot) => this.targetWindow(slot));
+      await this.settle.markSubmitted(tx, attempt, (slot) => this.targetWindow(slot), regionName);
       return;
     }
     // A refusal: whose fault it is (the user's blockhash, a rider's, the tip's, the bundle's form) decides what

@@ -7,6 +7,7 @@ import {
   txTransitionPath,
   type AttemptOutcome,
   type BundleStage,
+  type LandingRoute,
   type RelayEventMap,
   type TxHistoryEntry,
   type TxState,
@@ -68,6 +69,8 @@ export class Settler {
     given: StoredTx,
     givenAttempt: StoredAttempt,
     targetWindow: (slot: number) => TargetWindow,
+    /** The regional engine that took it (its name). */
+    region: string,
   ): Promise<void> {
     const found = await this.fresh(given.tx_id, givenAttempt.attempt);
     if (!found?.attempt) return;
@@ -82,6 +85,7 @@ export class Settler {
       slot_submitted: slot,
       target_slot: target.slot,
       window_end_slot: target.end,
+      region,
       timeline,
     };
     const after = moves.length ? { ...tx, state: 'submitted' as TxState } : tx;
@@ -97,6 +101,7 @@ export class Settler {
       },
     );
     for (const _ of moves) this.d.metrics.transitions.inc({ state: 'submitted' });
+    this.d.metrics.bundleSubmitted(landingRoute({ ...attempt, region }));
   }
 
   /** A tip landed without its bundle: counted, logged and recorded once (`afterEnd`: after the transaction ended). */
@@ -231,8 +236,10 @@ export class Settler {
       // it lands, for freshness.
       if (stageChanges.includes('landed') && !seenBefore.landed && after.tip_lamports > 0)
         this.d.oracle.ingestLandedTip(after.tip_lamports, now);
-      if (stageChanges.includes('confirmed') && !seenBefore.confirmed)
-        this.d.metrics.tipsPaid.inc(after.tip_lamports);
+      if (stageChanges.includes('confirmed') && !seenBefore.confirmed) {
+        this.d.metrics.bundleLanded(landingRoute(after), after.tip_lamports);
+        this.signals.emit('bundle-settled', { landed: true });
+      }
     }
     // Once the user transactions landed, no other attempt of this transaction can: settle the rest.
     if (extra.landedSlot !== undefined) {
@@ -390,6 +397,11 @@ export class Settler {
       },
     );
     this.d.metrics.attemptOutcomes.inc({ outcome });
+    // A bundle an engine took that ends here did not land (one that was confirmed and then orphaned was counted landed).
+    if (attempt.slot_submitted !== null && !attempt.timeline.confirmed) {
+      this.d.metrics.bundleLost(landingRoute(attempt));
+      this.signals.emit('bundle-settled', { landed: false });
+    }
     if (fails) this.d.metrics.evicted.inc({ reason: 'failed' });
     for (const m of moves) this.d.metrics.transitions.inc({ state: m.state });
     this.signals.emit('attempt-ended', { txId: tx.tx_id, attempt: attempt.attempt });
@@ -427,4 +439,9 @@ export class Settler {
         detail: why,
       });
   }
+}
+
+/** Where a bundle went and what its tip was priced for, as the landing figures count it. */
+function landingRoute(attempt: StoredAttempt): LandingRoute {
+  return { region: attempt.region ?? null, contention: attempt.decision.pricing?.contention ?? null };
 }

@@ -11,12 +11,14 @@ export interface SettleSignalMap {
   'back-to-pending': { txId: string };
   /** An attempt settled without landing (journaled first): whatever waited on it (packed passengers) may go. */
   'attempt-ended': { txId: string; attempt: number };
+  /** A bundle an engine took landed (counted at `confirmed`) or ended without landing; once per bundle. */
+  'bundle-settled': { landed: boolean };
 }
 
 export class SettleSignals {
   private readonly listeners: {
     [K in keyof SettleSignalMap]: Array<(data: SettleSignalMap[K]) => void>;
-  } = { 'back-to-pending': [], 'attempt-ended': [] };
+  } = { 'back-to-pending': [], 'attempt-ended': [], 'bundle-settled': [] };
 
   /** Subscribe; returns the unsubscribe function. */
   on<K extends keyof SettleSignalMap>(name: K, listener: (data: SettleSignalMap[K]) => void): () => void {

@@ -1783,7 +1783,7 @@ const TERMINAL = `('finalized', 'failed', 'expired')`;
 /** An attempt's columns as a record's `attempts` (`created_at` in epoch ms). */
 const ATTEMPT = `a.attempt, a.bundle_id, a.tip_lamports, a.tip_tx, a.tip_signature, a.tip_account, a.tipper,
   a.tip_last_valid_block_height, a.bundle_signatures, ${ms('a.created_at')} AS created_at, a.created_slot,
-  a.slot_submitted, a.target_slot, a.window_end_slot, a.leader, a.stage, a.outcome, a.slot_landed, a.floor_at_submit,
+  a.slot_submitted, a.target_slot, a.window_end_slot, a.region, a.leader, a.stage, a.outcome, a.slot_landed, a.floor_at_submit,
   a.decision, a.reserved_lamports, a.released, a.leaked, a.timeline, a.send_errors, a.passengers, a.passenger_wires`;
 
 /**
@@ -1808,7 +1808,7 @@ const TX_COLUMNS = `state, priority, tip_mode, max_tip, first_signature, signatu
 
 const ATTEMPT_COLUMNS = `tx_id, attempt, bundle_id, stage, outcome, tip_lamports, tip_tx, tip_signature, tip_account,
   tipper, tip_last_valid_block_height, bundle_signatures, passengers, passenger_wires, created_at, created_slot,
-  slot_submitted, target_slot, window_end_slot, leader, slot_landed, floor_at_submit, decision, timeline,
+  slot_submitted, target_slot, window_end_slot, region, leader, slot_landed, floor_at_submit, decision, timeline,
   reserved_lamports, released, leaked, send_errors`;
 const EXCLUDED_ATTEMPT = ATTEMPT_COLUMNS.split(',')
   .map((c) => `EXCLUDED.${c.trim()}`)
@@ -1827,7 +1827,7 @@ const EFFECTS = `a AS (
     INSERT INTO attempts AS cur (${ATTEMPT_COLUMNS}, settled_at)
     SELECT t.tx_id, x.attempt, x.bundle_id, x.stage, x.outcome, x.tip_lamports, x.tip_tx, x.tip_signature,
       x.tip_account, x.tipper, x.tip_last_valid_block_height, x.bundle_signatures, x.passengers, x.passenger_wires,
-      to_timestamp((j.v->>'created_ms')::float8 / 1000), x.created_slot, x.slot_submitted, x.target_slot, x.window_end_slot, x.leader, x.slot_landed,
+      to_timestamp((j.v->>'created_ms')::float8 / 1000), x.created_slot, x.slot_submitted, x.target_slot, x.window_end_slot, x.region, x.leader, x.slot_landed,
       x.floor_at_submit, x.decision, x.timeline, x.reserved_lamports, x.released, x.leaked, x.send_errors,
       CASE WHEN x.stage IN ${SETTLED} THEN clock_timestamp() END
     FROM t, json_array_elements($23::json) WITH ORDINALITY AS j(v, n), json_populate_record(null::attempts, j.v) x
@@ -2144,6 +2144,8 @@ function attemptFromJson(j: AttemptJson): StoredAttempt {
     timeline: j.timeline,
     send_errors: j.send_errors,
   };
+  // Set once an engine took the bundle (absent before, as in the journal's records).
+  if (j.region != null) attempt.region = j.region;
   // Packing sets both; the wires go (null) when the record is terminal, the passengers stay.
   if (j.passengers !== null) {
     attempt.passengers = j.passengers;
@@ -2208,6 +2210,7 @@ function attemptRow(a: StoredAttempt): Record<string, unknown> {
     slot_submitted: a.slot_submitted,
     target_slot: a.target_slot,
     window_end_slot: a.window_end_slot,
+    region: a.region ?? null,
     leader: a.leader,
     slot_landed: a.slot_landed,
     floor_at_submit: a.floor_at_submit,

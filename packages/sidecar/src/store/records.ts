@@ -94,6 +94,11 @@ export interface StoredAttempt {
   created_slot: number;
   /** Slot when the engine acknowledged the bundle. */
   slot_submitted: number | null;
+  /**
+   * The regional block engine that took the bundle (its name, as `/status` lists it): set when an engine answered with
+   * an id. Absent in attempts recorded before relay kept it.
+   */
+  region?: string | null;
   /** The bundle-engine leader slot this attempt was sent for, and the last slot of that leader's window. */
   target_slot: number | null;
   window_end_slot: number | null;

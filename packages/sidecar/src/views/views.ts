@@ -99,6 +99,7 @@ export function toTxRecord(tx: StoredTx): TxRecord {
       tip_per_cu: a.decision.pricing?.tip_per_cu ?? null,
       bid_per_cu: a.decision.pricing?.bid_per_cu ?? null,
       priced_by: a.decision.pricing?.signal ?? null,
+      region: a.region ?? null,
     })),
     retries: tx.retries,
     last_error: tx.last_error,

@@ -1,4 +1,4 @@
-import { get, post, waitUntil, type Stack } from '@solrelay/testkit';
+import { DEFAULT_CLEARING_TIP_PER_CU, get, post, waitUntil, type Stack } from '@solrelay/testkit';
 import type { Sidecar } from '../../src/service';
 import { startRelayStack } from '../helpers/relay-stack';
 
@@ -14,7 +14,8 @@ let url: string;
 beforeAll(async () => {
   stack = await startRelayStack({
     simnet: { slotMs: 200, rateLimit: true, regions: 1 },
-    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '20000', BUNDLE_ENGINE_RPS: '1' },
+    // No packing: a bundle carries one transaction, so the rates below are bundles a second times the landed share.
+    env: { BYPASS_AGENT: '1', BYPASS_TIP_LAMPORTS: '20000', BUNDLE_ENGINE_RPS: '1', BUNDLE_PACK_MAX: '1' },
     policy: { 'expiry-slots': 60 },
   });
   url = stack.sidecar.url;
@@ -96,3 +97,65 @@ test('once the backlog has gone out, a new transaction is accepted again', async
   const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer(999) });
   expect(enqueued.status).toBe(202);
 });
+
+test('bundles that lose: admission counts only the share that lands, and sells less', async () => {
+  await waitUntil(async () => (await get(url, '/status')).body.capacity.waiting === 0, 30_000, 'no backlog');
+  expect((await get(url, '/status')).body.capacity.landed_share).toBe(1);
+  // A market this tip cannot win: every bundle the engine takes loses its auction (fee_too_low).
+  const { auction } = stack.simnet.engine;
+  auction.setFixedClearingTipPerCu(null);
+  auction.setFixedClearingTip(10_000_000);
+  const losing: string[] = [];
+  try {
+    for (let i = 0; i < 4; i++) {
+      const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer(1_200 + i) });
+      expect(enqueued.status).toBe(202);
+      losing.push(enqueued.body.tx_id);
+    }
+    await waitUntil(
+      async () => (await get(url, '/status')).body.capacity.landed_share <= 0.8,
+      60_000,
+      'the landed share to fall with the lost bundles',
+    );
+    const share = (await get(url, '/status')).body.capacity.landed_share as number;
+    const answers = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        fetch(`${url}/tx/enqueue`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ transaction: stack.transfer(1_300 + i) }),
+        }),
+      ),
+    );
+    const refusals: Array<{ send_rate_per_s: number }> = [];
+    for (const response of answers) {
+      const body = (await response.json()) as {
+        tx_id?: string;
+        error?: { details: { send_rate_per_s: number } };
+      };
+      if (response.status === 202) losing.push(body.tx_id as string);
+      else refusals.push(body.error?.details as { send_rate_per_s: number });
+    }
+    expect(refusals.length).toBeGreaterThan(0);
+    // Each refusal names the rate it counted: one region's 0.9 bundles a second times the landed share (it may have
+    // fallen further during the burst, never below its floor of a quarter).
+    for (const { send_rate_per_s: rate } of refusals) {
+      expect(rate).toBeLessThanOrEqual(Math.round(0.9 * share * 100) / 100 + 0.01);
+      expect(rate).toBeGreaterThanOrEqual(0.9 * 0.25 - 0.01);
+    }
+  } finally {
+    auction.setFixedClearingTip(null);
+    auction.setFixedClearingTipPerCu(DEFAULT_CLEARING_TIP_PER_CU);
+  }
+  // Nothing is left behind: each transaction ends (landing at the restored market, or failed after its retries).
+  await waitUntil(
+    async () => {
+      for (const id of losing)
+        if (!['finalized', 'failed', 'expired'].includes((await get(url, `/tx/${id}`)).body.state))
+          return false;
+      return true;
+    },
+    60_000,
+    'every transaction of the losing market ended',
+  );
+}, 150_000);

@@ -99,6 +99,62 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
       `${txId} finalized`,
     );
 
+  /**
+   * A bundle ranked above any pack (a 1,000,000-lamport tip), sent straight to the engine, that takes `wallet` down to
+   * `keep` lamports: relay's simulation (the bank as it stands) still passes, the block runs this bundle first.
+   * Returns its bundle id.
+   */
+  const drainStraightToEngine = async (wallet: Keypair, keep: number): Promise<string> => {
+    const { blockhash } = stack.simnet.cluster.latestBlockhash('confirmed');
+    const balance = stack.simnet.cluster.getBalance(wallet.publicKey.toBase58());
+    const drain = new Transaction({ feePayer: wallet.publicKey, recentBlockhash: blockhash });
+    drain.add(
+      SystemProgram.transfer({
+        fromPubkey: wallet.publicKey,
+        toPubkey: new PublicKey(MAINNET_TIP_ACCOUNTS[0] as string),
+        lamports: 1_000_000,
+      }),
+      SystemProgram.transfer({
+        fromPubkey: wallet.publicKey,
+        toPubkey: Keypair.generate().publicKey,
+        lamports: balance - 1_000_000 - 5_000 - keep,
+      }),
+    );
+    drain.sign(wallet);
+    const engineUrl = stack.simnet.endpoints.regions[0]?.engineUrl as string;
+    const sent = await fetch(`${engineUrl}/api/v1/bundles`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'sendBundle',
+        params: [[bs58.encode(drain.serialize())]],
+      }),
+    });
+    const drainId = ((await sent.json()) as { result?: string }).result as string;
+    expect(drainId).toBeDefined();
+    return drainId;
+  };
+
+  /** Wait for the pack of `carrierId` carrying `riderId` at the engine, then let the stalled chain move again. */
+  const packAtEngineThenResume = async (carrierId: string, riderId: string, packs: number) => {
+    const riderSignature = (await get(url, `/tx/${riderId}`)).body.tx_signatures[0] as string;
+    const carrierSignature = (await get(url, `/tx/${carrierId}`)).body.tx_signatures[0] as string;
+    await waitUntil(
+      () =>
+        stack.simnet.engine
+          .pendingBundles()
+          .some((b) => b.signatures.length === 3 && b.signatures[1] === riderSignature),
+      15_000,
+      'the pack at the engine',
+    );
+    const pack = stack.simnet.engine.pendingBundles().find((b) => b.signatures[1] === riderSignature);
+    expect(pack?.signatures[0]).toBe(carrierSignature);
+    expect(await counterValue(url, 'relay_packed_bundles_total')).toBe(packs);
+    stack.simnet.faults.set({ slotStall: false });
+  };
+
   test('a passenger that sinks its pack costs the carrier nothing; it fails alone', async () => {
     const first = stack.simnet.fundedKeypair(100_000_000);
     const carrierPayer = stack.simnet.fundedKeypair(100_000_000);
@@ -117,52 +173,9 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     for (const id of [alone.body.tx_id as string, carrierId, riderId])
       expect((await submit(id)).status).toBe(202);
 
-    // Before the pack goes out, a bundle that will empty the passenger's fee payer reaches the engine: relay's
-    // simulation (the bank as it stands) still passes, the block runs the earlier bundle first.
-    const { blockhash } = stack.simnet.cluster.latestBlockhash('confirmed');
-    const balance = stack.simnet.cluster.getBalance(riderPayer.publicKey.toBase58());
-    const drain = new Transaction({ feePayer: riderPayer.publicKey, recentBlockhash: blockhash });
-    drain.add(
-      SystemProgram.transfer({
-        fromPubkey: riderPayer.publicKey,
-        toPubkey: new PublicKey(MAINNET_TIP_ACCOUNTS[0] as string),
-        lamports: 1_000_000,
-      }),
-      SystemProgram.transfer({
-        fromPubkey: riderPayer.publicKey,
-        toPubkey: Keypair.generate().publicKey,
-        lamports: balance - 1_000_000 - 5_000,
-      }),
-    );
-    drain.sign(riderPayer);
-    const engineUrl = stack.simnet.endpoints.regions[0]?.engineUrl as string;
-    const sent = await fetch(`${engineUrl}/api/v1/bundles`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'sendBundle',
-        params: [[bs58.encode(drain.serialize())]],
-      }),
-    });
-    const drainId = ((await sent.json()) as { result?: string }).result as string;
-    expect(drainId).toBeDefined();
-
-    const riderSignature = (await get(url, `/tx/${riderId}`)).body.tx_signatures[0] as string;
-    const carrierSignature = (await get(url, `/tx/${carrierId}`)).body.tx_signatures[0] as string;
-    await waitUntil(
-      () =>
-        stack.simnet.engine
-          .pendingBundles()
-          .some((b) => b.signatures.length === 3 && b.signatures[1] === riderSignature),
-      15_000,
-      'the pack at the engine',
-    );
-    const pack = stack.simnet.engine.pendingBundles().find((b) => b.signatures.length === 3);
-    expect(pack?.signatures[0]).toBe(carrierSignature);
-    expect(await counterValue(url, 'relay_packed_bundles_total')).toBe(1);
-    stack.simnet.faults.set({ slotStall: false });
+    // Before the pack goes out, a bundle that will empty the passenger's fee payer reaches the engine.
+    const drainId = await drainStraightToEngine(riderPayer, 0);
+    await packAtEngineThenResume(carrierId, riderId, 1);
 
     await waitUntil(
       () => stack.simnet.engine.getBundle(drainId)?.state === 'landed',
@@ -255,6 +268,54 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
 
     // The refused pack's attempt ends counting no retry (the rider's doing); the carrier then goes alone and lands.
     await packEndedFreeThenAlone(carrierId);
+  }, 150_000);
+
+  test('a same-payer pack whose second member cannot pay when it runs: the carrier loses nothing, the member fails alone', async () => {
+    const first = stack.simnet.fundedKeypair(100_000_000);
+    // One wallet pays both: riders sharing only their fee payer ride when the payer can pay them all in bundle order.
+    const wallet = stack.simnet.fundedKeypair(10_000_000);
+    const packsBefore = await counterValue(url, 'relay_packed_bundles_total');
+    stack.simnet.faults.set({ slotStall: true });
+    const alone = await post(url, '/tx/enqueue', { transaction: stack.transfer(120, first) });
+    const carrier = await post(url, '/tx/enqueue', { transaction: stack.transfer(220, wallet) });
+    const member = await post(url, '/tx/enqueue', { transaction: stack.transfer(2_000_000, wallet) });
+    for (const r of [alone, carrier, member]) expect(r.status).toBe(202);
+    const carrierId = carrier.body.tx_id as string;
+    const memberId = member.body.tx_id as string;
+    for (const id of [alone.body.tx_id as string, carrierId, memberId])
+      expect((await submit(id)).status).toBe(202);
+
+    // Before the pack goes out, a bundle ranked above it takes the wallet down to what the carrier alone needs (its
+    // transfer and fee, above the rent-exempt minimum) and 100,000 more: relay's checks saw the wallet as it stood;
+    // in the block the carrier still runs, the member's transfer (2,000,000 more) cannot. (The stack's transfers send
+    // 890,880 more than asked: the new recipient's rent-exempt minimum.)
+    const rentExempt = await stack.connection().getMinimumBalanceForRentExemption(0);
+    const drainId = await drainStraightToEngine(wallet, rentExempt + 890_880 + 220 + 5_000 + 100_000);
+    await packAtEngineThenResume(carrierId, memberId, packsBefore + 1);
+    await waitUntil(
+      () => stack.simnet.engine.getBundle(drainId)?.state === 'landed',
+      30_000,
+      'the draining bundle landed',
+    );
+
+    // The pack's attempt ends counting no retry (the member's fault); the carrier lands alone, paid from the wallet.
+    await packEndedFreeThenAlone(carrierId).catch(async (error: Error) => {
+      const records = [carrierId, memberId].map(async (id) =>
+        JSON.stringify((await get(url, `/tx/${id}`)).body),
+      );
+      throw new Error(`${error.message}\ncarrier: ${await records[0]}\nmember: ${await records[1]}`);
+    });
+    await waitUntil(
+      async () => ['failed', 'expired'].includes((await get(url, `/tx/${memberId}`)).body.state),
+      60_000,
+      'the member ended',
+    );
+    const memberRecord = (await get(url, `/tx/${memberId}`)).body;
+    expect(memberRecord.state).toBe('failed');
+    expect(['insufficient_funds', 'simulation_failed']).toContain(memberRecord.failure);
+    // The member never rode again, and nothing of it landed: the wallet kept what the carrier left it.
+    expect(await counterValue(url, 'relay_packed_bundles_total')).toBe(packsBefore + 1);
+    expect(stack.simnet.cluster.getBalance(wallet.publicKey.toBase58())).toBe(rentExempt + 100_000);
   }, 150_000);
 });
 

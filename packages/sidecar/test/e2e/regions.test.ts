@@ -136,4 +136,67 @@ test('a burst is spread over the regions, each bundle first to its leader region
   const regions = (await get(url, '/status')).body.block_engine_regions as Array<{ accepted: number }>;
   const accepted = regions.reduce((sum, r) => sum + r.accepted, 0);
   expect(accepted + (await counterValue(url, 'relay_packed_passengers_total'))).toBeGreaterThanOrEqual(12);
+
+  // Landing per region (issue 30): each attempt names the region the engine itself says took it; /status and
+  // /metrics count the landed bundles by that region, and what they paid.
+  const landedByRegion = new Map<string, { landed: number; tips: number }>();
+  for (const id of ids) {
+    const record = (await get(url, `/tx/${id}`)).body;
+    for (const attempt of record.attempts as Array<{
+      bundle_id: string;
+      stage: string;
+      region: string | null;
+      tip_lamports: number;
+    }>) {
+      const bundle = engine.getBundle(attempt.bundle_id);
+      if (bundle)
+        expect({ bundle: attempt.bundle_id, region: attempt.region }).toEqual({
+          bundle: attempt.bundle_id,
+          region: bundle.region,
+        });
+      if (!['confirmed', 'finalized'].includes(attempt.stage)) continue;
+      const entry = (await get(url, `/bundle/${attempt.bundle_id}`)).body;
+      expect(entry.region).toBe(attempt.region);
+      const tally = landedByRegion.get(attempt.region as string) ?? { landed: 0, tips: 0 };
+      tally.landed++;
+      tally.tips += attempt.tip_lamports;
+      landedByRegion.set(attempt.region as string, tally);
+    }
+  }
+  expect([...landedByRegion.values()].reduce((n, t) => n + t.landed, 0)).toBeGreaterThan(0);
+  const landing = (await get(url, '/status')).body.landing as {
+    by_region: Array<{
+      region: string;
+      landed: number;
+      tips_paid_lamports: number;
+      lamports_per_landed: number | null;
+    }>;
+    by_contention: Array<{ contention: string; landed: number }>;
+  };
+  // The configured regions first, in their order.
+  expect(landing.by_region.slice(0, JITO_MAINNET_REGIONS.length).map((r) => r.region)).toEqual([
+    ...JITO_MAINNET_REGIONS,
+  ]);
+  const metrics = (await get(url, '/metrics')).body as string;
+  for (const row of landing.by_region) {
+    const expected = landedByRegion.get(row.region) ?? { landed: 0, tips: 0 };
+    expect({ region: row.region, landed: row.landed, tips: row.tips_paid_lamports }).toEqual({
+      region: row.region,
+      landed: expected.landed,
+      tips: expected.tips,
+    });
+    if (expected.landed > 0) {
+      expect(row.lamports_per_landed).toBe(Math.round(expected.tips / expected.landed));
+      expect(metrics).toContain(
+        `relay_bundles_landed_total{region="${row.region}",contention="unpriced"} ${expected.landed}`,
+      );
+    }
+  }
+  // Bypass tips are a fixed BYPASS_TIP_LAMPORTS, not priced per CU: every landed bundle is `unpriced`.
+  expect(landing.by_contention).toEqual([
+    expect.objectContaining({
+      contention: 'unpriced',
+      landed: [...landedByRegion.values()].reduce((n, t) => n + t.landed, 0),
+    }),
+  ]);
 }, 90_000);

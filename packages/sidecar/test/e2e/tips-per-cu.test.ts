@@ -232,5 +232,37 @@ describe('the tip per CU follows contention', () => {
     expect(quietEntry.compute_units).toBeGreaterThanOrEqual(1_000_450);
     expect(hotEntry.tip_per_cu ?? 0).toBeGreaterThan(quietEntry.tip_per_cu ?? Infinity);
     expect(hotEntry.tip_lamports).toBeGreaterThan(quietEntry.tip_lamports);
-  }, 90_000);
+
+    // Landing and cost per contention class (/status, /metrics): each landed bundle under the class it was priced for.
+    await waitAllFinalized(url, [contended, quiet], 60_000);
+    const expected = new Map<string, { landed: number; tips: number }>();
+    for (const id of [contended, quiet]) {
+      const record = (await get(url, `/tx/${id}`)).body as { attempts: AttemptView[] };
+      const won = record.attempts.find((x) => x.stage === 'finalized') as AttemptView;
+      const entry = (await get(url, `/bundle/${won.bundle_id}`)).body as EntryView;
+      const tally = expected.get(entry.contention as string) ?? { landed: 0, tips: 0 };
+      expected.set(entry.contention as string, {
+        landed: tally.landed + 1,
+        tips: tally.tips + won.tip_lamports,
+      });
+    }
+    expect([...expected.keys()].sort()).toEqual(['contended', 'uncontended']);
+    const landing = (await get(url, '/status')).body.landing as {
+      by_contention: Array<{ contention: string; landed: number; tips_paid_lamports: number }>;
+    };
+    const metrics = (await get(url, '/metrics')).body as string;
+    for (const [contention, { landed, tips }] of expected) {
+      expect(landing.by_contention.find((c) => c.contention === contention)).toMatchObject({
+        landed,
+        tips_paid_lamports: tips,
+      });
+      const line = metrics
+        .split('\n')
+        .filter(
+          (l) => l.startsWith('relay_bundles_landed_total{') && l.includes(`contention="${contention}"`),
+        )
+        .reduce((n, l) => n + Number(l.split(' ')[1]), 0);
+      expect(line).toBe(landed);
+    }
+  }, 120_000);
 });

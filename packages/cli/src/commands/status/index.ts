@@ -1,4 +1,4 @@
-import type { StatusResponse } from '@solrelay/client';
+import type { LandingStat, StatusResponse } from '@solrelay/client';
 import { keyValueTable, lamports, yesNo, type CliContext, type CommandResult } from '../../output';
 import { withSidecar } from '../../sidecar-api';
 
@@ -23,7 +23,11 @@ export function renderStatus(s: StatusResponse, color: boolean): string {
       ? ([
           [
             'send capacity',
-            `${s.capacity.send_rate_per_s} bundles/s; ${s.capacity.waiting} waiting, about ${s.capacity.expected_wait_s} s; ${s.capacity.refused_total} refused`,
+            `${s.capacity.send_rate_per_s} bundles/s` +
+              (s.capacity.landed_share === undefined
+                ? ''
+                : `, ${Math.round(s.capacity.landed_share * 100)} % landing`) +
+              `; ${s.capacity.waiting} waiting, about ${s.capacity.expected_wait_s} s; ${s.capacity.refused_total} refused`,
           ],
         ] as Array<[string, string]>)
       : []),
@@ -53,11 +57,15 @@ export function renderStatus(s: StatusResponse, color: boolean): string {
   // Older sidecars do not report regions.
   for (const r of s.block_engine_regions ?? []) {
     const cooling = r.cooling_ms > 0 ? `; cooling ${(r.cooling_ms / 1000).toFixed(1)} s` : '';
+    const landing = s.landing?.by_region.find((l) => l.region === r.region);
     rows.push([
       `engine ${r.region}`,
-      `${r.accepted} taken, ${r.rejected} refused, ${r.transport_errors} transport errors${cooling}`,
+      `${r.accepted} taken, ${r.rejected} refused, ${r.transport_errors} transport errors${cooling}` +
+        (landing && landing.submitted > 0 ? `; ${landed(landing)}` : ''),
     ]);
   }
+  // Older sidecars do not report landing.
+  for (const c of s.landing?.by_contention ?? []) rows.push([`${c.contention} bundles`, landed(c)]);
   // Older sidecars do not report webhooks.
   for (const w of s.webhooks ?? []) {
     const backlog =
@@ -86,4 +94,12 @@ export function renderStatus(s: StatusResponse, color: boolean): string {
     }
   }
   return keyValueTable(rows, color);
+}
+
+/** What one region's or contention class's bundles came to: landed of settled, and the tip per landed bundle. */
+function landed(l: LandingStat): string {
+  if (l.landed_share === null) return `${l.submitted} in flight`;
+  const cost =
+    l.lamports_per_landed === null ? '' : `, ${lamports(l.lamports_per_landed)} lamports per landed`;
+  return `${l.landed} landed of ${l.landed + l.lost} (${Math.round(l.landed_share * 100)} %)${cost}`;
 }
