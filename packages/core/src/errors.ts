@@ -104,6 +104,11 @@ export interface RelayErrorContext {
     expected_wait_s: number;
     deadline_s: number;
     retry_after_s: number;
+    /**
+     * Blocks the transaction's blockhash had left (its block height, from the stream's block meta, plus 150), when
+     * that and not `expiry-slots` set the deadline: a `finalized` blockhash is about 32 blocks into its life already.
+     */
+    blockhash_blocks_left?: number;
   };
 
   /** `reasons`: each reason on its own, when there are several (`reason` joins them). */

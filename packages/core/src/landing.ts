@@ -94,6 +94,11 @@ export class LandingTally {
     for (const c of this.countsOf(route)) c.lost++;
   }
 
+  /** A bundle counted lost was found landed after all (its landing is counted by {@link landed}): not lost. */
+  notLost(route: LandingRoute): void {
+    for (const c of this.countsOf(route)) c.lost = Math.max(0, c.lost - 1);
+  }
+
   /** The figures; `configured` regions first, in their order (at zero when nothing went there), then the others. */
   view(configured: readonly string[] = []): LandingView {
     const regions = [...new Set([...configured, ...this.regions.keys()])];
@@ -116,7 +121,9 @@ export class LandingTally {
 
 /** Weight of each settled bundle in {@link LandedShare}: about the last 16 count. */
 const LANDED_SHARE_WEIGHT = 1 / 16;
-/** Without a settlement for this long, two thirds of what the share lost comes back (a market's state goes stale). */
+/** Settlements this far apart are a steady flow, not idleness: the share does not fade between them. */
+const LANDED_SHARE_IDLE_MS = 10_000;
+/** Once idle, every this long two thirds of what the share lost comes back (a market's state goes stale). */
 const LANDED_SHARE_FADE_MS = 30_000;
 /**
  * The least share admission counts on. A lost bundle's transaction goes out again at an escalated tip, so the share
@@ -128,8 +135,9 @@ export const LANDED_SHARE_FLOOR = 0.25;
 /**
  * The share of settled bundles that landed, recently (issue 30, point 5): what relay can sell is what lands, not what
  * the engines take, since each lost bundle's transaction spends another send token on its retry. An exponential
- * moving average over settled bundles, starting at 1 (nothing known: each bundle lands), fading back towards 1 while
- * nothing settles, and never below {@link LANDED_SHARE_FLOOR}. Time is an input.
+ * moving average over settled bundles (the caller counts a loss only when a retry follows it), starting at 1 (nothing
+ * known: each bundle lands), fading back towards 1 once nothing settled for {@link LANDED_SHARE_IDLE_MS}, and never
+ * below {@link LANDED_SHARE_FLOOR}. Time is an input.
  */
 export class LandedShare {
   private share = 1;
@@ -148,7 +156,7 @@ export class LandedShare {
   }
 
   private raw(now: number): number {
-    const idle = Math.max(0, now - this.at);
+    const idle = Math.max(0, now - this.at - LANDED_SHARE_IDLE_MS);
     return 1 - (1 - this.share) * Math.exp(-idle / LANDED_SHARE_FADE_MS);
   }
 }

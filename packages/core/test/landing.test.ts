@@ -68,6 +68,18 @@ describe('LandingTally', () => {
     ]);
   });
 
+  it('takes back a loss when the bundle is found landed after all', () => {
+    const tally = new LandingTally();
+    const route = { region: 'ny', contention: 'uncontended' as const };
+    tally.submitted(route);
+    tally.lost(route);
+    tally.notLost(route);
+    tally.landed(route, 1_000);
+    expect(
+      tally.view().by_region.map((r) => [r.region, r.submitted, r.landed, r.lost, r.landed_share]),
+    ).toEqual([['ny', 1, 1, 0, 1]]);
+  });
+
   it('names what it does not know: an engine not recorded, a tip not priced per CU', () => {
     const tally = new LandingTally();
     tally.submitted({ region: null, contention: null });
@@ -104,15 +116,26 @@ describe('LandedShare', () => {
     expect(share.value(2_200)).toBe(LANDED_SHARE_FLOOR);
   });
 
-  it('weighs recent bundles most, and fades back towards 1 while nothing settles', () => {
+  it('reads a slow steady flow as it is: no fading between settlements a few seconds apart', () => {
+    const share = new LandedShare();
+    // One region at one bundle a second, half of them landing; then one every 5 s.
+    for (let i = 0; i < 200; i++) share.observe(i % 2 === 0, i * 1_000);
+    expect(share.value(199_000)).toBeGreaterThan(0.45);
+    expect(share.value(199_000)).toBeLessThan(0.55);
+    for (let i = 0; i < 100; i++) share.observe(i % 4 === 0, 200_000 + i * 5_000);
+    expect(share.value(695_000)).toBeLessThan(0.35);
+  });
+
+  it('weighs recent bundles most, and fades back towards 1 once nothing settles for a while', () => {
     const share = new LandedShare();
     for (let i = 0; i < 8; i++) share.observe(false, i);
     const afterLosses = share.value(8);
     expect(afterLosses).toBeLessThan(0.65);
     expect(afterLosses).toBeGreaterThan(LANDED_SHARE_FLOOR);
-    // 30 s later, two thirds of the loss came back; minutes later, nearly all of it.
+    // Unchanged for 10 s; 30 s after that, two thirds of the loss came back; minutes later, nearly all of it.
     const lost = 1 - afterLosses;
-    expect(1 - share.value(8 + 30_000)).toBeCloseTo(lost * Math.exp(-1), 5);
+    expect(1 - share.value(8 + 10_000)).toBeCloseTo(lost, 4);
+    expect(1 - share.value(8 + 40_000)).toBeCloseTo(lost * Math.exp(-1), 4);
     expect(share.value(8 + 300_000)).toBeGreaterThan(0.999);
     // A landing pulls it up by a sixteenth of the gap.
     const before = share.value(8);

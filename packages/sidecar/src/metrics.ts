@@ -1,4 +1,10 @@
-import { LandingTally, UNKNOWN_REGION, UNPRICED, type LandingRoute } from '@solrelay/core';
+import {
+  CONTENTION_CLASSES,
+  LandingTally,
+  UNKNOWN_REGION,
+  UNPRICED,
+  type LandingRoute,
+} from '@solrelay/core';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** Prometheus metrics of one sidecar. A registry per instance, so tests and embedded sidecars never collide. */
@@ -112,6 +118,12 @@ export class Metrics {
   readonly bundlesLost = new Counter({
     name: 'relay_bundles_lost_total',
     help: 'Bundles an engine took that ended without landing, by that engine and their contention class',
+    labelNames: ['region', 'contention'] as const,
+    registers: [this.registry],
+  });
+  readonly bundlesFoundLanded = new Counter({
+    name: 'relay_bundles_found_landed_total',
+    help: 'Bundles counted in relay_bundles_lost_total that landed after all (their tip on chain once the window had passed, or a landing back after a fork): lost for good = lost - found landed',
     labelNames: ['region', 'contention'] as const,
     registers: [this.registry],
   });
@@ -326,6 +338,29 @@ export class Metrics {
     const labels = landingLabels(route);
     this.bundlesLanded.inc(labels);
     this.tipsPaid.inc(labels, tipLamports);
+  }
+
+  /** A bundle counted lost landed after all (then counted landed too). */
+  bundleFoundLanded(route: LandingRoute): void {
+    this.landing.notLost(route);
+    this.bundlesFoundLanded.inc(landingLabels(route));
+  }
+
+  /**
+   * Every landing series at 0 for the configured regions and each contention class, so a dashboard's `increase()`
+   * sees the first bundle of each (a labelled counter has no series until its first increment).
+   */
+  initLandingSeries(regions: readonly string[]): void {
+    for (const region of regions)
+      for (const contention of [...CONTENTION_CLASSES, UNPRICED])
+        for (const counter of [
+          this.tipsPaid,
+          this.bundlesSubmitted,
+          this.bundlesLanded,
+          this.bundlesLost,
+          this.bundlesFoundLanded,
+        ])
+          counter.inc({ region, contention }, 0);
   }
 
   /** A bundle an engine took ended without landing. Once per bundle. */

@@ -269,6 +269,11 @@ export class Relay {
     this.s.tracker.onStreamTransaction(signature);
   }
 
+  /** A block the stream reported: its blockhash's height (how long a caller's blockhash has left, for admission). */
+  onBlock(blockhash: string, blockHeight: number): void {
+    this.s.ports.blockhashes.recordBlock(blockhash, blockHeight);
+  }
+
   /** The gRPC transport's push results: auction losses, simulation failures and drops settle an attempt at once. */
   onBundleResult(result: BundleResultMessage): Promise<void> {
     return this.s.tracker.onBundleResult(result);

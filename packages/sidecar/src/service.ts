@@ -234,6 +234,7 @@ export async function startSidecar(config: SidecarConfig, options: SidecarOption
   // Region names before the first send, so metrics and /status name regions as the engines do from the start (an
   // engine that does not answer in 2 s keeps its host name until the leader poll asks again).
   await Promise.race([engine.resolveNames(), new Promise((resolve) => setTimeout(resolve, 2000).unref())]);
+  metrics.initLandingSeries(engine.regions.map((r) => r.name));
   const oracle = new TipOracle();
   const leaders = new LeaderBuffer();
 

@@ -128,3 +128,19 @@ describe('at intake, a blockhash is refused as expired only on the word of a nod
     expect(slept).toHaveLength(INTAKE_RECHECKS - 1);
   });
 });
+
+test("a blockhash's blocks left: its block's height (the stream's block meta) + 150 - the latest height; null when unseen", () => {
+  const { checks } = setup({ slot: 500, finalizedSlot: 468 });
+  expect(checks.blocksLeft('never-seen')).toBeNull();
+  for (let height = 1_000; height <= 1_032; height++) checks.recordBlock(`hash-${height}`, height);
+  // A `confirmed`-like blockhash one block behind, and a `finalized`-like one 32 behind.
+  expect(checks.blocksLeft('hash-1031')).toBe(149);
+  expect(checks.blocksLeft('hash-1000')).toBe(118);
+  // Only the last two lives of blocks (and a margin) are kept: the oldest are forgotten, not guessed.
+  for (let height = 1_033; height <= 1_500; height++) checks.recordBlock(`hash-${height}`, height);
+  expect(checks.blocksLeft('hash-1000')).toBeNull();
+  expect(checks.blocksLeft('hash-1400')).toBe(50);
+  // A block reported again (a replay after a reconnect) keeps its height; the latest height never steps back.
+  checks.recordBlock('hash-1400', 1_400);
+  expect(checks.blocksLeft('hash-1500')).toBe(150);
+});

@@ -418,6 +418,43 @@ test('landing figures: a bundle counts once landed (at confirmed, with its tip) 
   );
 });
 
+test('landing figures: a bundle judged lost that lands after all is taken back from the lost; the landed share hears of losses that cost a retry only', async () => {
+  const r = rig();
+  const settled: boolean[] = [];
+  r.settle.signals.on('bundle-settled', ({ landed }) => settled.push(landed));
+  const tx = await put(r, 'submitted', 0, 'submitted', { region: 'ny' });
+  const a = tx.attempts[0] as StoredAttempt;
+  // Judged lost (its window passed): back to pending for another attempt, a loss that costs a send token.
+  await r.settle.settleFailed(tx, a, 'dropped', { countRetry: true, detail: 'window passed' });
+  expect(r.ctx.metrics.landing.view().by_region).toEqual([
+    expect.objectContaining({ region: 'ny', landed: 0, lost: 1 }),
+  ]);
+  expect(settled).toEqual([false]);
+  // Its bundle is on chain after all: resurrected and confirmed.
+  const lost = (await r.store.get(tx.tx_id)) as StoredTx;
+  const landed = { bundleId: a.bundle_id, landedSlot: SLOT - 1, attempt: lost.attempts[0] as StoredAttempt };
+  await r.settle.moveTo(lost, 'confirmed', SLOT - 1, NOW, landed);
+  expect(r.ctx.metrics.landing.view().by_region).toEqual([
+    expect.objectContaining({ region: 'ny', landed: 1, lost: 0, landed_share: 1 }),
+  ]);
+  expect(settled).toEqual([false, true]);
+  expect(await r.ctx.metrics.registry.metrics()).toContain(
+    'relay_bundles_found_landed_total{region="ny",contention="unpriced"} 1',
+  );
+  // A loss after which nothing goes out again (the caller stopped it) is counted lost, not a token spent.
+  const other = rig();
+  const stopped: boolean[] = [];
+  other.settle.signals.on('bundle-settled', ({ landed }) => stopped.push(landed));
+  const last = await put(other, 'submitted', 0, 'submitted', { region: 'ny' });
+  await other.settle.settleFailed(last, last.attempts[0] as StoredAttempt, 'dropped', {
+    countRetry: false,
+    detail: 'stopped',
+    stop: true,
+  });
+  expect(other.ctx.metrics.landing.view().by_region).toEqual([expect.objectContaining({ lost: 1 })]);
+  expect(stopped).toEqual([]);
+});
+
 test('a landing slot that died puts the transaction back to pending and drops the landed attempt', async () => {
   const r = rig();
   const tx = await put(r, 'submitted');

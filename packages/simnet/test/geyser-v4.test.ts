@@ -17,7 +17,7 @@ type Update = {
   transactionStatus?: { slot: string; signature: Uint8Array; index: string; err?: { err: Uint8Array } };
   ping?: object;
   pong?: { id: number };
-  blockMeta?: { slot: string; blockhash: string };
+  blockMeta?: { slot: string; blockhash: string; blockHeight?: { blockHeight: string } };
 };
 
 describe('Yellowstone server with @triton-one/yellowstone-grpc 4.0.2', () => {
@@ -145,6 +145,18 @@ describe('Yellowstone server with @triton-one/yellowstone-grpc 4.0.2', () => {
     ).toBe(false);
     // Interslot statuses only when asked for.
     expect(updates.updates.some((u) => u.slot && u.slot.status > 2)).toBe(false);
+  });
+
+  it("streams block meta with each block's blockhash and height (upstream field 5, BlockHeight)", async () => {
+    const { stream, updates } = await open();
+    stream.write(subscribeRequest({ blocksMeta: { meta: {} }, commitment: CommitmentLevel.PROCESSED }));
+    await requestsApplied(stream, updates);
+    cluster.advance(2);
+    const slot = cluster.slot;
+    const meta = await updates.waitFor((u) => u.blockMeta?.slot === String(slot));
+    expect(meta.filters).toEqual(['meta']);
+    expect(meta.blockMeta?.blockhash).toBe(cluster.latestBlockhash('processed').blockhash);
+    expect(meta.blockMeta?.blockHeight?.blockHeight).toBe(String(cluster.blockHeightAt('processed')));
   });
 
   it('sends server pings, answers client pings with pongs, and replaces filters on each request', async () => {

@@ -25,9 +25,16 @@ export const VALIDITY_CONTEXT_SLACK_SLOTS = 2;
 export const INTAKE_RECHECKS = 4;
 export const INTAKE_RECHECK_MS = 150;
 
+/** Recent blocks whose blockhash relay keeps the height of: two blockhash lives, with room for forks. */
+const BLOCK_HEIGHTS_KEPT = 2 * BLOCKHASH_MAX_AGE_BLOCKS + 64;
+
 /** Blockhash and durable-nonce liveness of user transactions, read from RPC (validity cached briefly per blockhash). */
 export class BlockhashChecks {
   private readonly validity = new Map<string, { valid: boolean; checkedAt: number }>();
+  /** The block height of each recent block's blockhash, from the stream's block meta (insertion order: oldest first). */
+  private readonly heights = new Map<string, number>();
+  /** The highest block height the stream's block meta reported. */
+  private latestHeight = 0;
   /** The processed slot at which relay first saw each blockhash valid (recent ones; not kept across restarts). */
   private readonly seenValidAt = new Map<string, number>();
 
@@ -40,6 +47,29 @@ export class BlockhashChecks {
     private readonly finalizedSlot: () => number = () => 0,
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
   ) {}
+
+  /**
+   * A block the stream reported (Yellowstone block meta, processed): its blockhash and block height. Only the stream's
+   * recent blocks are known; a blockhash older than about {@link BLOCK_HEIGHTS_KEPT} blocks is not.
+   */
+  recordBlock(blockhash: string, blockHeight: number): void {
+    this.heights.delete(blockhash);
+    this.heights.set(blockhash, blockHeight);
+    if (blockHeight > this.latestHeight) this.latestHeight = blockHeight;
+    while (this.heights.size > BLOCK_HEIGHTS_KEPT)
+      this.heights.delete(this.heights.keys().next().value as string);
+  }
+
+  /**
+   * Blocks a transaction on `blockhash` still has before it cannot land: Agave takes a blockhash for
+   * MAX_PROCESSING_AGE (150) blocks after its own, and `getLatestBlockhash` answers `lastValidBlockHeight` = its block
+   * height + 150. Null when relay has not seen the blockhash's block on the stream (an old one, one from another fork,
+   * or the stream is down): the caller falls back to its own deadline.
+   */
+  blocksLeft(blockhash: string): number | null {
+    const height = this.heights.get(blockhash);
+    return height === undefined ? null : height + BLOCKHASH_MAX_AGE_BLOCKS - this.latestHeight;
+  }
 
   /**
    * At intake: whether the caller's blockhash is proven expired (refused with RELAY_E_TX_BLOCKHASH_EXPIRED). A `false`

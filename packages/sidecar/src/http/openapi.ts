@@ -1,10 +1,12 @@
 import {
+  CONTENTION_CLASSES,
   LifecycleEntrySchema,
   PRIORITIES,
   PolicySchema,
   QUEUED_TX_STATES,
   RELAY_ERRORS,
   RELAY_EVENT_NAMES,
+  UNPRICED,
 } from '@solrelay/core';
 import { z } from 'zod';
 
@@ -137,7 +139,7 @@ export function openApiDocument(): Record<string, unknown> {
               required: ['bid_per_cu', 'contention', 'signal'],
               properties: {
                 bid_per_cu: { type: 'number', minimum: 0 },
-                contention: { type: 'string', enum: ['contended', 'uncontended', 'unknown'] },
+                contention: { type: 'string', enum: [...CONTENTION_CLASSES] },
                 signal: { type: 'string' },
               },
             },
@@ -333,10 +335,7 @@ export function openApiDocument(): Record<string, unknown> {
                         type: 'object',
                         required: ['contention'],
                         properties: {
-                          contention: {
-                            type: 'string',
-                            enum: ['contended', 'uncontended', 'unknown', 'unpriced'],
-                          },
+                          contention: { type: 'string', enum: [...CONTENTION_CLASSES, UNPRICED] },
                         },
                       },
                     ],

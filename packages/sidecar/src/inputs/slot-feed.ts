@@ -70,6 +70,9 @@ export function startSlotFeed(deps: {
       }
     },
     onTransactionStatus: (status) => relay.onStreamTransaction(status.signature),
+    onBlockMeta: (meta) => {
+      if (meta.blockHeight !== null) relay.onBlock(meta.blockhash, meta.blockHeight);
+    },
     onState: (state, detail) => {
       health.mark('stream', state !== 'disconnected', state === 'disconnected' ? detail : null);
       if (state === 'disconnected') log.warn({ detail }, 'stream disconnected; reconnecting');

@@ -226,11 +226,20 @@ export class Intake {
     policy: Policy,
     priority: Priority,
     expirySlots: number | null,
+    /** Blocks the transaction's youngest-dying blockhash has left, when the stream showed its block (null: not known). */
+    blockhashBlocksLeft: number | null,
   ): Promise<void> {
     const { txRatePerSecond, ahead, waiting } = await this.capacity(priority, 1);
     const slotMs = this.d.chain.slotMs;
     const slot = this.d.chain.slot;
-    const slotsLeft = Math.min(expiresAtSlot(slot, policy, expirySlots) - slot, BLOCKHASH_MAX_AGE_BLOCKS);
+    // The deadline: `expiry-slots` from now, at most a blockhash's life, and at most what the caller's own blockhash
+    // has left (a `finalized` one, web3.js's default, is about 32 blocks old already; issue 30, point 5). Blocks
+    // count as slots: slots can be skipped, blocks cannot, so a block takes at least a slot's time. A blockhash at or
+    // past its end is left to the expiry check that follows.
+    const ownDeadline = Math.min(expiresAtSlot(slot, policy, expirySlots) - slot, BLOCKHASH_MAX_AGE_BLOCKS);
+    const agedBy =
+      blockhashBlocksLeft !== null && blockhashBlocksLeft > 0 && blockhashBlocksLeft < ownDeadline;
+    const slotsLeft = agedBy ? (blockhashBlocksLeft as number) : ownDeadline;
     const decision = admissionDecision({
       ahead,
       waiting,
@@ -249,6 +258,7 @@ export class Intake {
       expected_wait_s: Math.ceil(decision.expectedWaitMs / 1000),
       deadline_s: Math.floor((slotsLeft * slotMs) / 1000),
       retry_after_s: Math.ceil(decision.retryAfterMs / 1000),
+      ...(agedBy ? { blockhash_blocks_left: blockhashBlocksLeft as number } : {}),
     });
   }
 
@@ -284,8 +294,17 @@ export class Intake {
       // What the agent will price (DESIGN §11): the write set's contention is read in the background, never awaited
       // here (an RPC call); `tx_enqueued` carries it only when a reading is cached by the time it is built.
       if (bundle && !this.d.bypass.enabled) this.d.contention.warm(bundle.writeSet);
-      await this.admitAgainstCapacity(policy, request.priority, request.expiry_slots ?? null);
       const nonces = parsed.map((tx) => durableNonceAccount(tx));
+      // The blockhash that dies first among the user transactions (a durable nonce does not age).
+      let blocksLeft: number | null = null;
+      for (let i = 0; i < parsed.length; i++) {
+        if (nonces[i]) continue;
+        const left = this.d.blockhashes.blocksLeft(
+          (parsed[i] as { recentBlockhash: string }).recentBlockhash,
+        );
+        if (left !== null && (blocksLeft === null || left < blocksLeft)) blocksLeft = left;
+      }
+      await this.admitAgainstCapacity(policy, request.priority, request.expiry_slots ?? null, blocksLeft);
       for (let i = 0; i < parsed.length; i++) {
         if (nonces[i]) continue;
         const expired = await this.d.blockhashes.expiredAtIntake(

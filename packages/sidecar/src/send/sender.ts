@@ -179,6 +179,19 @@ export class Sender {
       attempt.stage !== 'failed'
     )
       this.d.metrics.repeatedSends.inc();
+    // The engine took it but what followed was recorded first (its landing came in before this answer): the region
+    // that took it is still the attempt's.
+    if (
+      tx &&
+      attempt &&
+      result.ok &&
+      attempt.stage !== 'journaled' &&
+      attempt.stage !== 'failed' &&
+      !attempt.region
+    ) {
+      await this.settle.recordRegion(tx, attempt, this.d.engine.regions[region]?.name ?? String(region));
+      return;
+    }
     if (!tx || !attempt || attempt.stage !== 'journaled' || isTerminalTxState(tx.state)) return;
     if (!result.ok && result.kind === 'transport') {
       // Not an attempt: resend the identical bytes after a backoff.

@@ -104,6 +104,22 @@ export class Settler {
     this.d.metrics.bundleSubmitted(landingRoute({ ...attempt, region }));
   }
 
+  /**
+   * The engine's answer came after the attempt had moved on (its landing was seen first): record which region took it
+   * and count it taken. Nothing else changes.
+   */
+  async recordRegion(given: StoredTx, givenAttempt: StoredAttempt, region: string): Promise<void> {
+    const found = await this.fresh(given.tx_id, givenAttempt.attempt);
+    if (!found?.attempt || found.attempt.region) return;
+    const { tx, attempt } = found;
+    await this.d.store.transition(
+      tx.tx_id,
+      { attempt: { n: attempt.attempt, stage: attempt.stage } },
+      { attempts: [{ n: attempt.attempt, set: { region } }] },
+    );
+    this.d.metrics.bundleSubmitted(landingRoute({ ...attempt, region }));
+  }
+
   /** A tip landed without its bundle: counted, logged and recorded once (`afterEnd`: after the transaction ended). */
   async markLeaked(
     given: StoredTx,
@@ -166,6 +182,9 @@ export class Settler {
       ? (tx.attempts.find((a) => a.attempt === extra.attempt?.attempt) ?? null)
       : null;
     const seenBefore = { landed: !!attempt?.timeline.landed, confirmed: !!attempt?.timeline.confirmed };
+    // Counted lost when it was judged so (settleFailed: taken by an engine, never confirmed).
+    const resurrectedAfterLoss =
+      attempt?.stage === 'failed' && attempt.slot_submitted !== null && !attempt.timeline.confirmed;
     let attemptSet: Partial<StoredAttempt> | null = null;
     const stageChanges: BundleStage[] = [];
     if (attempt && !attempt.leaked) {
@@ -237,6 +256,8 @@ export class Settler {
       if (stageChanges.includes('landed') && !seenBefore.landed && after.tip_lamports > 0)
         this.d.oracle.ingestLandedTip(after.tip_lamports, now);
       if (stageChanges.includes('confirmed') && !seenBefore.confirmed) {
+        // A bundle judged lost that landed after all (resurrected) is taken back from the lost ones.
+        if (resurrectedAfterLoss) this.d.metrics.bundleFoundLanded(landingRoute(after));
         this.d.metrics.bundleLanded(landingRoute(after), after.tip_lamports);
         this.signals.emit('bundle-settled', { landed: true });
       }
@@ -398,9 +419,12 @@ export class Settler {
     );
     this.d.metrics.attemptOutcomes.inc({ outcome });
     // A bundle an engine took that ends here did not land (one that was confirmed and then orphaned was counted landed).
+    // Admission's landed share counts the loss only when the transaction goes out again: only then does it spend
+    // another send token (not when it fails for good, stops, or is dropped because it landed another way).
     if (attempt.slot_submitted !== null && !attempt.timeline.confirmed) {
       this.d.metrics.bundleLost(landingRoute(attempt));
-      this.signals.emit('bundle-settled', { landed: false });
+      if (backToPending && !fails && !exhausted && !options.stop)
+        this.signals.emit('bundle-settled', { landed: false });
     }
     if (fails) this.d.metrics.evicted.inc({ reason: 'failed' });
     for (const m of moves) this.d.metrics.transitions.inc({ state: m.state });

@@ -40,6 +40,14 @@ export interface GeyserTransactionStatus {
   errBytes: Uint8Array | null;
 }
 
+/** A block the stream reported (Yellowstone block meta at the subscription's commitment, processed here). */
+export interface GeyserBlockMeta {
+  slot: number;
+  blockhash: string;
+  /** Null when the server sent none (upstream field 5 is optional on the wire). */
+  blockHeight: number | null;
+}
+
 export interface GeyserStreamOptions {
   endpoint: string;
   xToken?: string | undefined;
@@ -47,6 +55,8 @@ export interface GeyserStreamOptions {
   staticAccounts: string[];
   onSlot: (update: GeyserSlotUpdate) => void;
   onTransactionStatus: (status: GeyserTransactionStatus) => void;
+  /** Each block's blockhash and height (subscribed to only when given). */
+  onBlockMeta?: (meta: GeyserBlockMeta) => void;
   /** Connection state changes; `reconnected` follows every successful resubscribe after a cut. */
   onState?: (state: 'connected' | 'disconnected' | 'reconnected', detail: string) => void;
   /** Client ping interval. Default 10 s. */
@@ -69,6 +79,7 @@ interface SubscribeUpdateMessage {
     index: string;
     err?: { err: Buffer } | null;
   };
+  blockMeta?: { slot: string; blockhash: string; blockHeight?: { blockHeight: string } | null };
   ping?: object;
   pong?: { id: number };
 }
@@ -240,6 +251,15 @@ export class GeyserStream {
       });
       return;
     }
+    if (update.blockMeta) {
+      const meta = update.blockMeta;
+      this.options.onBlockMeta?.({
+        slot: Number(meta.slot),
+        blockhash: meta.blockhash,
+        blockHeight: meta.blockHeight ? Number(meta.blockHeight.blockHeight) : null,
+      });
+      return;
+    }
     if (update.transactionStatus) {
       const ts = update.transactionStatus;
       const errBytes = ts.err?.err && ts.err.err.length > 0 ? new Uint8Array(ts.err.err) : null;
@@ -272,6 +292,8 @@ export class GeyserStream {
     const request: Record<string, unknown> = {
       slots: { relay_slots: { filterByCommitment: false, interslotUpdates: true } },
       transactionsStatus,
+      // Each block's blockhash and height: how many blocks a caller's blockhash has left (admission).
+      ...(this.options.onBlockMeta ? { blocksMeta: { relay_blocks: {} } } : {}),
       commitment: 'PROCESSED',
     };
     if (withFromSlot && this.lastSlot !== null) {

@@ -98,9 +98,55 @@ test('once the backlog has gone out, a new transaction is accepted again', async
   expect(enqueued.status).toBe(202);
 });
 
+test('a transaction whose own blockhash is old gets the deadline that blockhash has left, not expiry-slots', async () => {
+  await waitUntil(async () => (await get(url, '/status')).body.capacity.waiting === 0, 60_000, 'no backlog');
+  const { cluster } = stack.simnet;
+  // Relay has watched the stream since about height 10: from height 140 on, the block 125 below the tip is one it saw.
+  await waitUntil(() => cluster.blockHeightAt('processed') >= 140, 60_000, 'block height 140');
+  // A blockhash 125 blocks into its 150-block life, from a block relay saw on its stream (relay started well before).
+  const height = cluster.blockHeightAt('processed');
+  let old: { blockhash: string; blockHeight: number } | null = null;
+  for (let slot = cluster.slot; slot > 0 && !old; slot--) {
+    const block = cluster.block(slot);
+    if (block && block.status !== 'dead' && block.blockHeight === height - 125) old = block;
+  }
+  expect(old).not.toBeNull();
+  // A small backlog: four fresh transfers at once (about eight fit in expiry-slots 60 at one bundle a second).
+  const fresh: string[] = [];
+  for (let i = 0; i < 4; i++) {
+    const enqueued = await post(url, '/tx/enqueue', { transaction: stack.transfer(1_400 + i) });
+    expect(enqueued.status).toBe(202);
+    fresh.push(enqueued.body.tx_id);
+  }
+  // Behind them, the old blockhash's 25 blocks (less the reserve, 12: at most half) are about 2.6 s at 200 ms slots:
+  // too little for the three or more still waiting at 0.9 a second. Refused, naming what its blockhash had left.
+  const aged = await post(url, '/tx/enqueue', {
+    transaction: stack.transfer(1_500, undefined, (old as { blockhash: string }).blockhash),
+  });
+  expect(aged.status).toBe(429);
+  expect(aged.body.error.code).toBe('RELAY_E_CAPACITY_EXCEEDED');
+  expect(aged.body.error.details.blockhash_blocks_left).toBeGreaterThanOrEqual(20);
+  expect(aged.body.error.details.blockhash_blocks_left).toBeLessThanOrEqual(25);
+  // The same moment, a fresh blockhash has expiry-slots' 40 usable slots (8 s): accepted.
+  const next = await post(url, '/tx/enqueue', { transaction: stack.transfer(1_501) });
+  expect(next.status).toBe(202);
+  fresh.push(next.body.tx_id);
+  await waitUntil(
+    async () => {
+      for (const id of fresh)
+        if (!['finalized', 'failed', 'expired'].includes((await get(url, `/tx/${id}`)).body.state))
+          return false;
+      return true;
+    },
+    60_000,
+    'the fresh transactions ended',
+  );
+}, 240_000);
+
 test('bundles that lose: admission counts only the share that lands, and sells less', async () => {
   await waitUntil(async () => (await get(url, '/status')).body.capacity.waiting === 0, 30_000, 'no backlog');
-  expect((await get(url, '/status')).body.capacity.landed_share).toBe(1);
+  // Every bundle so far landed (a fading loss could leave it a hair below 1).
+  expect((await get(url, '/status')).body.capacity.landed_share).toBeGreaterThan(0.95);
   // A market this tip cannot win: every bundle the engine takes loses its auction (fee_too_low).
   const { auction } = stack.simnet.engine;
   auction.setFixedClearingTipPerCu(null);

@@ -178,7 +178,8 @@ describe('the tip per CU follows contention', () => {
     stack = await startRelayStack({
       simnet: { slotMs: 150, regions: 1 },
       clearingTip: 1_000,
-      env: { RELAY_AGENT_GRACE_S: '1' },
+      // No packing: each transaction's landing is its own bundle's (the landing figures below count by bundle).
+      env: { RELAY_AGENT_GRACE_S: '1', BUNDLE_PACK_MAX: '1' },
     });
     url = stack.sidecar.url;
     await waitUntil(async () => (await get(url, '/readyz')).status === 200, 15_000, 'ready');

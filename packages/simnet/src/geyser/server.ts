@@ -64,6 +64,7 @@ const SLOT_STATUS_NAMES: Record<SlotEvent['status'], string> = {
 interface BlockMeta {
   slot: number;
   blockhash: string;
+  blockHeight: number | null;
   parentSlot: number;
   parentBlockhash: string;
   transactionCount: number;
@@ -196,6 +197,7 @@ class SubscribeStream {
       blockMeta: {
         slot: String(meta.slot),
         blockhash: meta.blockhash,
+        ...(meta.blockHeight === null ? {} : { blockHeight: { blockHeight: String(meta.blockHeight) } }),
         parentSlot: String(meta.parentSlot),
         parentBlockhash: meta.parentBlockhash,
         executedTransactionCount: String(meta.transactionCount),
@@ -275,6 +277,7 @@ export async function startGeyserServer(options: GeyserServerOptions): Promise<G
       meta = {
         slot: event.slot,
         blockhash: event.blockhash,
+        blockHeight: event.blockHeight ?? null,
         parentSlot: event.parent ?? 0,
         parentBlockhash: parentBlockhashOf(event),
         transactionCount: event.transactionCount ?? data.txs.length,
