@@ -266,11 +266,9 @@ function CapacityRow({ capacity }: { capacity: NonNullable<DashboardState['statu
       <Dot tone={tone} label="capacity" />
       <span className="health-name">send capacity</span>
       <span className="health-detail">
-        {formatInteger(capacity.send_rate_per_s)} bundles/s
-        {capacity.landed_share === undefined
-          ? ''
-          : `, ${Math.round(capacity.landed_share * 100)} % landing`}{' '}
-        · {formatInteger(capacity.waiting)} waiting (~
+        {formatInteger(capacity.send_rate_per_s)} bundles/s ·{' '}
+        {capacity.landed_share === undefined ? '' : `${Math.round(capacity.landed_share * 100)} % landing · `}
+        {formatInteger(capacity.waiting)} waiting (~
         {capacity.expected_wait_s} s) · {formatInteger(capacity.refused_total)} refused
       </span>
     </li>

@@ -142,7 +142,7 @@ describe('dashboard served by a bypass sidecar on simnet', () => {
     expect(await page.textContent('[data-testid="health-spend"]')).toMatch(/of 0\.5 SOL/);
     // Send capacity (regions x BUNDLE_ENGINE_RPS) and one row per regional block engine, named by the engine.
     expect(await page.textContent('[data-testid="health-capacity"]')).toMatch(
-      /bundles\/s .* waiting .* refused/,
+      /bundles\/s · \d+ % landing · \d+ waiting .* refused/,
     );
     expect(await page.textContent('[data-testid="health-region-amsterdam"]')).toMatch(/taken .* refused/);
     await page.waitForSelector('[data-testid="health-webhook-0"]');
