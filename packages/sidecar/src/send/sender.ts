@@ -158,7 +158,7 @@ export class Sender {
     if (!result.ok && result.kind === 'transport') this.queue.cool(region, result.retryAfterMs);
     else this.queue.answered(region);
     this.d.metrics.engineRequests.inc({
-      region: this.d.engine.regions[region]?.name ?? String(region),
+      region: this.regionName(region),
       result: sendAnswer(result),
     });
     await this.d.locks.run(job.txId, () => this.recordSendResult(job, region, result));
@@ -189,7 +189,7 @@ export class Sender {
       attempt.stage !== 'failed' &&
       !attempt.region
     ) {
-      await this.settle.recordRegion(tx, attempt, this.d.engine.regions[region]?.name ?? String(region));
+      await this.settle.recordRegion(tx, attempt, this.regionName(region));
       return;
     }
     if (!tx || !attempt || attempt.stage !== 'journaled' || isTerminalTxState(tx.state)) return;
@@ -218,7 +218,6 @@ export class Sender {
     }
     // The engine answered (with an id or a verdict): it is reachable.
     this.d.lastErrors.engine = null;
-    const regionName = this.d.engine.regions[region]?.name ?? String(region);
     if (result.ok) {
       this.packer.observeSend(1 + (attempt.passengers?.length ?? 0));
       if (result.bundleId !== attempt.bundle_id) {
@@ -227,12 +226,22 @@ export class Sender {
           'engine returned a different bundle id',
         );
       }
-      await this.settle.markSubmitted(tx, attempt, (slot) => this.targetWindow(slot), regionName);
+      await this.settle.markSubmitted(
+        tx,
+        attempt,
+        (slot) => this.targetWindow(slot),
+        this.regionName(region),
+      );
       return;
     }
     if (result.rejection === 'already_processed') {
       // Something of this bundle already executed: follow the signatures to find out what.
-      await this.settle.markSubmitted(tx, attempt, (slot) => this.targetWindow(slot), regionName);
+      await this.settle.markSubmitted(
+        tx,
+        attempt,
+        (slot) => this.targetWindow(slot),
+        this.regionName(region),
+      );
       return;
     }
     // A refusal: whose fault it is (the user's blockhash, a rider's, the tip's, the bundle's form) decides what
@@ -251,6 +260,11 @@ export class Sender {
       { userBlockhashDead, riderFault },
     );
     await this.faults.apply(tx, attempt, verdict);
+  }
+
+  /** A regional engine's name as /status and /metrics give it (its index when it has none). */
+  private regionName(region: number): string {
+    return this.d.engine.regions[region]?.name ?? String(region);
   }
 
   /** The bundle-engine window an attempt sent now can land in: its first slot and the last slot of that leader. */

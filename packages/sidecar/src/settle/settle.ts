@@ -182,9 +182,8 @@ export class Settler {
       ? (tx.attempts.find((a) => a.attempt === extra.attempt?.attempt) ?? null)
       : null;
     const seenBefore = { landed: !!attempt?.timeline.landed, confirmed: !!attempt?.timeline.confirmed };
-    // Counted lost when it was judged so (settleFailed: taken by an engine, never confirmed).
-    const resurrectedAfterLoss =
-      attempt?.stage === 'failed' && attempt.slot_submitted !== null && !attempt.timeline.confirmed;
+    // Counted lost when it was judged so (settleFailed).
+    const resurrectedAfterLoss = attempt?.stage === 'failed' && countedLost(attempt);
     let attemptSet: Partial<StoredAttempt> | null = null;
     const stageChanges: BundleStage[] = [];
     if (attempt && !attempt.leaked) {
@@ -421,7 +420,7 @@ export class Settler {
     // A bundle an engine took that ends here did not land (one that was confirmed and then orphaned was counted landed).
     // Admission's landed share counts the loss only when the transaction goes out again: only then does it spend
     // another send token (not when it fails for good, stops, or is dropped because it landed another way).
-    if (attempt.slot_submitted !== null && !attempt.timeline.confirmed) {
+    if (countedLost(attempt)) {
       this.d.metrics.bundleLost(landingRoute(attempt));
       if (backToPending && !fails && !exhausted && !options.stop)
         this.signals.emit('bundle-settled', { landed: false });
@@ -463,6 +462,11 @@ export class Settler {
         detail: why,
       });
   }
+}
+
+/** Whether the landing figures count an attempt that ends unlanded as lost: an engine took it and it never confirmed. */
+function countedLost(attempt: StoredAttempt): boolean {
+  return attempt.slot_submitted !== null && !attempt.timeline.confirmed;
 }
 
 /** Where a bundle went and what its tip was priced for, as the landing figures count it. */
