@@ -6,9 +6,10 @@ const path = require('node:path');
 //   slots (the whole e2e directory used 35 % of one core, one file at a time), so two overlap well. (Three at a time
 //   took 144 s instead of 194 s on the idle project VM, but 152 s and 180 s in two clean-clone CI runs, whose first
 //   runs of the group at two took 178 s, and each of those runs had a test fail on a timing it assumed: two it stays.)
-// - `postgres`: the PostgreSQL files except those below, one at a time. (Two at a time failed a clean-clone CI run:
-//   postgres-fleet's hosts got 503s beside another file; not yet run again since that file's server-wide
-//   `pg_terminate_backend` was scoped to its own database.)
+// - `postgres`: the PostgreSQL files except those below, two at a time (each has a database of its own from the
+//   template). Two at a time once failed a clean-clone CI run: postgres-fleet's hosts got 503s beside another file,
+//   because its `pg_terminate_backend` reached every database on the server; it is scoped to its own database now.
+//   One at a time took 148 s in CI, two at a time 101 s on the idle project VM.
 // - `serial`: one at a time, the files that measure what load does. The outage test (400 transactions through outages
 //   on 60 ms slots) and the webhook outbox's ordering test failed in a clean-clone CI with two files at once, where 48
 //   transactions expired under the doubled load; they pass one at a time.
@@ -37,7 +38,7 @@ const ignored = ['/node_modules/'];
 const groups = {
   parallel: { maxWorkers: 2, testPathIgnorePatterns: [...ignored, ...POSTGRES_FILES, ...ALONE_FILES] },
   postgres: {
-    maxWorkers: 1,
+    maxWorkers: 2,
     testRegex: POSTGRES_FILES,
     testMatch: undefined,
     testPathIgnorePatterns: [...ignored, ...ALONE_FILES],
