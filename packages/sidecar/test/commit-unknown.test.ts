@@ -105,7 +105,7 @@ function rig() {
     push: (job: SendJob) => queued.push({ txId: job.txId, attempt: job.attempt }),
     has: () => false,
     cool: () => undefined,
-    waitTurn: () => Promise.resolve(),
+    waitTurn: () => Promise.resolve({ end: () => undefined }),
     isCooling: () => false,
     answered: () => undefined,
   };
@@ -423,7 +423,7 @@ test('the same journaled bytes sent twice at once (a job queued again while the 
     push: () => undefined,
     has: () => false,
     cool: () => undefined,
-    waitTurn: () => Promise.resolve(),
+    waitTurn: () => Promise.resolve({ end: () => undefined }),
     isCooling: () => false,
     answered: () => undefined,
   };
@@ -460,7 +460,7 @@ test('a migration window that opens while a job is being prepared holds it: noth
     push: (job: SendJob) => pushed.push(job),
     has: () => false,
     cool: () => undefined,
-    waitTurn: () => Promise.resolve(),
+    waitTurn: () => Promise.resolve({ end: () => undefined }),
     isCooling: () => false,
     answered: () => undefined,
   };

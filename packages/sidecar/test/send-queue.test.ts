@@ -265,7 +265,12 @@ test('requests to one region leave at least a paced token apart, however late ea
   const { queue, close } = rig({ rps: 1, pacing: 0.9, regions: 2 });
   const gap = 1_000 / 0.9;
   const wentAt: Array<[number, number]> = [];
-  const go = (region: number) => queue.waitTurn(region).then(() => wentAt.push([region, Date.now()]));
+  // Each answered as soon as it went.
+  const go = (region: number) =>
+    queue.waitTurn(region).then((turn) => {
+      wentAt.push([region, Date.now()]);
+      turn.end(true);
+    });
   // Three sends to region 0 whose preparation ended at once, and one to region 1: region 0's leave a gap apart in
   // the order they asked; region 1 is not held by them.
   const done = Promise.all([go(0), go(0), go(1), go(0)]);
@@ -293,7 +298,11 @@ test('a request whose turn came late (the event loop busy) still leaves the next
   const { queue, close } = rig({ rps: 4, pacing: 1 });
   const gap = 250;
   const wentAt: number[] = [];
-  const go = () => queue.waitTurn(0).then(() => wentAt.push(Date.now()));
+  const go = () =>
+    queue.waitTurn(0).then((turn) => {
+      wentAt.push(Date.now());
+      turn.end(true);
+    });
   const turns = [go(), go(), go()];
   await turns[0];
   // The thread is busy through the second's due time (250 ms after the first) and 200 ms past it.
@@ -319,5 +328,38 @@ test('a region cooling after a 429 paces the sends waiting their turn past the c
   await turn;
   expect(went).toBe(1_000_000 + 3_000);
   expect(queue.isCooling(0)).toBe(false);
+  close();
+});
+
+test("the next request to a region waits for the last one's answer, then the engine's second after it", async () => {
+  // The engine meters a request when it reads it, before it answers: a second counted from the answer is a second
+  // at the engine however late the first reached it (its departure alone could not say).
+  const { queue, close } = rig({ rps: 1, pacing: 0.9 });
+  const start = Date.now();
+  const first = await queue.waitTurn(0);
+  let secondAt = 0;
+  const second = queue.waitTurn(0).then((turn) => {
+    secondAt = Date.now();
+    return turn;
+  });
+  // The first's answer takes 3 s: the paced token (1,112 ms) passes and the second still waits.
+  await jest.advanceTimersByTimeAsync(3_000);
+  expect(secondAt).toBe(0);
+  first.end(true);
+  await jest.advanceTimersByTimeAsync(1_024);
+  expect(secondAt).toBe(0);
+  await jest.advanceTimersByTimeAsync(1);
+  expect(secondAt).toBe(start + 3_000 + 1_025);
+  // A turn ended without sending (the region began cooling, the sidecar closed) adds no answer gap: the next goes a
+  // paced token after the one that did not go.
+  (await second).end(false);
+  let thirdAt = 0;
+  const third = queue.waitTurn(0).then((turn) => {
+    thirdAt = Date.now();
+    turn.end(true);
+  });
+  await jest.advanceTimersByTimeAsync(Math.ceil(1_000 / 0.9));
+  await third;
+  expect(thirdAt).toBe(secondAt + Math.ceil(1_000 / 0.9));
   close();
 });

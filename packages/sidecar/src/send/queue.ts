@@ -64,6 +64,18 @@ export interface SendQueueDeps {
  * region, the target leader's region first (`chooseRegion`). A region a 429 or an outage cooled takes nothing until
  * its cool-down ends; the others go on.
  */
+/** A request's turn on a region's wire ({@link SendQueue.waitTurn}): ended once, when its answer came or it was not sent. */
+export interface SendTurn {
+  /** `sent`: the request went to the engine (whatever came back, an error included); false: it was not sent. */
+  end(sent: boolean): void;
+}
+
+/**
+ * Added to the engine's interval after an answer: its clock and ours count whole milliseconds, and a timer may fire a
+ * millisecond early.
+ */
+const ANSWER_MARGIN_MS = 25;
+
 export class SendQueue {
   private readonly jobs: SendJob[] = [];
   private readonly buckets: TokenBucket[];
@@ -81,6 +93,12 @@ export class SendQueue {
   private readonly turns: Promise<void>[];
   /** The least time between two requests to one region: one token of its paced budget. */
   private readonly sendGapMs: number;
+  /**
+   * The least time between an answer from a region and the next request to it: one token of the engine's own budget
+   * (not the paced one: no margin for the way there is needed, the answer came after the engine metered the request),
+   * and {@link ANSWER_MARGIN_MS}.
+   */
+  private readonly answerGapMs: number;
 
   constructor(private readonly d: SendQueueDeps) {
     const regions = Math.max(1, d.regions ?? 1);
@@ -94,27 +112,44 @@ export class SendQueue {
     this.nextSendAt = new Array<number>(regions).fill(0);
     this.turns = Array.from({ length: regions }, () => Promise.resolve());
     this.sendGapMs = 1_000 / (d.ratePerSecond * (d.pacing ?? 1));
+    this.answerGapMs = 1_000 / d.ratePerSecond + ANSWER_MARGIN_MS;
   }
 
   /**
-   * Wait until a request to `region` may go on the wire, and take that moment (issue 30, point 4). A token is spent
+   * Wait until a request to `region` may go on the wire, and take that moment (issue 30, point 4); the caller ends the
+   * turn with {@link SendTurn.end} once the engine answered (or the request was not sent after all). A token is spent
    * when a job is taken, but its bytes go out only after its first send is prepared (a tip signed again, a pack
    * simulated: up to ~9 RPC calls), so sends taken a token apart could reach the engine closer together than its
-   * per-IP budget allows, and the engine answers 429 (on mainnet with a back-off penalty). Requests to one region
-   * leave at least one paced token apart, in the order they asked.
-   *
-   * The gap is measured from when the previous request really left, not from when it was due: each waiter starts
-   * after the one before it went, and the next may go a paced token after that moment. Counting from the due time
-   * let a timer that fired late (the event loop busy in a burst: signature checks, pack simulations) shorten the gap
-   * to the next request below the engine's second, and the engine answered 429 (session 16: relay without packing
-   * met 1-8 of them in 5 of 15 cells). A cool-down that starts while a request waits (a 429 from that region) moves
-   * its turn past the cool-down too.
+   * per-IP budget allows, and the engine answers 429 (on mainnet with a back-off penalty). Requests to one region go
+   * one at a time, in the order they asked, and each leaves
+   * - a paced token after the previous one really left (not after it was due: a timer that fired late, the event loop
+   *   busy in a burst, let the next follow it by less than the engine's second; session 16), and
+   * - the engine's own interval after the previous one's answer came back ({@link answerGapMs}). The engine meters a
+   *   request when it reads it, which is before it answers, so this holds however late either request reached it:
+   *   counted from departures alone, a first request held up on its way (or in a busy engine's queue) and a second
+   *   that was not arrived less than a second apart (session 21: 4-8 429s in a burst beside other processes).
+   * A cool-down that starts while a request waits (a 429 from that region) moves its turn past the cool-down too.
    */
-  waitTurn(region: number): Promise<void> {
-    if (region < 0 || region >= this.nextSendAt.length) return Promise.resolve();
-    const turn = (this.turns[region] as Promise<void>).then(() => this.untilPacedAfterLast(region));
-    this.turns[region] = turn;
-    return turn;
+  waitTurn(region: number): Promise<SendTurn> {
+    if (region < 0 || region >= this.nextSendAt.length) return Promise.resolve({ end: () => undefined });
+    let answered!: () => void;
+    const ended = new Promise<void>((resolve) => (answered = resolve));
+    const mine = (this.turns[region] as Promise<void>).then(() => this.untilPacedAfterLast(region));
+    // The next request to this region waits for this one's answer, then paces from it.
+    this.turns[region] = mine.then(() => ended);
+    let open = true;
+    return mine.then(() => ({
+      end: (sent: boolean) => {
+        if (!open) return;
+        open = false;
+        if (sent)
+          this.nextSendAt[region] = Math.max(
+            this.nextSendAt[region] as number,
+            this.d.now() + this.answerGapMs,
+          );
+        answered();
+      },
+    }));
   }
 
   private async untilPacedAfterLast(region: number): Promise<void> {

@@ -137,22 +137,30 @@ export class Sender {
       ];
     });
     if (!wires) return;
-    // Requests to one region leave at least a paced token apart, however long each took to prepare.
-    await this.queue.waitTurn(region);
-    if (this.d.isClosed()) return;
-    // A 429 came from that region while this one waited its turn: back to the queue (the same bytes, later).
-    if (this.queue.isCooling(region)) {
-      this.queue.push({ ...job, notBefore: this.d.now() });
-      return;
+    // Requests to one region go one at a time, a paced token apart and the engine's second after the last answer,
+    // however long each took to prepare.
+    const turn = await this.queue.waitTurn(region);
+    let sent = false;
+    let result: SendBundleResult;
+    try {
+      if (this.d.isClosed()) return;
+      // A 429 came from that region while this one waited its turn: back to the queue (the same bytes, later).
+      if (this.queue.isCooling(region)) {
+        this.queue.push({ ...job, notBefore: this.d.now() });
+        return;
+      }
+      // The queue held sends when it took this job; a consensus migration's window may have opened since (the lock,
+      // the store read and a re-signed tip came in between). Its blocks pack no user transactions (DESIGN §12): the
+      // job goes back to the queue, which holds it until the window closes.
+      if (this.d.chain.consensus.snapshot().holdSends) {
+        this.queue.push({ ...job, notBefore: this.d.now() });
+        return;
+      }
+      sent = true;
+      result = await this.d.engine.sendBundle(wires, region);
+    } finally {
+      turn.end(sent);
     }
-    // The queue held sends when it took this job; a consensus migration's window may have opened since (the lock, the
-    // store read and a re-signed tip came in between). Its blocks pack no user transactions (DESIGN §12): the job goes
-    // back to the queue, which holds it until the window closes.
-    if (this.d.chain.consensus.snapshot().holdSends) {
-      this.queue.push({ ...job, notBefore: this.d.now() });
-      return;
-    }
-    const result = await this.d.engine.sendBundle(wires, region);
     this.d.crashPoint?.('attempt.sent');
     // A region that failed in transport cools (for what it asked, else its own backoff); one that answered is well.
     if (!result.ok && result.kind === 'transport') this.queue.cool(region, result.retryAfterMs);
