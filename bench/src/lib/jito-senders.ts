@@ -92,7 +92,7 @@ export async function runBaseline(
   let tipCounter = 0;
   async function start(arrivalMs: number): Promise<void> {
     const { blockhash, lastValidBlockHeight } = await connection.getLatestBlockhash('confirmed');
-    const floor = (await (await fetch(tipFloorUrl)).json()) as TipFloorEntry[];
+    const floor = (await readJson(tipFloorUrl)) as TipFloorEntry[];
     const entry = floor[0] as TipFloorEntry;
     const sol = kind === 'always-p95' ? entry.landed_tips_95th_percentile : entry.landed_tips_75th_percentile;
     const tip = Math.max(1_000, Math.round(sol * 1e9));
@@ -190,4 +190,19 @@ export async function runBaseline(
     engineSide: side,
     notes: [],
   };
+}
+
+/**
+ * GET a JSON document, as a user's script would with one retry policy: a connection the server closed just as it was
+ * reused ("other side closed", undici's keep-alive race; a burst of 500 met one) is tried again, up to three times.
+ */
+async function readJson(url: string): Promise<unknown> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await (await fetch(url)).json();
+    } catch (error) {
+      if (attempt >= 3) throw error;
+      await sleep(50 * attempt);
+    }
+  }
 }

@@ -72,6 +72,9 @@ export function composeRelay(o: RelayOptions): RelayStages {
     // Through a consensus migration window no bundle goes out (DESIGN §12): its blocks pack no user transactions.
     hold: () => ports.chain.consensus.snapshot().holdSends,
     onHeld: () => ports.metrics.sendsHeldForMigration.inc(),
+    // A pack's worth, and this host's accepted transactions not yet decided (the intake adds each, the first
+    // attempt's journaling or a terminal state removes it).
+    fill: () => ({ perBundle: o.packMaxTransactions ?? 1, undecided: ports.enqueuedAt.size }),
   });
   const firstSends = new FirstSends(ports, (tipper) => tippers.signerOf(tipper));
   const packer = new Packer(

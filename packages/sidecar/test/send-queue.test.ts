@@ -1,5 +1,5 @@
 import { DEFAULT_POLICY, type Policy } from '@solrelay/core';
-import { HOLD_RECHECK_MS, SendQueue, type SendJob } from '../src/send/queue';
+import { FILL_WAIT_MS, HOLD_RECHECK_MS, SendQueue, type SendJob } from '../src/send/queue';
 
 /**
  * The budgeted send queue on its own, with fake timers (Date.now is faked too): which job each token goes to
@@ -15,6 +15,7 @@ function rig(options: {
   pacing?: number;
   hold?: () => boolean;
   onHeld?: (job: SendJob) => void;
+  fill?: () => { perBundle: number; undecided: number };
 }) {
   const sent: string[] = [];
   /** `txId@region` of every send. */
@@ -29,6 +30,7 @@ function rig(options: {
     ...(options.preferredRegion ? { preferredRegion: options.preferredRegion } : {}),
     ...(options.hold ? { hold: options.hold } : {}),
     ...(options.onHeld ? { onHeld: options.onHeld } : {}),
+    ...(options.fill ? { fill: options.fill } : {}),
     send: (job: SendJob, region: number) => {
       sent.push(job.txId);
       routed.push(`${job.txId}@${region}`);
@@ -362,4 +364,63 @@ test("the next request to a region waits for the last one's answer, then the eng
   await third;
   expect(thirdAt).toBe(secondAt + Math.ceil(1_000 / 0.9));
   close();
+});
+
+describe('filling a pack (packing on)', () => {
+  test('with more transactions ready and to come than requests to send them in, a ready bundle waits for decisions to fill its pack', async () => {
+    // A burst: 40 accepted, 1 decided, two regions with a request each.
+    let undecided = 39;
+    const { queue, sent, close } = rig({ rps: 1, regions: 2, fill: () => ({ perBundle: 4, undecided }) });
+    queue.push(job('a', 1, 500));
+    expect(sent).toEqual([]);
+    // Decisions come: once a pack's worth is ready, the best goes at once (its passengers are the packer's to pick).
+    await jest.advanceTimersByTimeAsync(10);
+    for (const id of ['b', 'c', 'd']) {
+      undecided--;
+      queue.push(job(id, 1, 500));
+    }
+    expect(sent).toEqual(['a']);
+    close();
+  });
+
+  test(`it waits ${FILL_WAIT_MS} ms at most from when the oldest ready bundle became ready`, async () => {
+    const { queue, sent, close } = rig({ rps: 1, regions: 2, fill: () => ({ perBundle: 4, undecided: 39 }) });
+    queue.push(job('a', 1, 500));
+    await jest.advanceTimersByTimeAsync(FILL_WAIT_MS - 1);
+    expect(sent).toEqual([]);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(sent).toEqual(['a']);
+    close();
+  });
+
+  test('nothing waits with requests to spare, with nothing left to decide, or without packing', () => {
+    // Eight regions, three transactions in all: every one can have a request of its own.
+    const spare = rig({ rps: 1, regions: 8, fill: () => ({ perBundle: 4, undecided: 2 }) });
+    spare.queue.push(job('a', 1, 500));
+    expect(spare.sent).toEqual(['a']);
+    spare.close();
+    const decided = rig({ rps: 1, regions: 1, fill: () => ({ perBundle: 4, undecided: 0 }) });
+    decided.queue.push(job('a', 1, 500));
+    expect(decided.sent).toEqual(['a']);
+    decided.close();
+    const single = rig({ rps: 1, regions: 1, fill: () => ({ perBundle: 1, undecided: 30 }) });
+    single.queue.push(job('a', 1, 500));
+    expect(single.sent).toEqual(['a']);
+    single.close();
+  });
+
+  test('a wait armed for a later job does not hold back a ready one past its own time', async () => {
+    let undecided = 0;
+    const { queue, sent, close } = rig({ rps: 1, regions: 1, fill: () => ({ perBundle: 4, undecided }) });
+    // A backoff 5 s away arms the queue's timer for then.
+    queue.push(job('later', 1, 500, Date.now() + 5_000));
+    expect(sent).toEqual([]);
+    // A ready bundle that waits to fill must go when its wait ends, not when the later job is due.
+    undecided = 10;
+    queue.push(job('now', 1, 500));
+    expect(sent).toEqual([]);
+    await jest.advanceTimersByTimeAsync(FILL_WAIT_MS);
+    expect(sent).toEqual(['now']);
+    close();
+  });
 });

@@ -25,6 +25,12 @@ export const MAX_COOL_MS = 30_000;
 const MAX_BACKOFF_MS = 5_000;
 /** While sending is held (a consensus migration window), the hold is looked at again this often. */
 export const HOLD_RECHECK_MS = 100;
+/**
+ * Longest a ready bundle waits for decisions still to come to fill its pack ({@link SendQueue.pump}): a burst's
+ * decisions come a few milliseconds apart, and a request of the per-IP budget spent on one transaction when three more
+ * were about to be decided is a quarter of what it could carry.
+ */
+export const FILL_WAIT_MS = 100;
 /** A cool-down this short (a 429 asking for a second) still counts the region in the capacity. */
 const BRIEF_COOL_MS = 2_000;
 
@@ -51,6 +57,11 @@ export interface SendQueueDeps {
    * out, best first, once it returns false.
    */
   hold?: () => boolean;
+  /**
+   * Packing: how many user transactions a bundle may carry, and how many this host accepted that still wait for their
+   * first decision (once decided they may ride). Absent, or a bundle of one: a ready job never waits to fill a pack.
+   */
+  fill?: () => { perBundle: number; undecided: number };
   /** A job found waiting on the hold, once per job per hold. */
   onHeld?: (job: SendJob) => void;
   /** Once closed, nothing more is sent and no timer is armed. */
@@ -83,6 +94,8 @@ export class SendQueue {
   /** Transport failures in a row of each region (its backoff doubles with them; an answer resets it). */
   private readonly failures: number[];
   private timer: NodeJS.Timeout | null = null;
+  /** When the armed timer fires. */
+  private timerAt = 0;
   private inFlight = 0;
   private readonly maxConcurrent: number;
   /** Jobs already counted as held in the current hold (`txId:attempt`). */
@@ -208,6 +221,27 @@ export class SendQueue {
     return this.cooledUntil.map((until) => Math.max(0, until - now));
   }
 
+  /**
+   * How long the ready jobs should still wait for a fuller pack (0: send now). They wait, {@link FILL_WAIT_MS} at most
+   * from the moment the oldest of them became ready, only while all of this holds: packs carry more than one
+   * transaction and fewer than a pack's worth are ready; transactions accepted here still wait for their first
+   * decision; and the requests the regions can take now are fewer than the transactions ready and to come, so a
+   * request sent half empty would be one a later transaction has to wait for. With tokens to spare (a light, steady
+   * load) nothing waits.
+   */
+  private fillingFor(ready: readonly SendJob[], now: number): number {
+    const fill = this.d.fill?.();
+    if (!fill || fill.perBundle <= 1 || ready.length >= fill.perBundle || fill.undecided === 0) return 0;
+    const cooling = this.coolingMs(now);
+    const requests = this.buckets.reduce(
+      (sum, bucket, i) => sum + ((cooling[i] as number) > 0 ? 0 : bucket.available(now)),
+      0,
+    );
+    if (requests >= ready.length + fill.undecided) return 0;
+    const oldest = Math.min(...ready.map((j) => j.notBefore));
+    return Math.max(0, oldest + FILL_WAIT_MS - now);
+  }
+
   /** Milliseconds until each region can take a request. */
   private regionWaits(now: number): number[] {
     const cooling = this.coolingMs(now);
@@ -313,6 +347,11 @@ export class SendQueue {
         this.arm(choice.waitMs);
         return;
       }
+      const filling = this.fillingFor(ready, now);
+      if (filling > 0) {
+        this.arm(filling);
+        return;
+      }
       ready.sort(byValue);
       const job = ready[0] as SendJob;
       this.jobs.splice(this.jobs.indexOf(job), 1);
@@ -329,10 +368,16 @@ export class SendQueue {
     }
   }
 
+  /** Look again in `ms` (default: when the next job is due); an earlier look already armed stands, a later one moves. */
   private arm(ms?: number): void {
-    if (this.timer || this.d.isClosed() || this.jobs.length === 0) return;
+    if (this.d.isClosed() || this.jobs.length === 0) return;
     const now = this.d.now();
     const next = ms ?? Math.max(1, Math.min(...this.jobs.map((j) => j.notBefore)) - now);
+    if (this.timer) {
+      if (this.timerAt <= now + next) return;
+      clearTimeout(this.timer);
+    }
+    this.timerAt = now + next;
     this.timer = setTimeout(() => {
       this.timer = null;
       this.pump();

@@ -72,6 +72,12 @@ export class TokenBucket {
     return false;
   }
 
+  /** Whole tokens available now. */
+  available(now: number): number {
+    this.refill(now);
+    return Math.floor(this.tokens);
+  }
+
   /** Milliseconds until a token is available. */
   waitMs(now: number): number {
     this.refill(now);

@@ -155,6 +155,21 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     stack.simnet.faults.set({ slotStall: false });
   };
 
+  /**
+   * Decide for `firstId` and wait until the engine took its bundle: it has spent the region's one token before the
+   * pack's members are decided. Decided together, the three would go as one pack (a ready bundle waits briefly for
+   * decisions still to come when requests are scarce).
+   */
+  const sentAloneFirst = async (firstId: string) => {
+    expect((await submit(firstId)).status).toBe(202);
+    // The region is recorded once the engine took the bundle (the view shows an attempt not yet sent as submitted).
+    await waitUntil(
+      async () => Boolean((await get(url, `/tx/${firstId}`)).body.attempts[0]?.region),
+      15_000,
+      'the engine to take the first transaction alone',
+    );
+  };
+
   test('a passenger that sinks its pack costs the carrier nothing; it fails alone', async () => {
     const first = stack.simnet.fundedKeypair(100_000_000);
     const carrierPayer = stack.simnet.fundedKeypair(100_000_000);
@@ -170,8 +185,8 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     expect(rider.status).toBe(202);
     const carrierId = carrier.body.tx_id as string;
     const riderId = rider.body.tx_id as string;
-    for (const id of [alone.body.tx_id as string, carrierId, riderId])
-      expect((await submit(id)).status).toBe(202);
+    await sentAloneFirst(alone.body.tx_id as string);
+    for (const id of [carrierId, riderId]) expect((await submit(id)).status).toBe(202);
 
     // Before the pack goes out, a bundle that will empty the passenger's fee payer reaches the engine.
     const drainId = await drainStraightToEngine(riderPayer, 0);
@@ -250,8 +265,8 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     await waitUntil(() => cluster.slot >= builtAt + 8, 15_000, 'the lagging bank to reach the blockhash');
     stack.simnet.faults.set({ rpcLagSlots: 40, rpcLaggingShare: 1 });
     const rejectedBefore = await rejectedSends(url);
-    for (const id of [alone.body.tx_id as string, carrierId, riderId])
-      expect((await submit(id)).status).toBe(202);
+    await sentAloneFirst(alone.body.tx_id as string);
+    for (const id of [carrierId, riderId]) expect((await submit(id)).status).toBe(202);
     await waitUntil(
       async () => (await counterValue(url, 'relay_packed_bundles_total')) > packsBefore,
       15_000,
@@ -282,8 +297,8 @@ describe.each(['grpc', 'jsonrpc'] as const)('over %s', (transport) => {
     for (const r of [alone, carrier, member]) expect(r.status).toBe(202);
     const carrierId = carrier.body.tx_id as string;
     const memberId = member.body.tx_id as string;
-    for (const id of [alone.body.tx_id as string, carrierId, memberId])
-      expect((await submit(id)).status).toBe(202);
+    await sentAloneFirst(alone.body.tx_id as string);
+    for (const id of [carrierId, memberId]) expect((await submit(id)).status).toBe(202);
 
     // Before the pack goes out, a bundle ranked above it takes the wallet down to what the carrier alone needs (its
     // transfer and fee, above the rent-exempt minimum) and 100,000 more: relay's checks saw the wallet as it stood;
