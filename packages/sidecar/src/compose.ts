@@ -72,9 +72,14 @@ export function composeRelay(o: RelayOptions): RelayStages {
     // Through a consensus migration window no bundle goes out (DESIGN §12): its blocks pack no user transactions.
     hold: () => ports.chain.consensus.snapshot().holdSends,
     onHeld: () => ports.metrics.sendsHeldForMigration.inc(),
-    // A pack's worth, and this host's accepted transactions not yet decided (the intake adds each, the first
-    // attempt's journaling or a terminal state removes it).
-    fill: () => ({ perBundle: o.packMaxTransactions ?? 1, undecided: ports.enqueuedAt.size }),
+    // A pack's worth; this host's transactions accepted in the last two seconds and not yet decided (a burst's
+    // decisions follow its accepts within a second; the intake adds each, the first attempt's journaling or a terminal
+    // state removes it); and whether a job can carry riders: an unsent first send with relay's tip.
+    fill: {
+      perBundle: o.packMaxTransactions ?? 1,
+      undecided: () => ports.enqueuedAt.undecided(performance.now()),
+      canCarry: (job) => firstSends.isUnsent(job.txId, job.attempt),
+    },
   });
   const firstSends = new FirstSends(ports, (tipper) => tippers.signerOf(tipper));
   const packer = new Packer(
@@ -98,7 +103,7 @@ export function composeRelay(o: RelayOptions): RelayStages {
     if (!firstSends.take(tx.tx_id, attempt.attempt)) return attempt;
     return packer.pack(tx, await firstSends.freshenTip(tx, attempt));
   });
-  queue.attach((job, region) => sender.sendOne(job, region));
+  queue.attach((job, turn) => sender.sendOne(job, turn));
   const outage = new OutageGate(ports, queue, packer);
   const attempts = new AttemptBuilder(ports, operator, tippers, queue, firstSends, outage);
   const bypass = new BypassDecider(ports, attempts);

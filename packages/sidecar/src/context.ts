@@ -1,3 +1,4 @@
+import { EnqueueTimes } from './util/enqueue-times';
 import type { Keypair } from '@solana/web3.js';
 import type { DecisionMode, LeaderBuffer, LifecycleEntry, Policy, TipOracle } from '@solrelay/core';
 import type { Logger } from 'pino';
@@ -63,8 +64,8 @@ export interface RelayPorts extends Omit<RelayOptions, 'now'> {
    * events that hand a transaction to the agent carry what it holds (no RPC call on their paths).
    */
   readonly contention: ContentionReader;
-  /** When each transaction was accepted (performance.now()), until its first attempt: decision latency. */
-  readonly enqueuedAt: Map<string, number>;
+  /** When each transaction was accepted (performance.now()), until its first attempt: decision latency, pack fill. */
+  readonly enqueuedAt: EnqueueTimes;
   readonly lastErrors: { engine: string | null };
   /** Whether the relay was closed (passes stop, timers end). */
   readonly isClosed: () => boolean;
@@ -73,7 +74,8 @@ export interface RelayPorts extends Omit<RelayOptions, 'now'> {
 /** The shared run-time parts over `o`, and the switch that closes them. */
 export function createPorts(o: RelayOptions): { ports: RelayPorts; close: () => void } {
   const now = o.now ?? Date.now;
-  const enqueuedAt = new Map<string, number>();
+  // Accepted in the last 2 s and undecided: what may still fill a pack (a burst's decisions follow within a second).
+  const enqueuedAt = new EnqueueTimes(2_000);
   const chain = new ChainPosition();
   const announce = new Announcer({ hub: o.hub, lifecycle: o.lifecycle, log: o.log, enqueuedAt, now });
   // What the store commits is announced from its change feed, in commit order, and nowhere else.

@@ -9,11 +9,16 @@ import { TipSigner } from '../src/engine/tip-tx';
 import { Metrics } from '../src/metrics';
 import { OutageGate } from '../src/recovery/outage';
 import { Sender } from '../src/send/sender';
-import type { SendJob, SendQueue } from '../src/send/queue';
+import type { RegionTurn, SendJob, SendQueue } from '../src/send/queue';
 import type { StoredAttempt, StoredTx } from '../src/store/records';
 import { InMemoryTxStore } from '../src/store/store';
 import { KeyedLock } from '../src/util/keyed-lock';
 import { attempt, tx } from './helpers/store-records';
+
+/** A turn on `region`'s wire that is always ready (these tests are about the store, not the engine's budget). */
+function turnOn(region: number): RegionTurn {
+  return { region, ready: () => Promise.resolve(), end: () => undefined };
+}
 
 /**
  * The write-ahead rule when a COMMIT's answer is lost (DESIGN §10, "No second tip" (1)): nothing is sent on the
@@ -105,7 +110,6 @@ function rig() {
     push: (job: SendJob) => queued.push({ txId: job.txId, attempt: job.attempt }),
     has: () => false,
     cool: () => undefined,
-    waitTurn: () => Promise.resolve({ end: () => undefined }),
     isCooling: () => false,
     answered: () => undefined,
   };
@@ -252,12 +256,12 @@ test("a first send whose refreshed tip's COMMIT answer is lost sends nothing the
     return prepare(t, a);
   });
   const job: SendJob = { txId: 'tx_a', attempt: 1, priority: 1, deadline: 1_150, notBefore: 0 };
-  await sender.sendOne(job, 0);
+  await sender.sendOne(job, turnOn(0));
   // Nothing went out; the job is back in the queue.
   expect(sent).toEqual([]);
   expect(queued).toEqual([{ txId: 'tx_a', attempt: 1 }]);
   // The next send re-reads: what goes out is the tip the store holds (the re-signed one), never the old bytes.
-  await sender.sendOne(job, 0);
+  await sender.sendOne(job, turnOn(0));
   expect(sent).toHaveLength(1);
   expect(sent[0]?.[sent[0].length - 1]).toBe('TkVX');
   expect(sent.flat()).not.toContain('T0xE');
@@ -271,8 +275,8 @@ test('while the outcome of a lost commit is still unknown to the store, the send
   store.unresolved = 'tx_a';
   const sender = senderOn(ports, queue);
   const job: SendJob = { txId: 'tx_a', attempt: 1, priority: 1, deadline: 1_150, notBefore: 0 };
-  await sender.sendOne(job, 0);
-  await sender.sendOne(job, 0);
+  await sender.sendOne(job, turnOn(0));
+  await sender.sendOne(job, turnOn(0));
   // Nothing went out; the job went back to the queue each time.
   expect(sent).toEqual([]);
   expect(queued).toEqual([
@@ -295,7 +299,7 @@ test('while the outcome of a lost commit is still unknown to the store, the send
   await waitFor(() => queued.length === 3);
   expect(queued[2]).toEqual({ txId: 'tx_a', attempt: 1 });
   await waitFor(() => gate.held === null);
-  await sender.sendOne(job, 0);
+  await sender.sendOne(job, turnOn(0));
   expect(sent).toHaveLength(1);
   expect(sent[0]?.[sent[0].length - 1]).toBe('VElQ');
   gate.stop();
@@ -374,7 +378,7 @@ test('a send failing for a reason not the store nor the engine is said, counted 
   let job: SendJob = { txId: 'tx_a', attempt: 1, priority: 1, deadline: 1_150, notBefore: 0 };
   const delays: number[] = [];
   for (let i = 0; i < 8; i++) {
-    await sender.sendOne(job, 0);
+    await sender.sendOne(job, turnOn(0));
     job = pushed.at(-1) as SendJob;
     delays.push(job.notBefore - now);
   }
@@ -389,7 +393,7 @@ test('a send failing for a reason not the store nor the engine is said, counted 
     reason: 'gone',
     retry_after_s: 1,
   });
-  await sender.sendOne(job, 0);
+  await sender.sendOne(job, turnOn(0));
   expect(pushed.at(-1)).toMatchObject({ failures: 0, notBefore: now + 1_000 });
   expect((await metrics.registry.getSingleMetric('relay_send_failures_total')?.get())?.values[0]?.value).toBe(
     8,
@@ -423,7 +427,6 @@ test('the same journaled bytes sent twice at once (a job queued again while the 
     push: () => undefined,
     has: () => false,
     cool: () => undefined,
-    waitTurn: () => Promise.resolve({ end: () => undefined }),
     isCooling: () => false,
     answered: () => undefined,
   };
@@ -435,7 +438,7 @@ test('the same journaled bytes sent twice at once (a job queued again while the 
     { apply: () => Promise.resolve() },
   );
   const job: SendJob = { txId: 'tx_a', attempt: 1, priority: 1, deadline: 1_150, notBefore: 0 };
-  await Promise.all([sender.sendOne(job, 0), sender.sendOne(job, 0)]);
+  await Promise.all([sender.sendOne(job, turnOn(0)), sender.sendOne(job, turnOn(0))]);
   expect(sends).toBe(2);
   expect((await store.get('tx_a'))?.attempts.map((a) => a.stage)).toEqual(['submitted']);
   const metrics = (ports as { metrics: Metrics }).metrics;
@@ -460,7 +463,6 @@ test('a migration window that opens while a job is being prepared holds it: noth
     push: (job: SendJob) => pushed.push(job),
     has: () => false,
     cool: () => undefined,
-    waitTurn: () => Promise.resolve({ end: () => undefined }),
     isCooling: () => false,
     answered: () => undefined,
   };
@@ -473,7 +475,7 @@ test('a migration window that opens while a job is being prepared holds it: noth
   });
   expect(chain.consensus.snapshot().holdSends).toBe(false);
   const job: SendJob = { txId: 'tx_a', attempt: 1, priority: 1, deadline: 1_150, notBefore: 0 };
-  await sender.sendOne(job, 0);
+  await sender.sendOne(job, turnOn(0));
   expect(chain.consensus.snapshot().holdSends).toBe(true);
   expect(sends).toBe(0);
   expect(pushed).toEqual([expect.objectContaining({ txId: 'tx_a', attempt: 1 })]);

@@ -1,5 +1,5 @@
 import { DEFAULT_POLICY, type Policy } from '@solrelay/core';
-import { FILL_WAIT_MS, HOLD_RECHECK_MS, SendQueue, type SendJob } from '../src/send/queue';
+import { FILL_WAIT_MS, HOLD_RECHECK_MS, SendQueue, type RegionTurn, type SendJob } from '../src/send/queue';
 
 /**
  * The budgeted send queue on its own, with fake timers (Date.now is faked too): which job each token goes to
@@ -15,7 +15,9 @@ function rig(options: {
   pacing?: number;
   hold?: () => boolean;
   onHeld?: (job: SendJob) => void;
-  fill?: () => { perBundle: number; undecided: number };
+  fill?: { perBundle: number; undecided: () => number; canCarry?: (job: SendJob) => boolean };
+  /** The sender (default: records the job and returns at once, its turn ended unsent by the queue). */
+  send?: (job: SendJob, turn: RegionTurn) => Promise<void>;
 }) {
   const sent: string[] = [];
   /** `txId@region` of every send. */
@@ -30,11 +32,11 @@ function rig(options: {
     ...(options.preferredRegion ? { preferredRegion: options.preferredRegion } : {}),
     ...(options.hold ? { hold: options.hold } : {}),
     ...(options.onHeld ? { onHeld: options.onHeld } : {}),
-    ...(options.fill ? { fill: options.fill } : {}),
-    send: (job: SendJob, region: number) => {
+    ...(options.fill ? { fill: { canCarry: () => true, ...options.fill } } : {}),
+    send: (job: SendJob, turn: RegionTurn) => {
       sent.push(job.txId);
-      routed.push(`${job.txId}@${region}`);
-      return Promise.resolve();
+      routed.push(`${job.txId}@${turn.region}`);
+      return options.send ? options.send(job, turn) : Promise.resolve();
     },
     log: {
       error: () => {
@@ -58,7 +60,7 @@ afterEach(() => {
   jest.useRealTimers();
 });
 
-test('each token goes to the highest priority, then the nearest deadline, then the earliest notBefore', () => {
+test('each token goes to the highest priority, then the nearest deadline, then the earliest notBefore', async () => {
   const { queue, sent, close } = rig({ rps: 1 });
   queue.push(job('first', 2, 999)); // takes the one token at once
   expect(sent).toEqual(['first']);
@@ -70,7 +72,7 @@ test('each token goes to the highest priority, then the nearest deadline, then t
   queue.push(job('high-soon-older', 0, 200, now - 20));
   queue.push(job('normal-soon', 1, 250, now - 500));
   expect(sent).toEqual(['first']); // no token yet
-  for (let i = 0; i < 6; i++) jest.advanceTimersByTime(1000);
+  for (let i = 0; i < 6; i++) await jest.advanceTimersByTimeAsync(1000);
   expect(sent).toEqual([
     'first',
     'high-soon-older',
@@ -84,41 +86,41 @@ test('each token goes to the highest priority, then the nearest deadline, then t
   close();
 });
 
-test('waits for a token: one send per 1/rps second, none early', () => {
+test('waits for a token: one send per 1/rps second, none early', async () => {
   const { queue, sent, close } = rig({ rps: 2 }); // burst 2, then one token every 500 ms
   for (const id of ['a', 'b', 'c', 'd']) queue.push(job(id, 1, 100));
   expect(sent).toEqual(['a', 'b']);
-  jest.advanceTimersByTime(499);
+  await jest.advanceTimersByTimeAsync(499);
   expect(sent).toEqual(['a', 'b']);
-  jest.advanceTimersByTime(1);
+  await jest.advanceTimersByTimeAsync(1);
   expect(sent).toEqual(['a', 'b', 'c']);
-  jest.advanceTimersByTime(499);
+  await jest.advanceTimersByTimeAsync(499);
   expect(sent).toEqual(['a', 'b', 'c']);
-  jest.advanceTimersByTime(1);
+  await jest.advanceTimersByTimeAsync(1);
   expect(sent).toEqual(['a', 'b', 'c', 'd']);
   close();
 });
 
-test('a job waits for its notBefore (a backoff) even with tokens to spare; a later, more urgent one goes first', () => {
+test('a job waits for its notBefore (a backoff) even with tokens to spare; a later, more urgent one goes first', async () => {
   const { queue, sent, close } = rig({ rps: 10 });
   const tx = { tx_id: 'backoff', priority: 'high' as const, expires_at_slot: 50 };
   queue.queueSend(tx, 1, 300);
   expect(sent).toEqual([]);
-  jest.advanceTimersByTime(299);
+  await jest.advanceTimersByTimeAsync(299);
   expect(sent).toEqual([]);
   queue.queueSend({ tx_id: 'now', priority: 'low', expires_at_slot: 500 }, 1);
   expect(sent).toEqual(['now']);
-  jest.advanceTimersByTime(1);
+  await jest.advanceTimersByTimeAsync(1);
   expect(sent).toEqual(['now', 'backoff']);
   close();
 });
 
-test("queueSend ranks by the policy's priority when it overrides the transaction's", () => {
+test("queueSend ranks by the policy's priority when it overrides the transaction's", async () => {
   const { queue, sent, close } = rig({ rps: 1, policy: { priority: 'low' } });
   queue.push(job('blocker', 0, 1));
   queue.queueSend({ tx_id: 'high-by-caller', priority: 'high', expires_at_slot: 300 }, 1);
   queue.queueSend({ tx_id: 'normal-by-caller', priority: 'normal', expires_at_slot: 200 }, 1);
-  jest.advanceTimersByTime(2000);
+  await jest.advanceTimersByTimeAsync(2000);
   // Both count as low: the nearer deadline decides.
   expect(sent).toEqual(['blocker', 'normal-by-caller', 'high-by-caller']);
   close();
@@ -227,7 +229,7 @@ describe('one token bucket per region', () => {
   });
 });
 
-test('takeReady hands the packer the most valuable ready jobs it accepts, and removes only those', () => {
+test('takeReady hands the packer the most valuable ready jobs it accepts, and removes only those', async () => {
   const { queue, sent, close } = rig({ rps: 1 });
   queue.push(job('first', 1, 100)); // takes the one token at once
   queue.push(job('low', 2, 50));
@@ -240,7 +242,7 @@ test('takeReady hands the packer the most valuable ready jobs it accepts, and re
   expect(taken.map((j) => j.txId)).toEqual(['high-soon', 'high-late']);
   expect(queue.length).toBe(3);
   // What was not taken is sent in its order as tokens come.
-  jest.advanceTimersByTime(1_000);
+  await jest.advanceTimersByTimeAsync(1_000);
   expect(sent).toEqual(['first', 'refused']);
   close();
 });
@@ -263,128 +265,204 @@ test('while held (a consensus migration window) nothing goes out; held jobs go o
   close();
 });
 
-test('requests to one region leave at least a paced token apart, however late each was prepared (waitTurn)', async () => {
-  const { queue, close } = rig({ rps: 1, pacing: 0.9, regions: 2 });
-  const gap = 1_000 / 0.9;
-  const wentAt: Array<[number, number]> = [];
-  // Each answered as soon as it went.
-  const go = (region: number) =>
-    queue.waitTurn(region).then((turn) => {
-      wentAt.push([region, Date.now()]);
-      turn.end(true);
+/** A sender that waits for its turn, notes when it left, and ends the turn when `answer` says (at once: true). */
+function leaving(wentAt: Array<[string, number, number]>, answer?: (job: SendJob) => Promise<boolean>) {
+  return async (job: SendJob, turn: RegionTurn) => {
+    await turn.ready();
+    wentAt.push([job.txId, turn.region, Date.now()]);
+    turn.end(answer ? await answer(job) : true);
+  };
+}
+
+describe("a region's requests", () => {
+  test('leave a paced token apart, counted from when the previous one really left (the event loop busy)', async () => {
+    // Real timers: the point is a timer that fires late because the thread was busy, which fake timers cannot show.
+    // Asserted is a lower bound on the gap only, which a loaded machine can only widen.
+    jest.useRealTimers();
+    const wentAt: Array<[string, number, number]> = [];
+    // rps 4: four requests may be out at once; unanswered (ended unsent) so only the departures' pacing counts.
+    const { queue, close } = rig({
+      rps: 4,
+      pacing: 1,
+      send: leaving(wentAt, () => Promise.resolve(false)),
     });
-  // Three sends to region 0 whose preparation ended at once, and one to region 1: region 0's leave a gap apart in
-  // the order they asked; region 1 is not held by them.
-  const done = Promise.all([go(0), go(0), go(1), go(0)]);
-  await jest.advanceTimersByTimeAsync(3 * gap);
-  await done;
-  const start = 1_000_000;
-  expect(wentAt).toEqual([
-    [0, start],
-    [1, start],
-    [0, start + Math.ceil(gap)],
-    [0, start + 2 * Math.ceil(gap)],
-  ]);
-  // A send prepared long after the last one goes at once.
-  await jest.advanceTimersByTimeAsync(5_000);
-  const late = Date.now();
-  await go(0);
-  expect(wentAt.at(-1)).toEqual([0, late]);
-  close();
+    queue.push(job('a', 1, 500));
+    await waitFor(() => wentAt.length === 1);
+    queue.push(job('b', 1, 500));
+    queue.push(job('c', 1, 500));
+    // The thread is busy through b's due time (250 ms after a) and 200 ms past it.
+    const busyUntil = Date.now() + 450;
+    while (Date.now() < busyUntil) {
+      // a burst's synchronous work
+    }
+    await waitFor(() => wentAt.length === 3);
+    const [first, second, third] = wentAt.map((w) => w[2]) as [number, number, number];
+    expect(second - first).toBeGreaterThanOrEqual(450);
+    // Counted from when b went, not from when it was due (which would leave only ~50 ms).
+    expect(third - second).toBeGreaterThanOrEqual(250);
+    close();
+  });
+
+  test("the next waits for the last one's answer, then the engine's second after it", async () => {
+    // The engine meters a request before it answers: a second counted from the answer is a second at the engine
+    // however late the first reached it (its departure alone could not say).
+    const wentAt: Array<[string, number, number]> = [];
+    let answerFirst!: (sent: boolean) => void;
+    const { queue, close } = rig({
+      rps: 1,
+      pacing: 0.9,
+      send: leaving(wentAt, (j) =>
+        j.txId === 'a' ? new Promise((resolve) => (answerFirst = resolve)) : Promise.resolve(true),
+      ),
+    });
+    const start = Date.now();
+    queue.push(job('a', 1, 500));
+    queue.push(job('b', 1, 500));
+    await jest.advanceTimersByTimeAsync(0);
+    expect(wentAt).toEqual([['a', 0, start]]);
+    // a's answer takes 3 s: its token refills (1,112 ms) and b is still not given the region.
+    await jest.advanceTimersByTimeAsync(3_000);
+    expect(wentAt).toHaveLength(1);
+    answerFirst(true);
+    await jest.advanceTimersByTimeAsync(1_024);
+    expect(wentAt).toHaveLength(1);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(wentAt).toEqual([
+      ['a', 0, start],
+      ['b', 0, start + 3_000 + 1_025],
+    ]);
+    close();
+  });
+
+  test('one region with a request out takes no other job: the next goes to a region that has none', async () => {
+    const wentAt: Array<[string, number, number]> = [];
+    const answers: Array<(sent: boolean) => void> = [];
+    const { queue, close } = rig({
+      rps: 1,
+      regions: 2,
+      preferredRegion: () => 0,
+      send: leaving(wentAt, () => new Promise((resolve) => answers.push(resolve))),
+    });
+    queue.push(job('a', 1, 500));
+    await jest.advanceTimersByTimeAsync(0);
+    // Region 0 (preferred) has a's request out: b goes to region 1 at once.
+    queue.push(job('b', 1, 500));
+    await jest.advanceTimersByTimeAsync(0);
+    expect(wentAt.map(([id, region]) => `${id}@${region}`)).toEqual(['a@0', 'b@1']);
+    // Both out: c waits for an answer (not for a token), then goes where the answer came from.
+    queue.push(job('c', 1, 500));
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(wentAt).toHaveLength(2);
+    (answers[1] as (sent: boolean) => void)(true);
+    await jest.advanceTimersByTimeAsync(1_025);
+    expect(wentAt.map(([id, region]) => `${id}@${region}`)).toEqual(['a@0', 'b@1', 'c@1']);
+    close();
+  });
+
+  test('a send that returns without ending its turn (nothing to send) frees the region at once', async () => {
+    const wentAt: Array<[string, number, number]> = [];
+    const { queue, close } = rig({
+      rps: 1,
+      regions: 1,
+      send: (j, turn) => (j.txId === 'nothing' ? Promise.resolve() : leaving(wentAt)(j, turn)),
+    });
+    queue.push(job('nothing', 1, 500));
+    await jest.advanceTimersByTimeAsync(0);
+    // No request went: the next needs only the region's token (1 s at rps 1), not an answer that never comes.
+    queue.push(job('a', 1, 500));
+    await jest.advanceTimersByTimeAsync(1_000);
+    expect(wentAt.map(([id]) => id)).toEqual(['a']);
+    close();
+  });
+
+  test("with a budget above one a second (a UUID's), as many requests are out at once, each the engine's second after the answer that many before", async () => {
+    const wentAt: Array<[string, number, number]> = [];
+    const answers: Array<(sent: boolean) => void> = [];
+    const { queue, close } = rig({
+      rps: 3,
+      pacing: 1,
+      regions: 1,
+      send: leaving(wentAt, () => new Promise((resolve) => answers.push(resolve))),
+    });
+    const start = Date.now();
+    for (const id of ['a', 'b', 'c', 'd']) queue.push(job(id, 1, 500));
+    await jest.advanceTimersByTimeAsync(1_000);
+    // Three out, paced a third of a second apart; d waits for an answer.
+    expect(wentAt.map(([id, , at]) => [id, at - start])).toEqual([
+      ['a', 0],
+      ['b', 334],
+      ['c', 668],
+    ]);
+    // b and c still out (the engine may meter them any moment) and a answered less than a second ago: three in the
+    // engine's second, so d waits; with b and c answered too, d goes a second after a's answer.
+    (answers[0] as (sent: boolean) => void)(true);
+    const answeredAt = Date.now();
+    await jest.advanceTimersByTimeAsync(500);
+    expect(wentAt.map(([id]) => id)).toEqual(['a', 'b', 'c']);
+    (answers[1] as (sent: boolean) => void)(true);
+    (answers[2] as (sent: boolean) => void)(true);
+    await jest.advanceTimersByTimeAsync(524);
+    expect(wentAt.map(([id]) => id)).toEqual(['a', 'b', 'c']);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(wentAt.at(-1)).toEqual(['d', 0, answeredAt + 1_025]);
+    close();
+  });
 });
 
-test('a request whose turn came late (the event loop busy) still leaves the next one a whole paced token later', async () => {
-  // Real timers: the point is a timer that fires late because the thread was busy, which fake timers cannot show.
-  // Asserted is a lower bound on the gap only, which a loaded machine can only widen.
-  jest.useRealTimers();
-  const { queue, close } = rig({ rps: 4, pacing: 1 });
-  const gap = 250;
-  const wentAt: number[] = [];
-  const go = () =>
-    queue.waitTurn(0).then((turn) => {
-      wentAt.push(Date.now());
-      turn.end(true);
-    });
-  const turns = [go(), go(), go()];
-  await turns[0];
-  // The thread is busy through the second's due time (250 ms after the first) and 200 ms past it.
-  const busyUntil = Date.now() + 450;
-  while (Date.now() < busyUntil) {
-    // a burst's synchronous work
-  }
-  await Promise.all(turns);
-  const [first, second, third] = wentAt as [number, number, number];
-  expect(second - first).toBeGreaterThanOrEqual(450);
-  // Counted from when the second went, not from when it was due (which would leave only ~50 ms).
-  expect(third - second).toBeGreaterThanOrEqual(gap);
-  close();
-});
-
-test('a region cooling after a 429 paces the sends waiting their turn past the cool-down', async () => {
-  const { queue, close } = rig({ rps: 1, pacing: 0.9 });
+test('a region cooling after a 429 takes no job until the cool-down ends', async () => {
+  const wentAt: Array<[string, number, number]> = [];
+  const { queue, close } = rig({ rps: 1, pacing: 0.9, send: leaving(wentAt) });
   queue.cool(0, 3_000);
   expect(queue.isCooling(0)).toBe(true);
-  let went = 0;
-  const turn = queue.waitTurn(0).then(() => (went = Date.now()));
-  await jest.advanceTimersByTimeAsync(3_000);
-  await turn;
-  expect(went).toBe(1_000_000 + 3_000);
+  queue.push(job('a', 1, 500));
+  await jest.advanceTimersByTimeAsync(2_999);
+  expect(wentAt).toEqual([]);
+  await jest.advanceTimersByTimeAsync(1);
+  expect(wentAt).toEqual([['a', 0, 1_000_000 + 3_000]]);
   expect(queue.isCooling(0)).toBe(false);
   close();
 });
 
-test("the next request to a region waits for the last one's answer, then the engine's second after it", async () => {
-  // The engine meters a request when it reads it, before it answers: a second counted from the answer is a second
-  // at the engine however late the first reached it (its departure alone could not say).
-  const { queue, close } = rig({ rps: 1, pacing: 0.9 });
-  const start = Date.now();
-  const first = await queue.waitTurn(0);
-  let secondAt = 0;
-  const second = queue.waitTurn(0).then((turn) => {
-    secondAt = Date.now();
-    return turn;
-  });
-  // The first's answer takes 3 s: the paced token (1,112 ms) passes and the second still waits.
-  await jest.advanceTimersByTimeAsync(3_000);
-  expect(secondAt).toBe(0);
-  first.end(true);
-  await jest.advanceTimersByTimeAsync(1_024);
-  expect(secondAt).toBe(0);
-  await jest.advanceTimersByTimeAsync(1);
-  expect(secondAt).toBe(start + 3_000 + 1_025);
-  // A turn ended without sending (the region began cooling, the sidecar closed) adds no answer gap: the next goes a
-  // paced token after the one that did not go.
-  (await second).end(false);
-  let thirdAt = 0;
-  const third = queue.waitTurn(0).then((turn) => {
-    thirdAt = Date.now();
-    turn.end(true);
-  });
-  await jest.advanceTimersByTimeAsync(Math.ceil(1_000 / 0.9));
-  await third;
-  expect(thirdAt).toBe(secondAt + Math.ceil(1_000 / 0.9));
-  close();
-});
+/** Real timers: wait for a condition (the turns' own timers run). */
+async function waitFor(condition: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met within 10 s');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
 
 describe('filling a pack (packing on)', () => {
   test('with more transactions ready and to come than requests to send them in, a ready bundle waits for decisions to fill its pack', async () => {
     // A burst: 40 accepted, 1 decided, two regions with a request each.
     let undecided = 39;
-    const { queue, sent, close } = rig({ rps: 1, regions: 2, fill: () => ({ perBundle: 4, undecided }) });
+    const { queue, sent, close } = rig({
+      rps: 1,
+      regions: 2,
+      fill: { perBundle: 4, undecided: () => undecided },
+    });
     queue.push(job('a', 1, 500));
-    expect(sent).toEqual([]);
-    // Decisions come: once a pack's worth is ready, the best goes at once (its passengers are the packer's to pick).
-    await jest.advanceTimersByTimeAsync(10);
-    for (const id of ['b', 'c', 'd']) {
+    // Decisions come: until a pack's worth is ready nothing goes; then the best goes at once (its passengers are the
+    // packer's to pick).
+    for (const id of ['b', 'c']) {
+      await jest.advanceTimersByTimeAsync(10);
       undecided--;
       queue.push(job(id, 1, 500));
+      expect(sent).toEqual([]);
     }
+    await jest.advanceTimersByTimeAsync(10);
+    undecided--;
+    queue.push(job('d', 1, 500));
     expect(sent).toEqual(['a']);
     close();
   });
 
   test(`it waits ${FILL_WAIT_MS} ms at most from when the oldest ready bundle became ready`, async () => {
-    const { queue, sent, close } = rig({ rps: 1, regions: 2, fill: () => ({ perBundle: 4, undecided: 39 }) });
+    const { queue, sent, close } = rig({
+      rps: 1,
+      regions: 2,
+      fill: { perBundle: 4, undecided: () => 39 },
+    });
     queue.push(job('a', 1, 500));
     await jest.advanceTimersByTimeAsync(FILL_WAIT_MS - 1);
     expect(sent).toEqual([]);
@@ -393,25 +471,38 @@ describe('filling a pack (packing on)', () => {
     close();
   });
 
-  test('nothing waits with requests to spare, with nothing left to decide, or without packing', () => {
+  test('nothing waits with requests to spare, with nothing left to decide, without packing, or for a bundle that cannot carry', () => {
     // Eight regions, three transactions in all: every one can have a request of its own.
-    const spare = rig({ rps: 1, regions: 8, fill: () => ({ perBundle: 4, undecided: 2 }) });
+    const spare = rig({ rps: 1, regions: 8, fill: { perBundle: 4, undecided: () => 2 } });
     spare.queue.push(job('a', 1, 500));
     expect(spare.sent).toEqual(['a']);
     spare.close();
-    const decided = rig({ rps: 1, regions: 1, fill: () => ({ perBundle: 4, undecided: 0 }) });
+    const decided = rig({ rps: 1, regions: 1, fill: { perBundle: 4, undecided: () => 0 } });
     decided.queue.push(job('a', 1, 500));
     expect(decided.sent).toEqual(['a']);
     decided.close();
-    const single = rig({ rps: 1, regions: 1, fill: () => ({ perBundle: 1, undecided: 30 }) });
+    const single = rig({ rps: 1, regions: 1, fill: { perBundle: 1, undecided: () => 30 } });
     single.queue.push(job('a', 1, 500));
     expect(single.sent).toEqual(['a']);
     single.close();
+    // A resend (its bytes fixed) or a bundle with the caller's own tip carries no riders: no reason to wait.
+    const resend = rig({
+      rps: 1,
+      regions: 1,
+      fill: { perBundle: 4, undecided: () => 30, canCarry: () => false },
+    });
+    resend.queue.push(job('a', 1, 500));
+    expect(resend.sent).toEqual(['a']);
+    resend.close();
   });
 
   test('a wait armed for a later job does not hold back a ready one past its own time', async () => {
     let undecided = 0;
-    const { queue, sent, close } = rig({ rps: 1, regions: 1, fill: () => ({ perBundle: 4, undecided }) });
+    const { queue, sent, close } = rig({
+      rps: 1,
+      regions: 1,
+      fill: { perBundle: 4, undecided: () => undecided },
+    });
     // A backoff 5 s away arms the queue's timer for then.
     queue.push(job('later', 1, 500, Date.now() + 5_000));
     expect(sent).toEqual([]);

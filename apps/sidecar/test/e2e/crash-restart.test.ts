@@ -360,8 +360,8 @@ test('SIGKILL with a packed bundle journaled: restart sends the same pack, its r
   const payers = Array.from({ length: 4 }, () => simnet.fundedKeypair(1_000_000_000));
   const tipperKey = tipper.publicKey.toBase58();
   const balanceBefore = simnet.cluster.getBalance(tipperKey);
-  // One bundle a second: the first transaction takes the token and goes alone; the next three, enqueued together,
-  // wait for the next token and go as one pack (distinct payers, nothing written in common).
+  // One bundle a second: the first transaction takes the token and goes alone; the next three, enqueued together once
+  // it went, wait for the next token and go as one pack (distinct payers, nothing written in common).
   // One regional engine (each region has its own bucket: with eight, all four would go out at once).
   // The sidecar's own reflex decides (no agent for 1 s), not bypass: a pack keeps every member's rank (tip per
   // requested CU), and a fixed bypass tip over one transaction ranks above the same tip over four, so nothing would
@@ -398,6 +398,13 @@ async function packedCrash(
   const first = await spawnSidecar({ ...packedEnv, RELAY_CRASH_AT: 'pack.journaled' });
   const alone = await post(first.url, '/tx/enqueue', { transaction: transfer(payers[0] as Keypair) });
   expect(alone.status).toBe(202);
+  // The engine took the first one alone (its region is recorded then) before the others are enqueued: decided
+  // together, all four would go as one pack (a ready bundle waits briefly for decisions still to come).
+  await waitUntil(
+    async () => Boolean((await get(first.url, `/tx/${alone.body.tx_id as string}`)).body.attempts[0]?.region),
+    15_000,
+    'the engine to take the first transaction alone',
+  );
   const rest = await Promise.all(
     payers.slice(1).map((p) => post(first.url, '/tx/enqueue', { transaction: transfer(p) })),
   );

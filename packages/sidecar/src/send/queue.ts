@@ -49,7 +49,7 @@ export interface SendQueueDeps {
    * Sends one job to a region (the sender); a rejection is logged, never thrown. The sender needs the queue too (it
    * requeues and cools regions), so the composition may `attach` it after both exist instead.
    */
-  send?: (job: SendJob, region: number) => Promise<void>;
+  send?: (job: SendJob, turn: RegionTurn) => Promise<void>;
   log: { error: (fields: object, message: string) => void };
   /**
    * Whether no bundle may go out now (a TowerBFT -> Alpenglow migration window is open: its blocks carry no user
@@ -58,10 +58,15 @@ export interface SendQueueDeps {
    */
   hold?: () => boolean;
   /**
-   * Packing: how many user transactions a bundle may carry, and how many this host accepted that still wait for their
-   * first decision (once decided they may ride). Absent, or a bundle of one: a ready job never waits to fill a pack.
+   * Packing: how many user transactions a bundle may carry, how many transactions this host accepted in the last
+   * moments still wait for their first decision (once decided they may ride), and whether a job can carry riders at
+   * all (an unsent first send with relay's tip). Absent, or a bundle of one: a ready job never waits to fill a pack.
    */
-  fill?: () => { perBundle: number; undecided: number };
+  fill?: {
+    perBundle: number;
+    undecided: () => number;
+    canCarry: (job: SendJob) => boolean;
+  };
   /** A job found waiting on the hold, once per job per hold. */
   onHeld?: (job: SendJob) => void;
   /** Once closed, nothing more is sent and no timer is armed. */
@@ -70,14 +75,13 @@ export interface SendQueueDeps {
 }
 
 /**
- * The budgeted send queue: each token of a region's budget goes to the most valuable bundle ready now (priority,
- * then deadline, then the earliest `notBefore`); a job waits for its `notBefore` (a backoff) and for a token of some
- * region, the target leader's region first (`chooseRegion`). A region a 429 or an outage cooled takes nothing until
- * its cool-down ends; the others go on.
+ * A job's turn on a region's wire, handed to the sender with the job. `ready` resolves when the request may go on the
+ * wire (see {@link SendQueue}); `end` says the engine answered (`sent`: whatever came back, an error included) or
+ * that nothing was sent after all. Ended once; the queue ends a turn the sender left open when its send returns.
  */
-/** A request's turn on a region's wire ({@link SendQueue.waitTurn}): ended once, when its answer came or it was not sent. */
-export interface SendTurn {
-  /** `sent`: the request went to the engine (whatever came back, an error included); false: it was not sent. */
+export interface RegionTurn {
+  readonly region: number;
+  ready(): Promise<void>;
   end(sent: boolean): void;
 }
 
@@ -87,6 +91,29 @@ export interface SendTurn {
  */
 const ANSWER_MARGIN_MS = 25;
 
+/** A region every one of whose requests is out (waiting for answers) is looked at again this often at most. */
+const BUSY_RECHECK_MS = 1_000;
+/** A request waiting for an answer to one of its region's others (a budget above one a second) looks this often. */
+const UNANSWERED_RECHECK_MS = 25;
+
+/**
+ * The budgeted send queue: each token of a region's budget goes to the most valuable bundle ready now (priority,
+ * then deadline, then the earliest `notBefore`); a job waits for its `notBefore` (a backoff) and for a token of some
+ * region, the target leader's region first (`chooseRegion`). A region a 429 or an outage cooled takes nothing until
+ * its cool-down ends; the others go on.
+ *
+ * Each region has at most `floor(rps)` requests out at once (one at the default budget): a job is given a region only
+ * while fewer are out there, and its request leaves (`RegionTurn.ready`) no sooner than
+ * - a paced token after the region's previous request really left (not after it was due: a timer that fired late,
+ *   the event loop busy in a burst, let the next follow it by less than the engine's second; session 16), and
+ * - the engine's interval (1 s) after the answer to the request `floor(rps)` before it came back. Whenever the
+ *   engine meters a request, it does so before it answers, so this leaves at most `floor(rps)` requests in any second
+ *   at the engine however late each reached it. Counted from departures alone, a first request held up on its way (or
+ *   in a busy engine's queue) and a second that was not arrived less than a second apart (session 21: 4-8 of relay's
+ *   own 429s in a burst beside other busy processes, each with mainnet's back-off penalty).
+ * A token is spent when a job is given its region, but its bytes go out only after its first send is prepared (a tip
+ * signed again, a pack simulated: up to ~9 RPC calls): the preparation overlaps the wait.
+ */
 export class SendQueue {
   private readonly jobs: SendJob[] = [];
   private readonly buckets: TokenBucket[];
@@ -100,16 +127,22 @@ export class SendQueue {
   private readonly maxConcurrent: number;
   /** Jobs already counted as held in the current hold (`txId:attempt`). */
   private readonly heldJobs = new Set<string>();
-  /** When each region's next request may go on the wire (see `waitTurn`). */
+  /** When each region's next request may leave, by departures and cool-downs (see {@link RegionTurn.ready}). */
   private readonly nextSendAt: number[];
-  /** Each region's last request waiting its turn (or gone): the next waits for it first. */
-  private readonly turns: Promise<void>[];
+  /** Requests each region has out: given a job, not yet answered. */
+  private readonly out: number[];
+  /** Each region's latest answers (when they came back), the newest last, at most {@link perRegion}. */
+  private readonly answers: number[][];
+  /** Requests each region has on the wire: left, not answered yet. */
+  private readonly unanswered: number[];
+  /** Requests one region may have out at once: its whole-second budget, at least one. */
+  private readonly perRegion: number;
   /** The least time between two requests to one region: one token of its paced budget. */
   private readonly sendGapMs: number;
   /**
-   * The least time between an answer from a region and the next request to it: one token of the engine's own budget
-   * (not the paced one: no margin for the way there is needed, the answer came after the engine metered the request),
-   * and {@link ANSWER_MARGIN_MS}.
+   * The least time between the answer to a region's request and the request {@link perRegion} after it: the engine's
+   * one-second window (no pacing margin for the way there is needed: the answer came after the engine metered the
+   * request), and {@link ANSWER_MARGIN_MS}.
    */
   private readonly answerGapMs: number;
 
@@ -123,53 +156,68 @@ export class SendQueue {
     this.failures = new Array<number>(regions).fill(0);
     this.maxConcurrent = d.maxConcurrent ?? MAX_CONCURRENT_SENDS;
     this.nextSendAt = new Array<number>(regions).fill(0);
-    this.turns = Array.from({ length: regions }, () => Promise.resolve());
+    this.out = new Array<number>(regions).fill(0);
+    this.answers = Array.from({ length: regions }, () => []);
+    this.unanswered = new Array<number>(regions).fill(0);
+    this.perRegion = Math.max(1, Math.floor(d.ratePerSecond));
     this.sendGapMs = 1_000 / (d.ratePerSecond * (d.pacing ?? 1));
-    this.answerGapMs = 1_000 / d.ratePerSecond + ANSWER_MARGIN_MS;
+    this.answerGapMs = 1_000 + ANSWER_MARGIN_MS;
   }
 
-  /**
-   * Wait until a request to `region` may go on the wire, and take that moment (issue 30, point 4); the caller ends the
-   * turn with {@link SendTurn.end} once the engine answered (or the request was not sent after all). A token is spent
-   * when a job is taken, but its bytes go out only after its first send is prepared (a tip signed again, a pack
-   * simulated: up to ~9 RPC calls), so sends taken a token apart could reach the engine closer together than its
-   * per-IP budget allows, and the engine answers 429 (on mainnet with a back-off penalty). Requests to one region go
-   * one at a time, in the order they asked, and each leaves
-   * - a paced token after the previous one really left (not after it was due: a timer that fired late, the event loop
-   *   busy in a burst, let the next follow it by less than the engine's second; session 16), and
-   * - the engine's own interval after the previous one's answer came back ({@link answerGapMs}). The engine meters a
-   *   request when it reads it, which is before it answers, so this holds however late either request reached it:
-   *   counted from departures alone, a first request held up on its way (or in a busy engine's queue) and a second
-   *   that was not arrived less than a second apart (session 21: 4-8 429s in a burst beside other processes).
-   * A cool-down that starts while a request waits (a 429 from that region) moves its turn past the cool-down too.
-   */
-  waitTurn(region: number): Promise<SendTurn> {
-    if (region < 0 || region >= this.nextSendAt.length) return Promise.resolve({ end: () => undefined });
-    let answered!: () => void;
-    const ended = new Promise<void>((resolve) => (answered = resolve));
-    const mine = (this.turns[region] as Promise<void>).then(() => this.untilPacedAfterLast(region));
-    // The next request to this region waits for this one's answer, then paces from it.
-    this.turns[region] = mine.then(() => ended);
+  /** A turn on `region`'s wire for one job (see the class comment); counted out until it ends. */
+  private turn(region: number): RegionTurn {
+    this.out[region] = (this.out[region] as number) + 1;
     let open = true;
-    return mine.then(() => ({
+    let departed = false;
+    return {
+      region,
+      ready: async () => {
+        await this.untilMayLeave(region);
+        departed = true;
+        this.unanswered[region] = (this.unanswered[region] as number) + 1;
+      },
       end: (sent: boolean) => {
         if (!open) return;
         open = false;
-        if (sent)
-          this.nextSendAt[region] = Math.max(
-            this.nextSendAt[region] as number,
-            this.d.now() + this.answerGapMs,
-          );
-        answered();
+        this.out[region] = (this.out[region] as number) - 1;
+        if (departed) this.unanswered[region] = (this.unanswered[region] as number) - 1;
+        if (departed && sent) {
+          const answers = this.answers[region] as number[];
+          answers.push(this.d.now());
+          if (answers.length > this.perRegion) answers.shift();
+        }
+        this.pump();
       },
-    }));
+    };
   }
 
-  private async untilPacedAfterLast(region: number): Promise<void> {
+  /**
+   * When `region`'s next request may leave (Infinity: once a request still out is answered): a paced token after its
+   * last departure, past any cool-down, and with fewer than {@link perRegion} requests the engine may have metered in
+   * the last second: those out and unanswered (the engine may meter them any moment), and those answered less than
+   * {@link answerGapMs} ago.
+   */
+  private mayLeaveAt(region: number, now: number): number {
+    const answers = this.answers[region] as number[];
+    const recent = answers.filter((at) => at + this.answerGapMs > now);
+    const over = recent.length + (this.unanswered[region] as number) - this.perRegion + 1;
+    const byAnswers =
+      over <= 0
+        ? Number.NEGATIVE_INFINITY
+        : over > recent.length
+          ? Number.POSITIVE_INFINITY
+          : (recent[over - 1] as number) + this.answerGapMs;
+    return Math.max(this.nextSendAt[region] as number, byAnswers);
+  }
+
+  private async untilMayLeave(region: number): Promise<void> {
     for (;;) {
-      const wait = (this.nextSendAt[region] as number) - this.d.now();
+      const now = this.d.now();
+      const wait = this.mayLeaveAt(region, now) - now;
       if (wait <= 0) break;
-      await new Promise((resolve) => setTimeout(resolve, Math.ceil(wait)).unref());
+      // Waiting on an answer: looked at again shortly (only with a budget above one a second, several requests out).
+      const ms = Number.isFinite(wait) ? Math.ceil(wait) : UNANSWERED_RECHECK_MS;
+      await new Promise((resolve) => setTimeout(resolve, ms).unref());
     }
     this.nextSendAt[region] = this.d.now() + this.sendGapMs;
   }
@@ -195,7 +243,7 @@ export class SendQueue {
         ? Math.min(MAX_COOL_MS, retryAfterMs)
         : Math.min(MAX_BACKOFF_MS, 250 * 2 ** Math.max(0, failures - 1));
     this.cooledUntil[region] = Math.max(this.cooledUntil[region] as number, now + ms);
-    // Sends still to be paced onto it wait out the cool-down too (see `waitTurn`).
+    // Requests given this region already wait out the cool-down too (see `RegionTurn.ready`).
     this.nextSendAt[region] = Math.max(this.nextSendAt[region] as number, this.cooledUntil[region] as number);
     this.pump();
   }
@@ -224,28 +272,41 @@ export class SendQueue {
   /**
    * How long the ready jobs should still wait for a fuller pack (0: send now). They wait, {@link FILL_WAIT_MS} at most
    * from the moment the oldest of them became ready, only while all of this holds: packs carry more than one
-   * transaction and fewer than a pack's worth are ready; transactions accepted here still wait for their first
-   * decision; and the requests the regions can take now are fewer than the transactions ready and to come, so a
-   * request sent half empty would be one a later transaction has to wait for. With tokens to spare (a light, steady
-   * load) nothing waits.
+   * transaction and fewer than a pack's worth are ready; the best of them can carry riders (an unsent first send with
+   * relay's tip: a resend's bytes are fixed); transactions accepted here in the last moments still wait for their
+   * first decision; and the requests the regions can take now are fewer than the transactions ready and to come, so a
+   * request sent half empty would be one a later transaction has to wait for. With requests to spare nothing waits.
    */
-  private fillingFor(ready: readonly SendJob[], now: number): number {
-    const fill = this.d.fill?.();
-    if (!fill || fill.perBundle <= 1 || ready.length >= fill.perBundle || fill.undecided === 0) return 0;
+  private fillingFor(best: SendJob, ready: readonly SendJob[], now: number): number {
+    const fill = this.d.fill;
+    if (!fill || fill.perBundle <= 1 || ready.length >= fill.perBundle || !fill.canCarry(best)) return 0;
+    const undecided = fill.undecided();
+    if (undecided === 0) return 0;
     const cooling = this.coolingMs(now);
     const requests = this.buckets.reduce(
-      (sum, bucket, i) => sum + ((cooling[i] as number) > 0 ? 0 : bucket.available(now)),
+      (sum, bucket, i) =>
+        sum +
+        ((cooling[i] as number) > 0
+          ? 0
+          : Math.min(bucket.available(now), this.perRegion - (this.out[i] as number))),
       0,
     );
-    if (requests >= ready.length + fill.undecided) return 0;
+    if (requests >= ready.length + undecided) return 0;
     const oldest = Math.min(...ready.map((j) => j.notBefore));
     return Math.max(0, oldest + FILL_WAIT_MS - now);
   }
 
-  /** Milliseconds until each region can take a request. */
+  /**
+   * Milliseconds until each region can be given a job: its token and cool-down; a region with all its requests out
+   * waits for an answer (which looks again at once), at most {@link BUSY_RECHECK_MS} here.
+   */
   private regionWaits(now: number): number[] {
     const cooling = this.coolingMs(now);
-    return this.buckets.map((bucket, i) => Math.max(bucket.waitMs(now), cooling[i] as number));
+    return this.buckets.map((bucket, i) =>
+      (this.out[i] as number) >= this.perRegion
+        ? BUSY_RECHECK_MS
+        : Math.max(bucket.waitMs(now), cooling[i] as number),
+    );
   }
 
   /** Jobs waiting (not yet on the wire). */
@@ -258,10 +319,10 @@ export class SendQueue {
     return this.jobs.some((j) => j.txId === txId && j.attempt === attempt);
   }
 
-  private send: ((job: SendJob, region: number) => Promise<void>) | null = null;
+  private send: ((job: SendJob, turn: RegionTurn) => Promise<void>) | null = null;
 
   /** The sender of this queue's jobs (set once by the composition; nothing is sent before). */
-  attach(send: (job: SendJob, region: number) => Promise<void>): void {
+  attach(send: (job: SendJob, turn: RegionTurn) => Promise<void>): void {
     this.send = send;
     this.pump();
   }
@@ -347,22 +408,25 @@ export class SendQueue {
         this.arm(choice.waitMs);
         return;
       }
-      const filling = this.fillingFor(ready, now);
+      ready.sort(byValue);
+      const job = ready[0] as SendJob;
+      const filling = this.fillingFor(job, ready, now);
       if (filling > 0) {
         this.arm(filling);
         return;
       }
-      ready.sort(byValue);
-      const job = ready[0] as SendJob;
       this.jobs.splice(this.jobs.indexOf(job), 1);
       (this.buckets[choice.region] as TokenBucket).take(now);
       this.inFlight++;
-      void send(job, choice.region)
+      const turn = this.turn(choice.region);
+      void send(job, turn)
         .catch((error: unknown) =>
           this.d.log.error({ err: error, tx_id: job.txId }, 'send failed unexpectedly'),
         )
         .finally(() => {
           this.inFlight--;
+          // A send that returned without saying (it found nothing to send): nothing went out on this turn.
+          turn.end(false);
           this.pump();
         });
     }

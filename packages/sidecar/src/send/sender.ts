@@ -7,7 +7,7 @@ import type { StoredAttempt, StoredTx } from '../store/records';
 import { isDatabaseOutage, isStoreConflict } from '../store/store';
 import { attributeFault, type FaultApplier } from '../track/fault';
 import type { Packer } from './packer';
-import type { SendJob, SendQueue } from './queue';
+import type { RegionTurn, SendJob, SendQueue } from './queue';
 
 /** A send cut off by a store failure is tried again after this long. */
 const RETRY_AFTER_STORE_FAILURE_MS = 1_000;
@@ -61,9 +61,9 @@ export class Sender {
    * back to the queue and is tried again, re-read from the store first, so what goes out is always what the store
    * holds committed (the same bytes again at most, never a tip it does not hold).
    */
-  async sendOne(job: SendJob, region: number): Promise<void> {
+  async sendOne(job: SendJob, turn: RegionTurn): Promise<void> {
     try {
-      await this.send(job, region);
+      await this.send(job, turn);
     } catch (error) {
       if (this.d.isClosed()) return;
       // Another host of the fleet runs it now (its row moved while this one was paused): not this host's to send.
@@ -98,7 +98,8 @@ export class Sender {
     }
   }
 
-  private async send(job: SendJob, region: number): Promise<void> {
+  private async send(job: SendJob, turn: RegionTurn): Promise<void> {
+    const { region } = turn;
     // Under the lock: is this attempt still to be sent, and with which bytes?
     const wires = await this.d.locks.run(job.txId, async () => {
       const tx = await this.d.store.get(job.txId);
@@ -137,9 +138,9 @@ export class Sender {
       ];
     });
     if (!wires) return;
-    // Requests to one region go one at a time, a paced token apart and the engine's second after the last answer,
-    // however long each took to prepare.
-    const turn = await this.queue.waitTurn(region);
+    // The request leaves a paced token after the region's last one and the engine's second after its answer
+    // (SendQueue), however long this one took to prepare.
+    await turn.ready();
     let sent = false;
     let result: SendBundleResult;
     try {

@@ -40,6 +40,9 @@ export interface NextScheduledLeader {
  */
 export const BUNDLE_RESULT_SILENCE_MS = 20_000;
 
+/** A `SendBundle` unanswered this long (ms) is a transport failure (the JSON-RPC transport's timeout too). */
+export const SEND_BUNDLE_TIMEOUT_MS = 5_000;
+
 /**
  * Jito's SearcherService through jito-ts. `http://host:port` connects without TLS (the simulated cluster and
  * private deployments); anything else uses TLS exactly as jito-ts's `searcherClient()` factory builds it (roots
@@ -68,6 +71,12 @@ export class GrpcBlockEngine implements BlockEngineTransport {
        * so only the path to it changes.
        */
       via?: string;
+      /**
+       * How long a `SendBundle` may go unanswered before it counts as a transport failure (the same bytes go again):
+       * jito-ts sets no deadline, and a call the engine never answers would hold its region's turn (`SendQueue`) for
+       * good. Default {@link SEND_BUNDLE_TIMEOUT_MS}, as the JSON-RPC transport's.
+       */
+      sendTimeoutMs?: number;
     } = {},
   ) {
     const insecure = /^http:\/\//i.test(url);
@@ -96,8 +105,14 @@ export class GrpcBlockEngine implements BlockEngineTransport {
       transactions.length,
     );
     let result;
+    const timeoutMs = this.options.sendTimeoutMs ?? SEND_BUNDLE_TIMEOUT_MS;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
+      timer.unref();
+    });
     try {
-      result = await this.client.sendBundle(bundle);
+      result = await Promise.race([this.client.sendBundle(bundle), timedOut]);
     } catch (error) {
       return {
         ok: false,
@@ -106,7 +121,18 @@ export class GrpcBlockEngine implements BlockEngineTransport {
         retryAfterMs: null,
         status: 'error',
       };
+    } finally {
+      clearTimeout(timer);
     }
+    // The call is left to finish on its own (jito-ts gives no handle to cancel it); a late answer is dropped.
+    if (result === 'timeout')
+      return {
+        ok: false,
+        kind: 'transport',
+        message: `no answer within ${timeoutMs} ms`,
+        retryAfterMs: null,
+        status: 'timeout',
+      };
     if (result.ok) {
       this.unansweredSince ??= this.now();
       return { ok: true, bundleId: result.value };

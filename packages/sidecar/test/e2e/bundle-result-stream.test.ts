@@ -25,6 +25,15 @@ afterAll(async () => {
   await stack?.close();
 });
 
+/** A transfer of `lamports` and a 10,000-lamport tip from the stack's tipper, as wire bytes: a bundle to send. */
+function bundleOf(lamports: number): Uint8Array[] {
+  const signer = new TipSigner(stack.tipper);
+  const blockhash = stack.simnet.cluster.latestBlockhash('confirmed').blockhash;
+  const user = Buffer.from(stack.transfer(lamports), 'base64');
+  const tipAccount = [...stack.simnet.engine.tipAccounts][0] as string;
+  return [user, signer.build({ tipAccount, lamports: 10_000, blockhash }).wire];
+}
+
 function counter(name: string): Promise<number> {
   return counterValue(url, name);
 }
@@ -72,12 +81,7 @@ test('a bundle-result stream that stays open but falls silent after an accepted 
   );
   stack.simnet.faults.set({ bundleResultsSilent: true });
   try {
-    const signer = new TipSigner(stack.tipper);
-    const blockhash = stack.simnet.cluster.latestBlockhash('confirmed').blockhash;
-    const user = Buffer.from(stack.transfer(23), 'base64');
-    const tipAccount = [...stack.simnet.engine.tipAccounts][0] as string;
-    const tip = signer.build({ tipAccount, lamports: 10_000, blockhash });
-    const sent = await engine.sendBundle([user, tip.wire]);
+    const sent = await engine.sendBundle(bundleOf(23));
     expect(sent.ok).toBe(true);
     await waitUntil(() => errors.length > 0, 10_000, 'the silence to be noticed');
     expect(errors[0]?.message).toMatch(/silent \d+ s after an accepted bundle/);
@@ -86,6 +90,20 @@ test('a bundle-result stream that stays open but falls silent after an accepted 
   } finally {
     stack.simnet.faults.reset();
     stop();
+    engine.close();
+  }
+}, 30_000);
+
+test('a SendBundle the engine does not answer in time is a transport failure (the region is not held for good)', async () => {
+  // jito-ts sets no deadline on SendBundle: the adapter's own limit ends the wait.
+  const engine = new GrpcBlockEngine(stack.simnet.endpoints.engineGrpcUrl, { sendTimeoutMs: 300 });
+  stack.simnet.faults.set({ engineLatencyMs: 3_000 });
+  try {
+    // The engine answers after 3 s: a timeout is the adapter's own, not the engine's answer.
+    const sent = await engine.sendBundle(bundleOf(24));
+    expect(sent).toMatchObject({ ok: false, kind: 'transport', status: 'timeout' });
+  } finally {
+    stack.simnet.faults.reset();
     engine.close();
   }
 }, 30_000);
