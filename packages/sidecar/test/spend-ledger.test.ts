@@ -1,4 +1,5 @@
-import { SpendLedger } from '../src/store/records';
+import { SpendLedger, storeCodec } from '../src/store/records';
+import { T0, attempt, tx } from './helpers/store-records';
 
 /** The exact rolling-window sum, by a pass over every entry (what the ledger replaces). */
 function exact(ledger: Map<string, [number, number]>, cutoff: number): number {
@@ -69,4 +70,124 @@ test('a random mix with out-of-order entries never reports less than the exact s
     const cutoff = now - 3_000;
     expect(ledger.spentSince(cutoff)).toBeGreaterThanOrEqual(exact(ledger, cutoff));
   }
+});
+
+describe('folding: an entry that can no longer change counts by its second', () => {
+  /** Every entry ever counted, folded or not: what the window must cover. */
+  interface Counted {
+    at: number;
+    lamports: number;
+    key: string | null;
+  }
+
+  test('a random mix with folds: never under the exact sum, over it by at most the cut second', () => {
+    const random = prng(23);
+    const ledger = new SpendLedger();
+    const counted = new Map<number, Counted>();
+    let now = 50_000;
+    let next = 0;
+    for (let step = 0; step < 20_000; step++) {
+      now += Math.floor(random() * 60);
+      const live = [...counted.entries()].filter(([, c]) => c.key !== null);
+      const roll = random();
+      if (roll < 0.5 || live.length === 0) {
+        const key = `k${next}`;
+        ledger.set(key, [now, 1 + Math.floor(random() * 1_000)]);
+        counted.set(next++, { at: now, lamports: (ledger.get(key) as [number, number])[1], key });
+      } else if (roll < 0.65) {
+        const [id, c] = live[Math.floor(random() * live.length)] as [number, Counted];
+        ledger.delete(c.key as string);
+        counted.delete(id);
+      } else if (roll < 0.97) {
+        const [, c] = live[Math.floor(random() * live.length)] as [number, Counted];
+        ledger.fold(c.key as string);
+        c.key = null;
+      } else {
+        const before = now - 4_000;
+        ledger.prune(before);
+        // What prune may drop: keyed entries before it, folded ones whose whole second is before it.
+        for (const [id, c] of counted)
+          if (c.key !== null ? c.at < before : (Math.floor(c.at / 1000) + 1) * 1000 <= before)
+            counted.delete(id);
+      }
+      const cutoff = now - 3_000;
+      const exact = [...counted.values()].filter((c) => c.at >= cutoff).reduce((n, c) => n + c.lamports, 0);
+      const cutSecond = [...counted.values()]
+        .filter(
+          (c) => c.key === null && c.at < cutoff && Math.floor(c.at / 1000) === Math.floor(cutoff / 1000),
+        )
+        .reduce((n, c) => n + c.lamports, 0);
+      const sum = ledger.spentSince(cutoff);
+      expect(sum).toBeGreaterThanOrEqual(exact);
+      expect(sum).toBeLessThanOrEqual(exact + cutSecond);
+    }
+    // Folded entries hold no key: what is left by key is only what was never folded.
+    expect(ledger.size).toBe([...counted.values()].filter((c) => c.key !== null).length);
+  });
+
+  test('a folded entry stays counted until its whole second leaves the window, then prunes', () => {
+    const ledger = new SpendLedger();
+    ledger.set('a#1', [10_200, 100]);
+    ledger.set('b#1', [10_900, 50]);
+    ledger.set('c#1', [12_000, 7]);
+    ledger.fold('a#1');
+    ledger.fold('b#1');
+    ledger.fold('missing#1'); // nothing under that key: nothing changes
+    expect(ledger.size).toBe(1);
+    expect(ledger.spentSince(10_000)).toBe(157);
+    expect(ledger.spentSince(10_500)).toBe(157); // 'a' is before the cut, but its second is not wholly
+    expect(ledger.hasOlderThan(10_500)).toBe(false);
+    expect(ledger.spentSince(11_000)).toBe(7);
+    expect(ledger.hasOlderThan(11_000)).toBe(true);
+    ledger.prune(11_000);
+    expect(ledger.hasOlderThan(11_000)).toBe(false);
+    expect(ledger.spentSince(11_000)).toBe(7);
+    // A fold into a second that has already aged counts as aged.
+    ledger.set('d#1', [10_100, 1_000]);
+    ledger.fold('d#1');
+    expect(ledger.spentSince(11_000)).toBe(7);
+    expect(ledger.hasOlderThan(11_000)).toBe(true);
+  });
+
+  test('a snapshot writes folded seconds as entries that replay folded', () => {
+    const ledger = new SpendLedger();
+    for (let i = 0; i < 1_000; i++) ledger.set(`t${i}#1`, [100_000 + i * 7, 10 + i]);
+    for (let i = 0; i < 900; i++) ledger.fold(`t${i}#1`);
+    const entries = [
+      ...ledger.folded(),
+      ...[...ledger].map(([key, [at, lamports]]): [string, number, number] => [key, at, lamports]),
+    ];
+    // 900 entries 7 ms apart over 6.3 s: 7 seconds, not 900 keys.
+    expect(entries.filter(([key]) => key.startsWith('folded:'))).toHaveLength(7);
+    const replayed = new SpendLedger();
+    for (const [key, at, lamports] of entries) replayed.set(key, [at, lamports]);
+    expect(replayed.size).toBe(100);
+    for (const cutoff of [0, 100_000, 102_500, 105_000, 106_300, 107_000, 110_000])
+      expect(replayed.spentSince(cutoff)).toBe(ledger.spentSince(cutoff));
+  });
+});
+
+test("the store's snapshot keeps a terminal transaction's spend folded: replayed, the same sums and no key for it", () => {
+  const codec = storeCodec(20_000);
+  const state = codec.initial();
+  for (let i = 0; i < 50; i++) {
+    const id = `tx_${i}`;
+    codec.apply(state, { k: 'put', tx: tx(id, `sig-${i}`) });
+    codec.apply(state, { k: 'patch', id, attempt: attempt(1, `b-${i}`, { created_at: T0 + i * 100 }) });
+    // The even ones finalize (their spend folds), the odd ones stay in flight (by key).
+    if (i % 2 === 0)
+      codec.apply(state, {
+        k: 'patch',
+        id,
+        set: { state: 'finalized' },
+        attempts: [{ n: 1, set: { stage: 'finalized' } }],
+      });
+  }
+  expect(state.spend.size).toBe(25);
+  expect(state.spend.spentSince(T0)).toBe(50 * 15_000);
+  const replayed = codec.initial();
+  for (const op of codec.snapshot(state)) codec.apply(replayed, op);
+  expect(replayed.spend.size).toBe(25);
+  for (const cutoff of [T0, T0 + 1_000, T0 + 2_450, T0 + 4_000, T0 + 5_000])
+    expect(replayed.spend.spentSince(cutoff)).toBe(state.spend.spentSince(cutoff));
 });

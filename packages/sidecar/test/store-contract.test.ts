@@ -440,6 +440,26 @@ describe.each(stores)('%s', (_name, open) => {
     await expect(reopened.addAttempt('tx_a', attempt(2, 'b2'))).rejects.toBeInstanceOf(StoreConflict);
   });
 
+  test("a terminal transaction's spend stays counted for the hour, also after a restart; a recount does not count it twice", async () => {
+    await h.store.accept(tx('tx_a', 'sig-a'));
+    await h.store.addAttempt('tx_a', attempt(1, 'b1'));
+    const land = (set: Partial<StoredTx>, stage: 'landed' | 'finalized') =>
+      h.store.transition('tx_a', {}, { set, attempts: [{ n: 1, set: { stage, slot_landed: 1004 } }] });
+    await land({ state: 'landed', landed_slot: 1004 }, 'landed');
+    await land({ state: 'finalized' }, 'finalized');
+    // Reserved at T0 + 1000 (the attempt's creation). The local ledgers count a terminal transaction's spend by its
+    // second (spend-ledger.test), so only the window's start at that moment is the same for every store.
+    expect(await h.store.spentSince(T0 + 1000)).toBe(15_000);
+    // Marked paid again (a late leak report on an attempt that was never released): still once.
+    await h.store.transition('tx_a', {}, { attempts: [{ n: 1, set: { released: false } }] });
+    expect(await h.store.spentSince(T0 + 1000)).toBe(15_000);
+    const store = h.reopen ? await h.reopen() : h.store;
+    expect(await store.spentSince(T0 + 1000)).toBe(15_000);
+    expect(await store.hasSpendOlderThan(T0 + 2000)).toBe(true);
+    await store.pruneSpend(T0 + 2000);
+    expect(await store.spentSince(0)).toBe(0);
+  });
+
   test('a raised reservation is what the spend ledger holds after a restart', async () => {
     if (!h.reopen) return expect(h.reopen).toBeNull();
     await h.store.accept(tx('tx_a', 'sig-a'));

@@ -761,6 +761,14 @@ export class PgTxStore implements TxStore {
   private async load(): Promise<void> {
     // Several hosts: this host's own rows only (adopted under its epoch just before); the rest are their owners'.
     const own = this.options.sole || !this.session ? '' : 'WHERE t.owner_host = $1';
+    // Spend first: a terminal record put below folds its attempts' entries into per-second sums (records.ts).
+    const spend = await this.pool.query<{ tx_id: string; attempt: number; at: number; lamports: string }>(
+      `SELECT tx_id, attempt, ${ms('reserved_at')} AS at, lamports FROM spend_reservations WHERE released_at IS NULL`,
+    );
+    this.codec.apply(this.owned, {
+      k: 'spend',
+      entries: spend.rows.map((r) => [attemptKey(r.tx_id, r.attempt), r.at, int(r.lamports)]),
+    });
     const { rows } = await this.pool.query<VersionedRow>(
       `SELECT ${HELD} FROM transactions t ${own} ORDER BY t.terminal_at NULLS LAST, t.seq`,
       own ? [this.session?.hostId] : [],
@@ -772,13 +780,6 @@ export class PgTxStore implements TxStore {
     const evicted: Record<string, number> = {};
     for (const { reason, count } of counted.rows) evicted[reason] = int(count);
     this.codec.apply(this.owned, { k: 'counters', evicted });
-    const spend = await this.pool.query<{ tx_id: string; attempt: number; at: number; lamports: string }>(
-      `SELECT tx_id, attempt, ${ms('reserved_at')} AS at, lamports FROM spend_reservations WHERE released_at IS NULL`,
-    );
-    this.codec.apply(this.owned, {
-      k: 'spend',
-      entries: spend.rows.map((r) => [attemptKey(r.tx_id, r.attempt), r.at, int(r.lamports)]),
-    });
   }
 
   /** Hold `tx` (as the database has it, at `version`) in memory, in place of what was held; returns the held record. */

@@ -209,6 +209,9 @@ export interface StoreState {
   spend: SpendLedger;
 }
 
+/** The key prefix of a per-second sum of folded spend, as snapshots write it (`folded:<unix second>`). */
+export const FOLDED_SPEND_PREFIX = 'folded:';
+
 /**
  * The spend map, with the sum of what is in the rolling window kept up to date, so checking a submit against
  * `spend-limit` costs O(1) amortized rather than a pass over every reservation of the hour (720,000 of them at 200
@@ -219,6 +222,12 @@ export interface StoreState {
  * counted again after its release) is counted as in the window until the entries before it have aged: the sum can
  * only be over, never under, the exact one (a submit may be refused a little early, never let through past the
  * limit), and `prune-spend` removes it within the minute.
+ *
+ * An entry that can no longer change (its transaction is terminal: its attempts were released or stay counted, see
+ * {@link fold}) leaves the keyed map for a sum per second of its reservation time. A keyed entry costs about 250 bytes
+ * of heap (its key, the map's slot, the tuples); an hour at 200 submits a second held 720,000 of them, about 180 MB,
+ * while the seconds of an hour are at most 3,600 sums. A second's sum stays in the window until the whole second has
+ * left it: over by at most a second's spend, never under.
  */
 export class SpendLedger extends Map<string, [number, number]> {
   private total = 0;
@@ -227,8 +236,18 @@ export class SpendLedger extends Map<string, [number, number]> {
   private order: Array<[string, number]> = [];
   private head = 0;
   private readonly agedKeys = new Set<string>();
+  /** Folded spend: unix seconds, ascending, and the lamports reserved in each; `foldHead` of them have aged. */
+  private foldSeconds: number[] = [];
+  private foldLamports: number[] = [];
+  private foldHead = 0;
+  private foldTotal = 0;
+  private foldAged = 0;
 
   override set(key: string, value: [number, number]): this {
+    if (key.startsWith(FOLDED_SPEND_PREFIX)) {
+      this.addFolded(value[0], value[1]);
+      return this;
+    }
     this.delete(key);
     super.set(key, value);
     this.total += value[1];
@@ -242,6 +261,9 @@ export class SpendLedger extends Map<string, [number, number]> {
     super.delete(key);
     this.total -= value[1];
     if (this.agedKeys.delete(key)) this.aged -= value[1];
+    // Entries that left before aging (released, folded) leave their place in `order` behind: drop those places once
+    // they outnumber the entries, so the order costs O(entries), amortized O(1) a delete.
+    if (this.order.length - this.head > 2 * this.size + 1024) this.compactOrder();
     return true;
   }
 
@@ -252,6 +274,23 @@ export class SpendLedger extends Map<string, [number, number]> {
     this.order = [];
     this.head = 0;
     this.agedKeys.clear();
+    this.foldSeconds = [];
+    this.foldLamports = [];
+    this.foldHead = 0;
+    this.foldTotal = 0;
+    this.foldAged = 0;
+  }
+
+  /**
+   * Move `key`'s entry into the sum of its reservation's second: it stays counted until that second leaves the window,
+   * but can no longer be released or replaced by key. Only for an entry that cannot change: its attempt is settled and
+   * its transaction terminal. (Were one released after all, it would stay counted: over, never under.)
+   */
+  fold(key: string): void {
+    const value = super.get(key);
+    if (value === undefined) return;
+    this.delete(key);
+    this.addFolded(value[0], value[1]);
   }
 
   /** Lamports of the entries reserved at or after `cutoff` (ms). Cutoffs must not go backwards. */
@@ -270,13 +309,78 @@ export class SpendLedger extends Map<string, [number, number]> {
       this.order = this.order.slice(this.head);
       this.head = 0;
     }
-    return this.total - this.aged;
+    // A second ages once all of it is before the cutoff.
+    while (
+      this.foldHead < this.foldSeconds.length &&
+      ((this.foldSeconds[this.foldHead] as number) + 1) * 1000 <= cutoff
+    ) {
+      this.foldAged += this.foldLamports[this.foldHead] as number;
+      this.foldHead++;
+    }
+    return this.total - this.aged + this.foldTotal - this.foldAged;
   }
 
   /** Whether any entry is older than `cutoff` (and so due for `prune-spend`). */
   hasOlderThan(cutoff: number): boolean {
     this.spentSince(cutoff);
-    return this.agedKeys.size > 0;
+    return this.agedKeys.size > 0 || this.foldHead > 0;
+  }
+
+  /** Forget every entry reserved before `before` (ms): keyed ones by their time, folded seconds once wholly before. */
+  prune(before: number): void {
+    for (const [key, [at]] of this) if (at < before) this.delete(key);
+    let gone = 0;
+    while (gone < this.foldSeconds.length && ((this.foldSeconds[gone] as number) + 1) * 1000 <= before)
+      gone++;
+    if (gone === 0) return;
+    for (let i = 0; i < gone; i++) {
+      const lamports = this.foldLamports[i] as number;
+      this.foldTotal -= lamports;
+      if (i < this.foldHead) this.foldAged -= lamports;
+    }
+    this.foldSeconds.splice(0, gone);
+    this.foldLamports.splice(0, gone);
+    this.foldHead = Math.max(0, this.foldHead - gone);
+  }
+
+  /** The folded sums as snapshot entries: [`folded:<second>`, the second's first ms, lamports]. */
+  *folded(): Generator<[string, number, number]> {
+    for (let i = 0; i < this.foldSeconds.length; i++) {
+      const second = this.foldSeconds[i] as number;
+      yield [`${FOLDED_SPEND_PREFIX}${second}`, second * 1000, this.foldLamports[i] as number];
+    }
+  }
+
+  private addFolded(at: number, lamports: number): void {
+    const second = Math.floor(at / 1000);
+    const seconds = this.foldSeconds;
+    // Folds come nearly in time order: look from the end.
+    let i = seconds.length;
+    while (i > 0 && (seconds[i - 1] as number) > second) i--;
+    if (i > 0 && seconds[i - 1] === second) {
+      this.foldLamports[i - 1] = (this.foldLamports[i - 1] as number) + lamports;
+      if (i - 1 < this.foldHead) this.foldAged += lamports;
+    } else {
+      seconds.splice(i, 0, second);
+      this.foldLamports.splice(i, 0, lamports);
+      // Before a second that has aged: aged too.
+      if (i < this.foldHead) {
+        this.foldHead++;
+        this.foldAged += lamports;
+      }
+    }
+    this.foldTotal += lamports;
+  }
+
+  private compactOrder(): void {
+    const kept: Array<[string, number]> = [];
+    for (let i = this.head; i < this.order.length; i++) {
+      const place = this.order[i] as [string, number];
+      const value = super.get(place[0]);
+      if (value !== undefined && value[0] === place[1] && !this.agedKeys.has(place[0])) kept.push(place);
+    }
+    this.order = kept;
+    this.head = 0;
   }
 }
 
@@ -301,7 +405,13 @@ export function storeCodec(retainTerminal: number): JournalCodec<StoreState, Sto
     apply: (state, op) => applyOp(state, op, retainTerminal),
     *snapshot(state) {
       yield { k: 'counters', evicted: { ...state.evicted } };
-      yield { k: 'spend', entries: [...state.spend].map(([key, [at, lamports]]) => [key, at, lamports]) };
+      yield {
+        k: 'spend',
+        entries: [
+          ...state.spend.folded(),
+          ...[...state.spend].map(([key, [at, lamports]]): [string, number, number] => [key, at, lamports]),
+        ],
+      };
       // Terminal records first (oldest first) so replay rebuilds the retention order, then the active ones.
       for (let i = state.terminalHead; i < state.terminalOrder.length; i++) {
         const tx = state.records.get(state.terminalOrder[i] as string);
@@ -322,7 +432,7 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
       for (const [key, at, lamports] of op.entries) state.spend.set(key, [at, lamports]);
       return;
     case 'prune-spend':
-      for (const [key, [at]] of state.spend) if (at < op.before) state.spend.delete(key);
+      state.spend.prune(op.before);
       return;
     case 'put': {
       const tx = op.tx;
@@ -351,7 +461,8 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
       for (const effect of spendEffects(tx, op)) {
         const key = attemptKey(tx.tx_id, effect.n);
         if (effect.kind === 'release') state.spend.delete(key);
-        else if (effect.kind === 'reserve' || !state.spend.has(key))
+        // Counted again only what had been released: an entry still counted may be folded (no longer by key).
+        else if (effect.kind === 'reserve' || (wasReleased(before, effect.n) && !state.spend.has(key)))
           state.spend.set(key, [effect.at, effect.lamports]);
       }
       state.records.set(tx.tx_id, tx);
@@ -443,6 +554,11 @@ export function spendEffects(after: StoredTx, op: Omit<PatchOp, 'k' | 'id'>): Sp
   return effects;
 }
 
+/** Whether attempt `n` of `tx` had its reservation released (it provably paid nothing, until found otherwise). */
+function wasReleased(tx: StoredTx, n: number): boolean {
+  return tx.attempts.find((a) => a.attempt === n)?.released === true;
+}
+
 /**
  * A terminal record keeps its signatures and history but not its payload: the user transactions' and tips' wire
  * bytes go. Changes `tx` itself, which must be a record the caller just made (never a snapshot handed out).
@@ -483,6 +599,8 @@ function isWaiting(tx: Pick<StoredTx, 'state' | 'stopped'>): boolean {
 function retire(state: StoreState, tx: StoredTx, retainTerminal: number): void {
   // `tx` is the record this operation just created (or put): changing it here changes no snapshot handed out.
   dropPayload(tx);
+  // Its attempts are settled: what they reserved is released or stays counted for the rolling hour, by second.
+  for (const a of tx.attempts) state.spend.fold(attemptKey(tx.tx_id, a.attempt));
   state.terminalOrder.push(tx.tx_id);
   while (state.terminalOrder.length - state.terminalHead > retainTerminal) {
     const oldId = state.terminalOrder[state.terminalHead++] as string;
