@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import type { Benchmark, BenchContext } from '../benchmark';
 import { keepAliveAgent, postJson } from '../lib/http';
-import { rssBytes, sleep, startSidecarChild } from '../lib/processes';
+import { REPO_ROOT, rssBytes, sleep, startSidecarChild } from '../lib/processes';
 import { SseReader } from '../lib/sse';
 import { benchPolicy, startRelayStack, type BenchStack } from '../lib/stack';
 import { round } from '../lib/stats';
@@ -18,6 +18,56 @@ const THROUGH_RSS_TARGET_MB = 300;
 /** Issue #32's flatness: the last third of the samples within 10 % of the middle third. */
 const FLAT_WITHIN = 0.1;
 const mb = (bytes: number) => Math.round(bytes / 2 ** 20);
+
+/**
+ * The spend ledger's heap for an hour of attempts at `perSecond` (what `spend-limit` counts over the rolling hour),
+ * measured in a child process with `--expose-gc` on the sidecar's own `SpendLedger`: every entry by its attempt's key,
+ * as the ledger held them until session 23, then folded into per-second sums, as it holds a terminal transaction's
+ * now. The through phase is too short to show it: the hour is what an operator's process holds.
+ */
+async function ledgerPhase(perSecond: number): Promise<{
+  entries: number;
+  keyed_mb: number;
+  bytes_per_entry: number;
+  folded_mb: number;
+  seconds: number;
+}> {
+  const entries = Math.max(1, Math.round(perSecond * 3_600));
+  const script = `
+    const { SpendLedger } = require('@solrelay/sidecar');
+    const used = () => { gc(); gc(); return process.memoryUsage().heapUsed; };
+    const n = ${entries};
+    const t0 = Date.now();
+    const ids = Array.from({ length: n }, (_, i) => 'tx_01M8H4EF' + i.toString(36).toUpperCase().padStart(16, '0'));
+    const ledger = new SpendLedger();
+    const before = used();
+    for (let i = 0; i < n; i++) ledger.set(ids[i] + '#1', [t0 + Math.floor((i * 3_600_000) / n), 15_000]);
+    ledger.spentSince(t0);
+    const keyed = used() - before;
+    for (let i = 0; i < n; i++) ledger.fold(ids[i] + '#1');
+    if (ledger.spentSince(t0) !== n * 15_000) throw new Error('folded sum differs');
+    const folded = used() - before;
+    console.log(JSON.stringify({ keyed, folded, seconds: [...ledger.folded()].length, held: ids.length }));
+  `;
+  const { execFileSync } = await import('node:child_process');
+  const out = execFileSync(process.execPath, ['--expose-gc', '-e', script], {
+    cwd: join(REPO_ROOT, 'bench'),
+    encoding: 'utf8',
+    maxBuffer: 1 << 20,
+  });
+  const r = JSON.parse(out.trim().split('\n').pop() as string) as {
+    keyed: number;
+    folded: number;
+    seconds: number;
+  };
+  return {
+    entries,
+    keyed_mb: round(r.keyed / 1e6, 1),
+    bytes_per_entry: Math.round(r.keyed / entries),
+    folded_mb: round(Math.max(0, r.folded) / 1e6, 2),
+    seconds: r.seconds,
+  };
+}
 
 /** Stop the sidecar and start it again on the same files; ms from spawn to listening. */
 async function restartTime(stack: BenchStack, label: string): Promise<{ start_ms: number; rss_mb: number }> {
@@ -227,6 +277,11 @@ export const memoryScale: Benchmark = {
           'small',
         )
       : null;
+    const ledger = await ledgerPhase(Math.max(1, through.through_per_s));
+    ctx.progress(
+      `spend ledger, an hour at ${through.through_per_s}/s (${ledger.entries.toLocaleString('en-US')} attempts): ` +
+        `${ledger.keyed_mb} MB by key, ${ledger.folded_mb} MB folded into ${ledger.seconds} seconds`,
+    );
     const drift = rssDrift(through.samples);
     const smallDrift = small ? rssDrift(small.samples) : null;
     const lastRss = (r: typeof through) => r.samples[r.samples.length - 1]?.rss_mb ?? 0;
@@ -265,6 +320,12 @@ export const memoryScale: Benchmark = {
           met: reachedAll,
         },
         {
+          metric: `spend ledger heap, an hour at the run's ${through.through_per_s}/s (${ledger.entries.toLocaleString('en-US')} attempts)`,
+          target: '– (reported; flat memory)',
+          measured: `${ledger.folded_mb} MB folded into ${ledger.seconds} per-second sums, as terminal transactions' spend is held; ${ledger.keyed_mb} MB kept by attempt (${ledger.bytes_per_entry} bytes each), as it was held before`,
+          met: null,
+        },
+        {
           metric: `start-up with ${pending.pending.toLocaleString('en-US')} pending in the journal`,
           target: '– (reported)',
           measured: `${pending.restart.start_ms} ms (RSS after ${pending.restart.rss_mb} MB)`,
@@ -283,7 +344,7 @@ export const memoryScale: Benchmark = {
         'Start-up is spawn to `relay: listening on` of apps/sidecar/dist/main.cjs on the same data directory (journal replay included).',
         `\`heap_used_mb\` in the samples (the JSON) is the V8 heap in use from the sidecar's /metrics, sampled every 15 s wherever the collector happens to be: lowest ${Math.min(...through.samples.slice(Math.floor(through.samples.length / 2)).map((x) => x.heap_used_mb))} MB over the second half of the run, against an RSS that V8 keeps committed between major collections. No flag is passed to node: \`RELAY_MEMORY_MODE=default\` bounds the heap's growth itself (V8's \`--heap-growing-percent\`, which the sidecar sets on itself once started; see packages/sidecar/src/runtime/memory-mode.ts).`,
       ],
-      details: { pending, through, small },
+      details: { pending, through, small, ledger },
     };
   },
 };

@@ -24,6 +24,7 @@ export {
   type TrackKind,
 } from './relay';
 export {
+  SpendLedger,
   storeCodec,
   type AttemptDecision,
   type AttemptStage,

@@ -86,7 +86,8 @@ describe('folding: an entry that can no longer change counts by its second', () 
     const counted = new Map<number, Counted>();
     let now = 50_000;
     let next = 0;
-    for (let step = 0; step < 20_000; step++) {
+    const compactions = { seen: false };
+    for (let step = 0; step < 12_000; step++) {
       now += Math.floor(random() * 60);
       const live = [...counted.entries()].filter(([, c]) => c.key !== null);
       const roll = random();
@@ -103,14 +104,14 @@ describe('folding: an entry that can no longer change counts by its second', () 
         ledger.fold(c.key as string);
         c.key = null;
       } else {
-        const before = now - 4_000;
+        const before = now - 61_000;
         ledger.prune(before);
         // What prune may drop: keyed entries before it, folded ones whose whole second is before it.
         for (const [id, c] of counted)
           if (c.key !== null ? c.at < before : (Math.floor(c.at / 1000) + 1) * 1000 <= before)
             counted.delete(id);
       }
-      const cutoff = now - 3_000;
+      const cutoff = now - 60_000;
       const exact = [...counted.values()].filter((c) => c.at >= cutoff).reduce((n, c) => n + c.lamports, 0);
       const cutSecond = [...counted.values()]
         .filter(
@@ -120,7 +121,14 @@ describe('folding: an entry that can no longer change counts by its second', () 
       const sum = ledger.spentSince(cutoff);
       expect(sum).toBeGreaterThanOrEqual(exact);
       expect(sum).toBeLessThanOrEqual(exact + cutSecond);
+      // Places of entries gone before aging (folded, deleted) do not pile up: the order list stays O(entries).
+      const order = (ledger as unknown as { order: unknown[]; head: number }).order;
+      const head = (ledger as unknown as { head: number }).head;
+      expect(order.length - head).toBeLessThanOrEqual(2 * ledger.size + 1025);
+      if (order.length - head > 1024) compactions.seen = true;
     }
+    // The window is long enough for the order list to need compacting (about 2,000 places in it at a time).
+    expect(compactions.seen).toBe(true);
     // Folded entries hold no key: what is left by key is only what was never folded.
     expect(ledger.size).toBe([...counted.values()].filter((c) => c.key !== null).length);
   });
@@ -142,11 +150,43 @@ describe('folding: an entry that can no longer change counts by its second', () 
     ledger.prune(11_000);
     expect(ledger.hasOlderThan(11_000)).toBe(false);
     expect(ledger.spentSince(11_000)).toBe(7);
-    // A fold into a second that has already aged counts as aged.
-    ledger.set('d#1', [10_100, 1_000]);
+  });
+
+  test('a fold into a second that has aged, or before one, counts as aged', () => {
+    const ledger = new SpendLedger();
+    ledger.set('a#1', [10_200, 100]);
+    ledger.set('c#1', [12_300, 40]);
+    ledger.set('z#1', [20_000, 1]);
+    ledger.fold('a#1');
+    ledger.fold('c#1');
+    expect(ledger.spentSince(13_000)).toBe(1); // seconds 10 and 12 have aged
+    ledger.set('d#1', [10_700, 1_000]); // into aged second 10
     ledger.fold('d#1');
-    expect(ledger.spentSince(11_000)).toBe(7);
-    expect(ledger.hasOlderThan(11_000)).toBe(true);
+    expect(ledger.spentSince(13_000)).toBe(1);
+    ledger.set('e#1', [11_100, 500]); // a new second between two aged ones
+    ledger.fold('e#1');
+    expect(ledger.spentSince(13_000)).toBe(1);
+    ledger.set('f#1', [13_500, 7]); // a new second not yet aged
+    ledger.fold('f#1');
+    expect(ledger.spentSince(13_000)).toBe(8);
+    expect(ledger.hasOlderThan(13_000)).toBe(true);
+    ledger.prune(13_000);
+    expect(ledger.hasOlderThan(13_000)).toBe(false);
+    expect(ledger.spentSince(13_000)).toBe(8);
+    expect([...ledger.folded()].map(([key]) => key)).toEqual(['folded:13']);
+  });
+
+  test('a snapshot writes each folded second at its last millisecond: a relay from before folding ages none early', () => {
+    const ledger = new SpendLedger();
+    ledger.set('a#1', [7_001, 5]);
+    ledger.fold('a#1');
+    expect([...ledger.folded()]).toEqual([['folded:7', 7_999, 5]]);
+    // Read back by this relay: the same second.
+    const replayed = new SpendLedger();
+    replayed.set('folded:7', [7_999, 5]);
+    expect(replayed.size).toBe(0);
+    expect(replayed.spentSince(7_500)).toBe(5);
+    expect(replayed.spentSince(8_000)).toBe(0);
   });
 
   test('a snapshot writes folded seconds as entries that replay folded', () => {
@@ -190,4 +230,35 @@ test("the store's snapshot keeps a terminal transaction's spend folded: replayed
   expect(replayed.spend.size).toBe(25);
   for (const cutoff of [T0, T0 + 1_000, T0 + 2_450, T0 + 4_000, T0 + 5_000])
     expect(replayed.spend.spentSince(cutoff)).toBe(state.spend.spentSince(cutoff));
+});
+
+test('an attempt still open when its transaction ended keeps its entry by key: released later, it stops counting', () => {
+  const codec = storeCodec(20_000);
+  const state = codec.initial();
+  codec.apply(state, { k: 'put', tx: tx('tx_a', 'sig-a') });
+  // Attempt 1 in doubt (submitted), attempt 2 lands and finalizes the transaction.
+  codec.apply(state, { k: 'patch', id: 'tx_a', attempt: attempt(1, 'b1', { stage: 'submitted' }) });
+  codec.apply(state, { k: 'patch', id: 'tx_a', attempt: attempt(2, 'b2', { created_at: T0 + 1_500 }) });
+  codec.apply(state, {
+    k: 'patch',
+    id: 'tx_a',
+    set: { state: 'finalized' },
+    attempts: [{ n: 2, set: { stage: 'finalized' } }],
+  });
+  expect(state.spend.spentSince(T0)).toBe(30_000);
+  expect(state.spend.size).toBe(1); // attempt 1 by key, attempt 2 folded
+  codec.apply(state, {
+    k: 'patch',
+    id: 'tx_a',
+    attempts: [{ n: 1, set: { stage: 'failed', outcome: 'dropped', released: true } }],
+  });
+  expect(state.spend.spentSince(T0)).toBe(15_000);
+  // Its tip found paid after all: counted again once, and folded now that it is settled.
+  codec.apply(state, {
+    k: 'patch',
+    id: 'tx_a',
+    attempts: [{ n: 1, set: { leaked: true, released: false } }],
+  });
+  expect(state.spend.spentSince(T0)).toBe(30_000);
+  expect(state.spend.size).toBe(0);
 });

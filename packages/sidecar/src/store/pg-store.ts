@@ -956,7 +956,8 @@ export class PgTxStore implements TxStore {
       // A reservation that may have committed counts against the limit (the held ledger errs toward spending less;
       // it leaves with the rolling hour).
       if (isRelayError(error, 'RELAY_E_DB_COMMIT_UNKNOWN')) {
-        const reserved = effects.filter((e) => e.kind === 'reserve');
+        // A recount too (a tip found paid after its release): counted again, as the commit may have.
+        const reserved = effects.filter((e) => e.kind === 'reserve' || e.kind === 'recount');
         if (reserved.length > 0)
           this.codec.apply(this.owned, {
             k: 'spend',

@@ -283,8 +283,9 @@ export class SpendLedger extends Map<string, [number, number]> {
 
   /**
    * Move `key`'s entry into the sum of its reservation's second: it stays counted until that second leaves the window,
-   * but can no longer be released or replaced by key. Only for an entry that cannot change: its attempt is settled and
-   * its transaction terminal. (Were one released after all, it would stay counted: over, never under.)
+   * but can no longer be released or replaced by key. Only for an entry that cannot change: its attempt is settled
+   * (finalized or failed) and its transaction terminal. (Were one released after all, it would stay counted: over,
+   * never under.)
    */
   fold(key: string): void {
     const value = super.get(key);
@@ -343,20 +344,34 @@ export class SpendLedger extends Map<string, [number, number]> {
     this.foldHead = Math.max(0, this.foldHead - gone);
   }
 
-  /** The folded sums as snapshot entries: [`folded:<second>`, the second's first ms, lamports]. */
+  /**
+   * The folded sums as snapshot entries: [`folded:<second>`, the second's last ms, lamports]. The last, not the first:
+   * a relay from before folding reads them as ordinary entries and must not age a second's spend before all of it
+   * has left the window.
+   */
   *folded(): Generator<[string, number, number]> {
     for (let i = 0; i < this.foldSeconds.length; i++) {
       const second = this.foldSeconds[i] as number;
-      yield [`${FOLDED_SPEND_PREFIX}${second}`, second * 1000, this.foldLamports[i] as number];
+      yield [`${FOLDED_SPEND_PREFIX}${second}`, second * 1000 + 999, this.foldLamports[i] as number];
     }
   }
 
   private addFolded(at: number, lamports: number): void {
     const second = Math.floor(at / 1000);
     const seconds = this.foldSeconds;
-    // Folds come nearly in time order: look from the end.
+    // Where `second` goes: after every second not above it (folds come nearly in time order; the common case is the
+    // last place, and an old one costs a binary search, not a scan).
     let i = seconds.length;
-    while (i > 0 && (seconds[i - 1] as number) > second) i--;
+    if (i > 0 && (seconds[i - 1] as number) > second) {
+      let lo = 0;
+      let hi = i - 1;
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if ((seconds[mid] as number) <= second) lo = mid + 1;
+        else hi = mid;
+      }
+      i = lo;
+    }
     if (i > 0 && seconds[i - 1] === second) {
       this.foldLamports[i - 1] = (this.foldLamports[i - 1] as number) + lamports;
       if (i - 1 < this.foldHead) this.foldAged += lamports;
@@ -472,7 +487,7 @@ function applyOp(state: StoreState, op: StoreOp, retainTerminal: number): void {
       if (!isTerminalTxState(before.state) && isTerminalTxState(tx.state)) {
         state.active--;
         retire(state, tx, retainTerminal);
-      }
+      } else if (isTerminalTxState(tx.state) && op.attempts?.length) foldSettled(state, tx);
       return;
     }
   }
@@ -596,11 +611,20 @@ function isWaiting(tx: Pick<StoredTx, 'state' | 'stopped'>): boolean {
 }
 
 /** A terminal record keeps its signatures and history but not its payload; the oldest beyond retention go. */
+/**
+ * A terminal transaction's settled attempts can no longer be released: what they reserved stays counted for the
+ * rolling hour, by second ({@link SpendLedger.fold}). An attempt still open (in doubt when its transaction ended) keeps
+ * its entry by key until it settles.
+ */
+function foldSettled(state: StoreState, tx: StoredTx): void {
+  for (const a of tx.attempts)
+    if (a.stage === 'finalized' || a.stage === 'failed') state.spend.fold(attemptKey(tx.tx_id, a.attempt));
+}
+
 function retire(state: StoreState, tx: StoredTx, retainTerminal: number): void {
   // `tx` is the record this operation just created (or put): changing it here changes no snapshot handed out.
   dropPayload(tx);
-  // Its attempts are settled: what they reserved is released or stays counted for the rolling hour, by second.
-  for (const a of tx.attempts) state.spend.fold(attemptKey(tx.tx_id, a.attempt));
+  foldSettled(state, tx);
   state.terminalOrder.push(tx.tx_id);
   while (state.terminalOrder.length - state.terminalHead > retainTerminal) {
     const oldId = state.terminalOrder[state.terminalHead++] as string;
